@@ -1,0 +1,99 @@
+"""Argument checks that run before any compute.
+
+Every check raises ``ValueError`` (or ``TypeError`` for the wrong kind of
+object) whose message names the argument, shows the value received and states
+the allowed range, e.g. ``"sampling_prob must be in (0, 1], got 1.5"``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+
+def _is_integer(value: Any) -> bool:
+  return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def integer_at_least(name: str, value: Any, minimum: int) -> int:
+  """Returns ``value`` as ``int`` if it is an integer ``>= minimum``."""
+  if isinstance(value, (float, np.floating)) and float(value).is_integer():
+    raise TypeError(f'{name} must be an integer >= {minimum}, got the float {value!r}')
+  if not _is_integer(value):
+    raise TypeError(f'{name} must be an integer >= {minimum}, got {value!r}')
+  if value < minimum:
+    raise ValueError(f'{name} must be an integer >= {minimum}, got {value}')
+  return int(value)
+
+
+def real_number(name: str, value: Any) -> float:
+  """Returns ``value`` as a Python float; rejects non-scalars and non-numbers."""
+  if isinstance(value, bool) or not isinstance(value, (numbers.Real, np.ndarray, np.generic)):
+    try:
+      import jax  # local: _validate must stay importable without touching devices
+      if isinstance(value, jax.Array) and value.shape == ():
+        return float(value)
+    except ImportError:  # pragma: no cover
+      pass
+    raise TypeError(f'{name} must be a real number, got {value!r}')
+  array = np.asarray(value)
+  if array.shape != ():
+    raise ValueError(f'{name} must be a scalar, got an array of shape {array.shape}')
+  return float(array)
+
+
+def probability(name: str, value: Any, *, allow_zero: bool = False) -> float:
+  """Checks ``value`` in (0, 1] (or [0, 1] with ``allow_zero``)."""
+  value = real_number(name, value)
+  low_ok = value >= 0.0 if allow_zero else value > 0.0
+  if not (math.isfinite(value) and low_ok and value <= 1.0):
+    interval = '[0, 1]' if allow_zero else '(0, 1]'
+    raise ValueError(f'{name} must be in {interval}, got {value}')
+  return value
+
+
+def positive_finite(name: str, value: Any) -> float:
+  """Checks ``0 < value < inf``."""
+  value = real_number(name, value)
+  if not (math.isfinite(value) and value > 0.0):
+    raise ValueError(f'{name} must be finite and > 0, got {value}')
+  return value
+
+
+def finite_real(name: str, value: Any) -> float:
+  """Checks that ``value`` is a finite real scalar."""
+  value = real_number(name, value)
+  if not math.isfinite(value):
+    raise ValueError(f'{name} must be finite, got {value}')
+  return value
+
+
+def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
+  """Checks that ``value`` is one of the ``allowed`` strings."""
+  if value not in allowed:
+    raise ValueError(f'{name} must be one of {", ".join(map(repr, allowed))}, got {value!r}')
+  return value
+
+
+def band_coefficients(name: str, values: Any) -> np.ndarray:
+  """Checks a band of a banded Toeplitz matrix: 1-D, non-empty, finite, >= 0, first > 0.
+
+  Non-negativity is required by every amplification result we implement
+  (mean domination, seed 000 §2.5 / Thm 5.1); a zero leading coefficient makes
+  C singular.
+  """
+  array = np.asarray(values, dtype=np.float64)
+  if array.ndim != 1:
+    raise ValueError(f'{name} must be a 1-D array, got shape {array.shape}')
+  if array.size == 0:
+    raise ValueError(f'{name} must be non-empty')
+  if not np.all(np.isfinite(array)):
+    raise ValueError(f'{name} must contain only finite values (no NaN or inf), got {array}')
+  if np.any(array < 0):
+    raise ValueError(f'{name} must be entrywise non-negative, got {array}')
+  if not array[0] > 0:
+    raise ValueError(f'{name}[0] must be > 0 (otherwise C is singular), got {array[0]}')
+  return array

@@ -1,0 +1,549 @@
+"""Banded lower-triangular Toeplitz strategy matrices for DP-BandMF.
+
+A BandMF strategy matrix ``C`` (n×n, lower-triangular, entrywise non-negative)
+is described by the non-zero band of its first column, ``c_col``:
+``C[i + k, i] = c_col[k]`` for ``0 <= k < num_bands`` and ``i + k < n``, and
+``C[i, j] = 0`` otherwise. Training releases ``G + C⁻¹Z``, which is
+post-processing-equivalent to the matrix mechanism ``CG + Z`` (arXiv
+2602.09338v2 §2.3; spec 000 §1).
+
+Notation (API name ↔ symbol in spec 000 §0 and the papers cited below):
+
+============================  ==========================================
+``c_col``                     c = (c₀, …, c_{m−1}), the band of column 0
+``num_bands`` / ``bands``     m (spec 000 writes m_c; "b-banded" in papers)
+``iterations``                n, the number of rows/columns of C
+``min_sep``                   b, the min-separation of participations
+``column_squared_norms``      s_i = Σ_{k < min(m, n−i)} c_k²  (spec 000 §4.3)
+============================  ==========================================
+
+Careful: the number of bands m and the min-sep b are different parameters;
+the sensitivity formula here (and the Monte Carlo dynamic program of spec 000
+§4) needs ``m <= b``.
+
+Where the code runs: everything numeric is JAX (device) code built from
+``jnp``/``lax`` so that it can be jitted, differentiated and fed traced
+coefficients (``BandedToeplitz`` is a pytree whose only leaf is ``c_col``).
+Public functions run inside a *scoped* ``jax.enable_x64(True)`` context so
+that eager calls compute in float64 without touching the global JAX
+configuration; inside a caller's ``jit`` the dtype of the traced input is
+kept. Argument checks run on the host before any compute. The optimiser
+returns a host ``np.ndarray``.
+
+Sharp edge: an eager call returns a float64 ``jax.Array`` even when the
+caller runs JAX without x64; convert it with ``np.asarray``/``float`` before
+mixing it with float32 JAX code (JAX would otherwise warn and truncate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, Callable, TypeVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+
+from jaxacct import _validate
+
+__all__ = [
+    'BandedToeplitz',
+    'min_sep_sensitivity_squared',
+    'optimize_banded_toeplitz',
+    'prefix_sum_mse',
+    'square_root_coefficients',
+]
+
+_F = TypeVar('_F', bound=Callable[..., Any])
+
+
+def _scoped_x64(fn: _F) -> _F:
+  """Runs ``fn`` inside ``jax.enable_x64(True)``; never changes global config.
+
+  Inside the caller's transformation (an argument is a tracer, or ``jit`` is
+  staging) the caller's precision setting is kept instead: switching it in
+  the middle of a transformation hands f64 values to f32 code (JAX warns, and
+  eager ``vmap`` in jax 0.10.2 even fails with a buffer-size mismatch).
+  """
+
+  @functools.wraps(fn)
+  def wrapper(*args, **kwargs):
+    if _under_transformation(args, kwargs):
+      return fn(*args, **kwargs)
+    with jax.enable_x64(True):
+      return fn(*args, **kwargs)
+
+  return wrapper  # type: ignore[return-value]
+
+
+def _is_tracer(value: Any) -> bool:
+  return isinstance(value, jax.core.Tracer)
+
+
+def _under_transformation(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+  if any(_is_tracer(leaf) for leaf in jax.tree.leaves((args, kwargs))):
+    return True
+  # Under jit every new array is staged out as a tracer (public-API probe).
+  return _is_tracer(jnp.zeros((), jnp.int32))
+
+
+def _coefficients(name: str, values: Any) -> jax.Array:
+  """Validates band coefficients and returns them as a ``jnp`` array.
+
+  Concrete values get the full check of ``_validate.band_coefficients`` (1-D,
+  non-empty, finite, non-negative, first entry > 0). Traced values (inside
+  ``jit``/``grad``) can only be checked for shape; their dtype is kept if it is
+  floating. Must be called inside the scoped x64 context.
+  """
+  if isinstance(values, BandedToeplitz):
+    values = values.c_col
+  if _is_tracer(values):
+    if values.ndim != 1:
+      raise ValueError(f'{name} must be a 1-D array, got shape {values.shape}')
+    if values.shape[0] == 0:
+      raise ValueError(f'{name} must be non-empty')
+    if not jnp.issubdtype(values.dtype, jnp.floating):
+      values = values.astype(float)  # default float dtype of the caller
+    return values
+  return jnp.asarray(_validate.band_coefficients(name, values))
+
+
+def _iterations(value: Any) -> int:
+  return _validate.integer_at_least('iterations', value, 1)
+
+
+# Kernels. Un-jitted and unvalidated: `c` is a 1-D float array (possibly
+# traced), `n` a static Python int. Paper symbols: c, n, m, b, s, beta.
+
+
+def _column_squared_norms(c: jax.Array, n: int) -> jax.Array:
+  """s_i = Σ_{k < w_i} c_k² with w_i = min(m, n − i) (spec 000 §4.3)."""
+  m = c.shape[0]
+  w = np.minimum(m, n - np.arange(n))  # static window lengths, non-increasing in i
+  return jnp.cumsum(c * c)[w - 1]
+
+
+def _materialize(c: jax.Array, n: int) -> jax.Array:
+  m = c.shape[0]
+  diff = np.arange(n)[:, None] - np.arange(n)[None, :]  # i − j for C[i, j]
+  in_band = (diff >= 0) & (diff < m)
+  return jnp.where(in_band, c[np.clip(diff, 0, m - 1)], jnp.zeros((), c.dtype))
+
+
+def _solve_ones(c: jax.Array, n: int) -> jax.Array:
+  """β = C⁻¹𝟏 by banded forward substitution, O(n·m) time, O(m) carry.
+
+  Row i of Cβ = 𝟏 reads c₀β_i + Σ_{k=1}^{m−1} c_k β_{i−k} = 1 (β_j = 0 for
+  j < 0). The carry holds (β_{i−1}, …, β_{i−m+1}).
+  """
+  m = min(c.shape[0], n)  # bands below row n never enter the n×n system
+  c0, tail = c[0], c[1:m]
+
+  def step(previous, _):
+    beta_i = (1.0 - jnp.dot(tail, previous)) / c0
+    return jnp.concatenate([beta_i[None], previous])[:-1], beta_i
+
+  _, beta = lax.scan(step, jnp.zeros(m - 1, c.dtype), None, length=n)
+  return beta
+
+
+def _mean_prefix_error(c: jax.Array, n: int) -> jax.Array:
+  """(1/n)·‖A C⁻¹‖_F² for A the all-ones lower-triangular n×n matrix.
+
+  A and C⁻¹ are lower-triangular Toeplitz, hence so is A C⁻¹; its first
+  column is A C⁻¹ e₀ = C⁻¹ A e₀ = C⁻¹ 𝟏 = β (Toeplitz lower-triangular
+  matrices commute). Row i is (β_i, β_{i−1}, …, β₀, 0, …), with squared norm
+  cumsum(β²)_i (reference-libraries.md §1.4, "MSE formula").
+  """
+  beta = _solve_ones(c, n)
+  return jnp.mean(jnp.cumsum(beta * beta))
+
+
+def _prefix_sum_mse(c: jax.Array, n: int) -> jax.Array:
+  """(1/n)·‖A C⁻¹‖_F² · s_0 with s_0 the largest (truncated) squared column norm."""
+  return _mean_prefix_error(c, n) * _column_squared_norms(c, n)[0]
+
+
+# Jitted once per (n, m, dtype) so that eager calls do not re-trace the scan.
+_prefix_sum_mse_jit = jax.jit(_prefix_sum_mse, static_argnames=('n',))
+
+
+def _min_sep_sensitivity_squared(c: jax.Array, b: int, n: int) -> jax.Array:
+  """Σ_{j=0}^{k−1} s_{j·b}, k = ⌈n/b⌉ (valid for m <= b)."""
+  return jnp.sum(_column_squared_norms(c, n)[::b])
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class BandedToeplitz:
+  """Lower-triangular banded Toeplitz strategy matrix ``C[i + k, i] = c_col[k]``.
+
+  The object is a JAX pytree whose only leaf is ``c_col``: pass it through
+  ``jit``/``vmap`` as an argument and new coefficient values (of the same
+  number of bands) do not retrace. The number of iterations n is not part of
+  the matrix; methods take it as a static argument, because the same band
+  describes C for every n.
+
+  Attributes:
+    c_col: The non-zero band (c₀, …, c_{m−1}) of the first column, stored as a
+      read-only float64 ``np.ndarray`` (a ``jax.Array`` or tracer after a
+      round trip through a JAX transformation, which skips validation).
+
+  Raises:
+    ValueError: at construction, if ``c_col`` is not 1-D, is empty, contains
+      NaN/inf or negative values, or ``c_col[0] <= 0``. Non-negativity is
+      required by the amplification results (spec 000 §11, pitfall 16).
+    TypeError: if constructed from a traced value; construct it outside the
+      transformation and pass it in as a pytree argument.
+
+  Example:
+    >>> strategy = BandedToeplitz([1.0, 0.5, 0.375])
+    >>> strategy.column_squared_norms(4).tolist()
+    [1.390625, 1.390625, 1.25, 1.0]
+
+  References:
+    Choquette-Choo, Ganesh, McKenna, McMahan, Rush, Thakurta, Xu, "(Amplified)
+    banded matrix factorization: a unified approach to private training",
+    NeurIPS 2023, arXiv 2306.08153 (BandMF with banded C).
+    Dong, Ganesh, "Privacy amplification for BandMF via b-min-sep subsampling",
+    arXiv 2602.09338v2, §2.3 (b-banded Toeplitz definition); spec 000 §0, §4.3.
+  """
+
+  c_col: np.ndarray
+
+  def __post_init__(self):
+    if _is_tracer(self.c_col):
+      raise TypeError(
+          'BandedToeplitz(c_col) needs concrete values, got a tracer; construct it '
+          'outside jit/vmap/grad and pass it in as a pytree argument')
+    array = np.array(_validate.band_coefficients('c_col', self.c_col), dtype=np.float64)
+    array.setflags(write=False)
+    object.__setattr__(self, 'c_col', array)
+
+  @property
+  def num_bands(self) -> int:
+    """Number of bands m = ``len(c_col)`` (implied by the leaf's shape)."""
+    return int(self.c_col.shape[0])
+
+  @_scoped_x64
+  def column_squared_norms(self, iterations: int) -> jax.Array:
+    """Squared column norms of the n×n matrix C, truncated at row n.
+
+    s_i = Σ_{k < min(m, n − i)} c_k². The first n − m + 1 values equal ‖c‖²;
+    the last m − 1 DECREASE towards the end: s_{n−1} = c₀²,
+    s_{n−2} = c₀² + c₁², …, i.e. s_{n−1−k} = Σ_{j≤k} c_j².
+
+    Args:
+      iterations: n >= 1 (static).
+
+    Returns:
+      Array of shape ``(iterations,)``; float64 unless ``c_col`` is a traced
+      lower-precision leaf.
+
+    References:
+      Spec 000 §4.3 ("Column-norm pattern") and §11 pitfall 2 (jax_privacy
+      writes the last m − 1 values in reverse order).
+    """
+    n = _iterations(iterations)
+    return _column_squared_norms(_coefficients('c_col', self.c_col), n)
+
+  @_scoped_x64
+  def max_column_norm(self, iterations: int | None = None) -> jax.Array:
+    """Largest column norm ‖C e_0‖₂ = sqrt(Σ_{k < min(m, n)} c_k²).
+
+    Args:
+      iterations: n >= 1, or ``None`` for the untruncated norm ‖c‖₂ (any
+        n >= m).
+
+    Returns:
+      Scalar array. This is the single-participation L2 sensitivity of C.
+
+    References:
+      Spec 000 §4.3 (s_0 is the largest truncated squared column norm).
+    """
+    c = _coefficients('c_col', self.c_col)
+    if iterations is not None:
+      c = c[:_iterations(iterations)]
+    return jnp.sqrt(jnp.sum(c * c))
+
+  @_scoped_x64
+  def materialize(self, iterations: int) -> jax.Array:
+    """Dense n×n lower-triangular matrix C (for tests and small n).
+
+    Args:
+      iterations: n >= 1 (static).
+
+    Returns:
+      Array of shape ``(iterations, iterations)`` with ``C[i + k, i] =
+      c_col[k]``.
+
+    References:
+      Dong, Ganesh, arXiv 2602.09338v2, §2.3 (b-banded and Toeplitz definitions).
+    """
+    n = _iterations(iterations)
+    return _materialize(_coefficients('c_col', self.c_col), n)
+
+  def __eq__(self, other: object) -> bool:
+    if not isinstance(other, BandedToeplitz):
+      return NotImplemented
+    mine, theirs = np.asarray(self.c_col), np.asarray(other.c_col)
+    return mine.shape == theirs.shape and bool(np.array_equal(mine, theirs))
+
+  def __hash__(self) -> int:
+    return hash((BandedToeplitz, tuple(float(v) for v in np.asarray(self.c_col))))
+
+
+def _flatten_with_keys(matrix: BandedToeplitz):
+  return ((jax.tree_util.GetAttrKey('c_col'), matrix.c_col),), None
+
+
+def _flatten(matrix: BandedToeplitz):
+  return (matrix.c_col,), None
+
+
+def _unflatten(_: None, children) -> BandedToeplitz:
+  # No validation: the leaf may be a tracer, a sentinel or a placeholder.
+  matrix = object.__new__(BandedToeplitz)
+  object.__setattr__(matrix, 'c_col', children[0])
+  return matrix
+
+
+jax.tree_util.register_pytree_with_keys(
+    BandedToeplitz, _flatten_with_keys, _unflatten, _flatten)
+
+
+def square_root_coefficients(bands: int) -> np.ndarray:
+  """First ``bands`` coefficients of the square-root ("FHU") factorisation.
+
+  c_k = Π_{j=1}^{k} (2j − 1)/(2j) = [1, 1/2, 3/8, 5/16, …], the Taylor
+  coefficients of (1 − z)^{−1/2}; with all n bands, C = A^{1/2} for A the
+  all-ones lower-triangular (prefix-sum) matrix. jax_privacy initialises its
+  banded optimiser from these (``optimal_max_error_strategy_coefs``).
+
+  Args:
+    bands: number of coefficients m >= 1.
+
+  Returns:
+    float64 ``np.ndarray`` of shape ``(bands,)``.
+
+  References:
+    Fichtenberger, Henzinger, Upadhyay, "Constant matters: fine-grained error
+    bound on differentially private continual observation", ICML 2023,
+    arXiv 2202.11205 (the explicit factorisation of the counting matrix);
+    reference-libraries.md §1.4.
+  """
+  m = _validate.integer_at_least('bands', bands, 1)
+  j = np.arange(1, m, dtype=np.float64)
+  return np.concatenate([[1.0], np.cumprod((2.0 * j - 1.0) / (2.0 * j))])
+
+
+@_scoped_x64
+def prefix_sum_mse(c_col: Any, iterations: int) -> jax.Array:
+  """Prefix-sum MSE of C at single-participation sensitivity.
+
+  loss = (1/n)·‖A C⁻¹‖_F² · max_i s_i, where A is the all-ones lower-triangular
+  n×n matrix and max_i s_i = s_0 = Σ_{k < min(m, n)} c_k² (= ‖c‖² when
+  m <= n). A C⁻¹ is lower-triangular Toeplitz with first-column coefficients
+  β solving C β = 𝟏, so its row i has squared norm cumsum(β²)_i and
+  loss = mean_i cumsum(β²)_i · ‖c‖². β is computed by banded forward
+  substitution in O(n·m) (a ``lax.scan``), never by a dense solve. The loss is
+  invariant to scaling c and differentiable in ``c_col``.
+
+  Args:
+    c_col: band (c₀, …, c_{m−1}) as an array or a ``BandedToeplitz``;
+      concrete values must be finite, non-negative with c₀ > 0. Traced values
+      (under ``jax.grad``/``jit``) are only shape-checked.
+    iterations: n >= 1 (static).
+
+  Returns:
+    Scalar array (float64 for concrete input).
+
+  Raises:
+    ValueError: for an invalid ``c_col`` or ``iterations``.
+
+  Example:
+    >>> float(prefix_sum_mse(square_root_coefficients(4), 16))  # doctest: +ELLIPSIS
+    3.76823949...
+
+  References:
+    Denisov, McMahan, Rush, Smith, Thakurta, "Improved differential privacy
+    for SGD via optimal private linear operators on adaptive streams",
+    NeurIPS 2022 (prefix-sum MSE); Dong, Ganesh, arXiv 2602.09338v2, §7.1
+    (the displayed MSE equation (1/n)‖AC⁻¹‖_F² σ(C)²); reference-libraries.md
+    §1.4 ("MSE formula"); reference values in reference-values.md §12.
+  """
+  n = _iterations(iterations)
+  return _prefix_sum_mse_jit(_coefficients('c_col', c_col), n=n)
+
+
+@_scoped_x64
+def min_sep_sensitivity_squared(c_col: Any, min_sep: int, iterations: int) -> jax.Array:
+  """max ‖C x‖² over participation vectors x ∈ {0,1}ⁿ with gaps >= ``min_sep``.
+
+  Requires m = len(c_col) <= b = ``min_sep``. Then the result is
+  Σ_{j=0}^{k−1} s_{j·b} with k = ⌈n/b⌉ and s the truncated squared column
+  norms (``BandedToeplitz.column_squared_norms``): an example participates as
+  early and as often as the separation allows.
+
+  Proof. Column i of C is supported on rows i, …, i + m − 1, so for
+  participations i₁ < … < i_r with gaps >= b >= m the selected columns have
+  disjoint supports and ‖C x‖² = Σ_j s_{i_j}. Since i_j >= (j − 1)·b forces
+  r <= k, and s is non-negative and non-increasing in i (its window
+  min(m, n − i) shrinks), each term satisfies s_{i_j} <= s_{(j−1)·b} and adding
+  the missing terms j = r + 1, …, k only increases the sum, so the pattern
+  {0, b, 2b, …} is optimal.
+
+  The argument uses neither non-negativity nor monotonicity of c itself, so
+  the formula is exact for every band with m <= b (and differentiable in
+  ``c_col``).
+
+  Args:
+    c_col: band (c₀, …, c_{m−1}) as an array or a ``BandedToeplitz``.
+    min_sep: b >= 1, minimum distance between two participations (static).
+    iterations: n >= 1 (static).
+
+  Returns:
+    Scalar array (float64 for concrete input).
+
+  Raises:
+    ValueError: for invalid arguments, or when len(c_col) > min_sep (columns
+      would overlap; use an r-min-sep bound, spec 000 §7, instead).
+
+  Example:
+    >>> float(min_sep_sensitivity_squared([1.0, 1.0], min_sep=2, iterations=5))
+    5.0
+
+  References:
+    McKenna, "Scaling up the banded matrix factorization mechanism for large
+    scale differentially private ML", ICLR 2025, arXiv 2405.13763, Thm 2
+    (b-min-sep sensitivity of banded C; cited in reference-libraries.md §1.4);
+    Dong, Ganesh, arXiv 2602.09338v2, §4.1 (‖Cx‖² for b-banded C under
+    b-min-sep); spec 000 §0 (m_c <= b), §4.3 (s_i); reference-values.md §12.
+  """
+  n = _iterations(iterations)
+  b = _validate.integer_at_least('min_sep', min_sep, 1)
+  c = _coefficients('c_col', c_col)
+  if c.shape[0] > b:
+    raise ValueError(
+        f'len(c_col) must be <= min_sep (bands may not exceed the min-sep, '
+        f'spec 000 §0), got len(c_col)={c.shape[0]} and min_sep={b}')
+  return _min_sep_sensitivity_squared(c, b, n)
+
+
+def _band_from_params(theta: jax.Array) -> jax.Array:
+  """c = (1, |θ₁|, …, |θ_{m−1}|): non-negative, c₀ fixed by scale invariance."""
+  return jnp.concatenate([jnp.ones(1, theta.dtype), jnp.abs(theta)])
+
+
+def _objective(c: jax.Array, n: int, b: int | None) -> jax.Array:
+  mean_error = _mean_prefix_error(c, n)
+  if b is None:
+    return mean_error * jnp.sum(c * c)  # bands <= n: s_0 = ‖c‖²
+  return mean_error * _min_sep_sensitivity_squared(c, b, n)
+
+
+@functools.partial(jax.jit, static_argnames=('n', 'b', 'max_steps'))
+def _run_lbfgs(theta0: jax.Array, n: int, b: int | None, max_steps: int):
+  """L-BFGS (zoom line search) from theta0; returns (theta, loss, steps)."""
+  def loss_fn(theta):
+    return _objective(_band_from_params(theta), n, b)
+
+  solver = optax.lbfgs()
+  value_and_grad = optax.value_and_grad_from_state(loss_fn)
+
+  def step(carry):
+    theta, state = carry
+    value, grad = value_and_grad(theta, state=state)
+    updates, state = solver.update(
+        grad, state, theta, value=value, grad=grad, value_fn=loss_fn)
+    return optax.apply_updates(theta, updates), state
+
+  def keep_going(carry):
+    _, state = carry
+    count = optax.tree_utils.tree_get(state, 'count')
+    grad = optax.tree_utils.tree_get(state, 'grad')
+    value = optax.tree_utils.tree_get(state, 'value')
+    # Stop once the gradient is at round-off level relative to the loss.
+    converged = optax.tree_utils.tree_norm(grad) <= 1e-12 * jnp.abs(value)
+    return (count == 0) | ((count < max_steps) & ~converged & jnp.isfinite(value))
+
+  theta, state = lax.while_loop(keep_going, step, (theta0, solver.init(theta0)))
+  return theta, loss_fn(theta), optax.tree_utils.tree_get(state, 'count')
+
+
+@_scoped_x64
+def optimize_banded_toeplitz(
+    iterations: int,
+    bands: int,
+    *,
+    min_sep: int | None = None,
+    max_steps: int = 250,
+) -> np.ndarray:
+  """MSE-optimal banded Toeplitz band c for n iterations, ‖c‖₂ = 1.
+
+  Minimises, over non-negative bands with c₀ > 0,
+
+  * ``min_sep=None``: ``prefix_sum_mse(c, n)`` = (1/n)‖AC⁻¹‖_F²·‖c‖²
+    (single participation; what jax_privacy's ``optimize_banded_toeplitz``
+    minimises);
+  * ``min_sep=b``: (1/n)‖AC⁻¹‖_F² · ``min_sep_sensitivity_squared(c, b, n)``,
+    the prefix-sum MSE at the multi-participation (b-min-sep) sensitivity, as
+    for "C that minimizes MSE without amplification" in arXiv 2602.09338v2
+    §7.1.
+
+  Both objectives are scale-invariant, so the search runs over
+  c = (1, |θ₁|, …, |θ_{m−1}|) (non-negative by construction; fixing c₀ removes
+  the flat radial direction) with ``optax.lbfgs`` and its zoom line search,
+  in float64, jitted, from the square-root coefficients. It stops after
+  ``max_steps`` iterations or when the gradient norm falls below 1e-12 × loss.
+  The result is rescaled to unit norm.
+
+  Args:
+    iterations: n >= 1.
+    bands: m, 1 <= m <= iterations.
+    min_sep: b >= bands, or ``None`` for single participation.
+    max_steps: maximum number of L-BFGS iterations, >= 1.
+
+  Returns:
+    float64 ``np.ndarray`` c of shape ``(bands,)`` with ‖c‖₂ = 1, c >= 0,
+    c₀ > 0; ``BandedToeplitz(c)`` is the strategy matrix.
+
+  Raises:
+    ValueError: for an argument outside its range (the message names it).
+    RuntimeError: if the optimiser produced a non-finite band.
+
+  Example:
+    >>> c = optimize_banded_toeplitz(16, 4)
+    >>> round(float(prefix_sum_mse(c, 16)), 6)
+    3.754024
+
+  References:
+    Choquette-Choo et al., arXiv 2306.08153 (BandMF, optimising banded C);
+    McKenna, arXiv 2405.13763 (banded Toeplitz optimisation at scale);
+    reference-libraries.md §1.4 (jax_privacy ``optimize_banded_toeplitz``);
+    reference-values.md §12 (optimised losses).
+  """
+  n = _iterations(iterations)
+  m = _validate.integer_at_least('bands', bands, 1)
+  if m > n:
+    raise ValueError(f'bands must be in [1, iterations={n}], got {m}')
+  b = None
+  if min_sep is not None:
+    b = _validate.integer_at_least('min_sep', min_sep, 1)
+    if b < m:
+      raise ValueError(f'min_sep must be >= bands={m} (or None), got {b}')
+  steps = _validate.integer_at_least('max_steps', max_steps, 1)
+  if m == 1:
+    return np.ones(1)
+  theta0 = jnp.asarray(square_root_coefficients(m)[1:])
+  # optax.lbfgs mixes int32/int64 counters under x64, which strict dtype
+  # promotion (as set by test suites, STYLE.md §4) rejects: scope 'standard'.
+  with jax.numpy_dtype_promotion('standard'):
+    theta, _, _ = _run_lbfgs(theta0, n=n, b=b, max_steps=steps)
+  c = np.concatenate([[1.0], np.abs(np.asarray(theta, dtype=np.float64))])
+  if not np.all(np.isfinite(c)):
+    raise RuntimeError(f'L-BFGS diverged: non-finite band {c} for iterations={n}, bands={m}')
+  return c / math.sqrt(float(np.sum(c * c)))

@@ -1,0 +1,69 @@
+"""The matrix mechanism being accounted: sampling scheme + strategy matrix + noise.
+
+Conventions (shared with jax_privacy and dp_accounting so users can switch):
+
+- ``noise_multiplier`` σ is the noise standard deviation divided by the clip
+  norm. It is **not** normalised by the column norm of C: the sensitive
+  example's contribution to the output y = C·x + σ·z is C·x with the given
+  ``c_col``, so rescaling ``c_col`` changes the guarantee.
+- Adjacency is zero-out (seed 000 Def. 2.1): the neighbouring dataset replaces
+  one example by one whose gradient is zero. Without truncation it equals
+  add/remove.
+- Directions of the hockey-stick divergence: ``"remove"`` is H(P‖Q) with
+  y ~ P (example present) and privacy loss ln P(y)/Q(y); ``"add"`` is H(Q‖P)
+  with y ~ Q = N(0, σ²I) and loss ln Q(y)/P(y). A guarantee is the max over both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from jaxacct import _validate
+from jaxacct.matrices import BandedToeplitz
+from jaxacct.schemes import SamplingScheme
+
+Direction = Literal['remove', 'add']
+DIRECTIONS: tuple[str, ...] = ('remove', 'add')
+
+
+@dataclasses.dataclass(frozen=True)
+class MatrixMechanism:
+  """DP-MF with correlated noise, reduced to its dominating pair (seed 000 §1).
+
+  The release G + C⁻¹Z is post-processing-equivalent to y = C·x + σ·z, where x
+  is the sensitive example's participation vector drawn by ``scheme`` (Lemma 4.5
+  of Choquette-Choo et al., arXiv 2310.15526). Hence P = Σ_x p_x N(Cx, σ²I) and
+  Q = N(0, σ²I).
+
+  Attributes:
+    scheme: the batch sampling scheme.
+    matrix: the strategy matrix C (lower-triangular, non-negative, banded Toeplitz).
+    noise_multiplier: σ > 0, finite.
+
+  Raises:
+    ValueError: if ``len(c_col)`` exceeds what the scheme's exact accountant
+      supports (``min_sep`` for b-min-sep, 1 for Poisson, ``cycle_length`` for
+      cyclic Poisson; seed 000 §4.1 requirement m_c ≤ b), or σ is not positive.
+  """
+
+  scheme: SamplingScheme
+  matrix: BandedToeplitz
+  noise_multiplier: float
+
+  def __post_init__(self):
+    if not isinstance(self.scheme, SamplingScheme):
+      raise TypeError(f'scheme must be a jaxacct sampling scheme, got {self.scheme!r}')
+    if not isinstance(self.matrix, BandedToeplitz):
+      raise TypeError(f'matrix must be a jaxacct.BandedToeplitz, got {self.matrix!r}')
+    _validate.positive_finite('noise_multiplier', self.noise_multiplier)
+    limit = self.scheme.max_band_length
+    if limit is not None and self.matrix.num_bands > limit:
+      raise ValueError(
+          f'c_col must have at most {self.scheme.band_limit_name} = {limit} entries for '
+          f'{type(self.scheme).__name__} (columns of consecutive participations would overlap and '
+          f'the exact recursion would be wrong), got len(c_col) = {self.matrix.num_bands}')
+
+  @property
+  def iterations(self) -> int:
+    return self.scheme.iterations

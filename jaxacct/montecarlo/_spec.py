@@ -1,0 +1,75 @@
+"""The static (shape-determining) description of a mechanism for the kernels.
+
+Only these fields are ``jax.jit`` static arguments; ``sampling_prob``,
+``noise_multiplier`` and ``c_col`` travel as traced arrays, so a σ sweep or a
+new ``c_col`` of the same length reuses the compiled kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import numpy as np
+
+from jaxacct import schemes
+from jaxacct.mechanism import MatrixMechanism
+
+
+class KernelSpec(NamedTuple):
+  """Hashable static configuration of a Monte Carlo kernel.
+
+  Attributes:
+    kind: ``"bminsep"`` (Poisson is b = 1), ``"balls_in_bins"`` or ``"cyclic_poisson"``.
+    iterations: n.
+    period: b (min_sep) or T (cycle_length).
+    warm_start: b-min-sep Algorithm 2 (unused otherwise).
+    partition: cyclic Poisson partition (``""`` otherwise).
+    num_bands: len(c_col).
+    dtype: kernel arithmetic dtype name (``"float64"`` or ``"float32"``).
+  """
+
+  kind: str
+  iterations: int
+  period: int
+  warm_start: bool
+  partition: str
+  num_bands: int
+  dtype: str
+
+
+@functools.singledispatch
+def _structure(scheme) -> tuple[str, int, bool, str]:
+  raise TypeError(f'no Monte Carlo kernel for scheme {type(scheme).__name__}')
+
+
+@_structure.register
+def _(scheme: schemes.Poisson):
+  return 'bminsep', 1, False, ''
+
+
+@_structure.register
+def _(scheme: schemes.BMinSep):
+  # With b = 1 warm and cold start coincide (every example is always eligible).
+  return 'bminsep', scheme.min_sep, scheme.warm_start and scheme.min_sep > 1, ''
+
+
+@_structure.register
+def _(scheme: schemes.BallsInBins):
+  return 'balls_in_bins', scheme.cycle_length, False, ''
+
+
+@_structure.register
+def _(scheme: schemes.CyclicPoisson):
+  return 'cyclic_poisson', scheme.cycle_length, False, scheme.partition
+
+
+def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
+  kind, period, warm, partition = _structure(mechanism.scheme)
+  return KernelSpec(kind, mechanism.iterations, period, warm, partition,
+                    mechanism.matrix.num_bands, np.dtype(dtype).name)
+
+
+def sampling_prob(mechanism: MatrixMechanism) -> float:
+  """p of the scheme; 1 for balls-in-bins (every example is in its bin's rounds)."""
+  return float(getattr(mechanism.scheme, 'sampling_prob', 1.0))

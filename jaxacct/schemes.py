@@ -1,0 +1,272 @@
+"""Batch sampling schemes as frozen configurations of public information.
+
+A scheme says *how* batches are formed; it holds only public parameters
+(never the dataset size of an untruncated run, never randomness). The same
+object drives the Monte Carlo accountant (``jaxacct.montecarlo``) and, in a
+later module, the training data pipeline, so what is trained is what is
+accounted.
+
+Notation (seed 000 = Dong & Ganesh, "Privacy Amplification for BandMF via
+b-Min-Sep Subsampling", arXiv 2602.09338v2):
+
+===========================  ======  ==============================================
+API name                     paper   meaning
+===========================  ======  ==============================================
+``iterations``               n       number of training rounds
+``sampling_prob``            p       probability of sampling an *eligible* example
+``min_sep``                  b       rounds between two participations (b-min-sep)
+``cycle_length``             T or b  period of balls-in-bins / cyclic Poisson
+``expected_participation_    p₀      marginal per-round participation rate
+rate``
+===========================  ======  ==============================================
+
+Shape-determining fields (``iterations``, ``min_sep``, ``cycle_length``,
+``warm_start``, ``partition``) are static for ``jax.jit``; ``sampling_prob`` is
+traced, so a new value does not recompile.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+from typing import ClassVar, Literal
+
+from jaxacct import _validate
+
+Partition = Literal['independent', 'equal_split']
+
+
+class SamplingScheme(abc.ABC):
+  """Interface of every batch sampling scheme (abstract; concrete schemes are final)."""
+
+  iterations: int
+
+  @property
+  @abc.abstractmethod
+  def expected_participation_rate(self) -> float:
+    """Stationary marginal probability p₀ that an example is in a given round."""
+
+  @property
+  @abc.abstractmethod
+  def max_band_length(self) -> int | None:
+    """Longest ``c_col`` the exact accountant supports (``None``: no limit)."""
+
+  @property
+  def band_limit_name(self) -> str:
+    """Name of the field that bounds ``len(c_col)``, for error messages."""
+    return 'min_sep'
+
+
+def _expected_rate(expected_batch_size, dataset_size) -> float:
+  expected_batch_size = _validate.positive_finite('expected_batch_size', expected_batch_size)
+  dataset_size = _validate.integer_at_least('dataset_size', dataset_size, 1)
+  if expected_batch_size > dataset_size:
+    raise ValueError(
+        f'expected_batch_size must be <= dataset_size ({dataset_size}), got {expected_batch_size}')
+  return expected_batch_size / dataset_size
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Poisson(SamplingScheme):
+  """Poisson subsampling: every example is in every round independently w.p. p.
+
+  The b-min-sep scheme with b = 1 (seed 000 §2.4); with a one-band strategy
+  ``c_col = [c₀]`` this is DP-SGD.
+
+  Attributes:
+    sampling_prob: p ∈ (0, 1].
+    iterations: n ≥ 1.
+  """
+
+  sampling_prob: float
+  iterations: int
+
+  def __post_init__(self):
+    _validate.probability('sampling_prob', self.sampling_prob)
+    _validate.integer_at_least('iterations', self.iterations, 1)
+
+  min_sep: ClassVar[int] = 1
+
+  @property
+  def expected_participation_rate(self) -> float:
+    return float(self.sampling_prob)
+
+  @property
+  def max_band_length(self) -> int:
+    return 1
+
+  @classmethod
+  def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
+                               iterations: int) -> 'Poisson':
+    """The scheme with p = expected_batch_size / dataset_size."""
+    return cls(sampling_prob=_expected_rate(expected_batch_size, dataset_size),
+               iterations=iterations)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BMinSep(SamplingScheme):
+  """b-min-sep subsampling (seed 000 §4, Algorithm 1 cold / Algorithm 2 warm start).
+
+  In each round every example that did not participate in the previous
+  ``min_sep − 1`` rounds is included independently with probability
+  ``sampling_prob``. With ``warm_start=True`` the examples' states start from the
+  chain's stationary law (Alg. 2), so the expected batch size is constant from
+  round 1. Exact Monte Carlo accounting (Thm 5.1) needs ``len(c_col) ≤ min_sep``.
+
+  Formal guarantees: an example participates at most once in any window of
+  ``min_sep`` consecutive rounds; 1/p₀ = 1/p + (b − 1).
+
+  Attributes:
+    sampling_prob: p ∈ (0, 1], given eligibility.
+    iterations: n ≥ 1.
+    min_sep: b ≥ 1.
+    warm_start: Algorithm 2 (True) or Algorithm 1 (False).
+  """
+
+  sampling_prob: float
+  iterations: int
+  min_sep: int
+  warm_start: bool = True
+
+  def __post_init__(self):
+    _validate.probability('sampling_prob', self.sampling_prob)
+    _validate.integer_at_least('iterations', self.iterations, 1)
+    _validate.integer_at_least('min_sep', self.min_sep, 1)
+    if not isinstance(self.warm_start, bool):
+      raise TypeError(f'warm_start must be a bool, got {self.warm_start!r}')
+
+  @property
+  def expected_participation_rate(self) -> float:
+    """p₀ = p / (1 + (b − 1)p) (seed 000 §4, renewal argument)."""
+    p = float(self.sampling_prob)
+    return p / (1.0 + (self.min_sep - 1) * p)
+
+  @property
+  def max_band_length(self) -> int:
+    return self.min_sep
+
+  @classmethod
+  def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
+                               iterations: int, min_sep: int,
+                               warm_start: bool = True) -> 'BMinSep':
+    """The scheme with p = p₀ / (1 − p₀(b − 1)), p₀ = expected_batch_size / dataset_size.
+
+    Feasible only for p₀ ≤ 1/b (seed 000 §4).
+    """
+    rate = _expected_rate(expected_batch_size, dataset_size)
+    min_sep = _validate.integer_at_least('min_sep', min_sep, 1)
+    if rate * min_sep > 1.0 + 1e-12:
+      raise ValueError(
+          f'expected_batch_size must be <= dataset_size / min_sep = {dataset_size / min_sep} '
+          f'for b-min-sep sampling (p must stay <= 1), got {expected_batch_size}')
+    p = min(1.0, rate / (1.0 - rate * (min_sep - 1)))
+    return cls(sampling_prob=p, iterations=iterations, min_sep=min_sep, warm_start=warm_start)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BallsInBins(SamplingScheme):
+  """Fixed-bin balls-in-bins (seed 000 §2.3; Choquette-Choo et al. arXiv 2410.06266).
+
+  Each example draws one bin j uniformly from {0, …, T−1} **once** and takes part
+  in every round i ≡ j (mod T) for the whole run. Not to be confused with
+  per-epoch re-drawn bins (random allocation), which is a different mechanism.
+  No band limit: ``c_col`` may be longer than ``cycle_length``.
+
+  Attributes:
+    iterations: n ≥ 1.
+    cycle_length: T ≥ 1 (the epoch length in rounds).
+  """
+
+  iterations: int
+  cycle_length: int
+
+  def __post_init__(self):
+    _validate.integer_at_least('iterations', self.iterations, 1)
+    _validate.integer_at_least('cycle_length', self.cycle_length, 1)
+
+  @property
+  def expected_participation_rate(self) -> float:
+    return 1.0 / self.cycle_length
+
+  @property
+  def max_band_length(self) -> None:
+    return None
+
+  @classmethod
+  def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
+                               iterations: int) -> 'BallsInBins':
+    """The scheme with T = dataset_size / expected_batch_size (must be an integer)."""
+    rate = _expected_rate(expected_batch_size, dataset_size)
+    cycle = round(1.0 / rate)
+    if not math.isclose(cycle * rate, 1.0, rel_tol=1e-9):
+      raise ValueError(
+          'expected_batch_size must divide dataset_size for balls-in-bins '
+          f'(T = dataset_size / expected_batch_size must be an integer), got {dataset_size}'
+          f' / {expected_batch_size} = {1.0 / rate}')
+    return cls(iterations=iterations, cycle_length=cycle)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CyclicPoisson(SamplingScheme):
+  """Cyclic Poisson sampling (seed 000 §2.2, §4.1; Choquette-Choo et al. 2023).
+
+  Examples are assigned to one of T = ``cycle_length`` phases and are
+  Poisson-sampled with probability p only in the rounds i ≡ phase (mod T).
+
+  - ``partition="independent"``: every example draws its phase uniformly at
+    random (jax_privacy's INDEPENDENT); the accountant mixes over the phase.
+  - ``partition="equal_split"``: the dataset is split into T equal groups
+    (EQUAL_SPLIT); the sensitive example's phase is then public, and the
+    accountant uses phase 0, the worst one: its rounds are pointwise earlier
+    (larger untruncated column norms) and at least as many as any other phase's,
+    and a Poisson-subsampled Gaussian round with a smaller column norm is a
+    post-processing (rescale and add noise) of one with a larger norm.
+
+  Exact accounting needs ``len(c_col) ≤ cycle_length``.
+
+  Attributes:
+    sampling_prob: p ∈ (0, 1], the probability in the rounds of an example's phase.
+    iterations: n ≥ 1.
+    cycle_length: T ≥ 1.
+    partition: ``"independent"`` or ``"equal_split"``.
+  """
+
+  sampling_prob: float
+  iterations: int
+  cycle_length: int
+  partition: Partition = 'independent'
+
+  PARTITIONS: ClassVar[tuple[str, ...]] = ('independent', 'equal_split')
+
+  def __post_init__(self):
+    _validate.probability('sampling_prob', self.sampling_prob)
+    _validate.integer_at_least('iterations', self.iterations, 1)
+    _validate.integer_at_least('cycle_length', self.cycle_length, 1)
+    _validate.one_of('partition', self.partition, self.PARTITIONS)
+
+  @property
+  def expected_participation_rate(self) -> float:
+    return float(self.sampling_prob) / self.cycle_length
+
+  @property
+  def max_band_length(self) -> int:
+    return self.cycle_length
+
+  @property
+  def band_limit_name(self) -> str:
+    return 'cycle_length'
+
+  @classmethod
+  def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
+                               iterations: int, cycle_length: int,
+                               partition: Partition = 'independent') -> 'CyclicPoisson':
+    """The scheme with p = T·p₀, p₀ = expected_batch_size / dataset_size (needs p₀ ≤ 1/T)."""
+    rate = _expected_rate(expected_batch_size, dataset_size)
+    cycle_length = _validate.integer_at_least('cycle_length', cycle_length, 1)
+    if rate * cycle_length > 1.0 + 1e-12:
+      raise ValueError(
+          f'expected_batch_size must be <= dataset_size / cycle_length = '
+          f'{dataset_size / cycle_length} for cyclic Poisson sampling, got {expected_batch_size}')
+    return cls(sampling_prob=min(1.0, rate * cycle_length), iterations=iterations,
+               cycle_length=cycle_length, partition=partition)

@@ -1,0 +1,1 @@
+"""Independent numpy/scipy test oracles for jaxacct (no jax, no jaxacct imports)."""

@@ -1,0 +1,51 @@
+"""MatrixMechanism construction and its bad-input errors."""
+
+import pytest
+
+import jaxacct
+
+
+def _bminsep(min_sep=3):
+  return jaxacct.BMinSep(sampling_prob=0.5, iterations=6, min_sep=min_sep)
+
+
+def test_positional_and_keyword_construction_agree():
+  matrix = jaxacct.BandedToeplitz([1.0, 0.5])
+  assert jaxacct.MatrixMechanism(_bminsep(), matrix, 1.0) == jaxacct.MatrixMechanism(
+      scheme=_bminsep(), matrix=jaxacct.BandedToeplitz(c_col=[1.0, 0.5]), noise_multiplier=1.0)
+
+
+@pytest.mark.parametrize('sigma', [0.0, -1.0, float('nan'), float('inf')])
+def test_noise_multiplier_must_be_positive_and_finite(sigma):
+  with pytest.raises(ValueError, match='noise_multiplier must be finite and > 0'):
+    jaxacct.MatrixMechanism(_bminsep(), jaxacct.BandedToeplitz([1.0]), sigma)
+
+
+@pytest.mark.parametrize('scheme, limit_name', [
+    (jaxacct.BMinSep(sampling_prob=0.5, iterations=6, min_sep=2), 'min_sep = 2'),
+    (jaxacct.Poisson(sampling_prob=0.5, iterations=6), 'min_sep = 1'),
+    (jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=6, cycle_length=2), 'cycle_length = 2'),
+])
+def test_band_longer_than_the_scheme_allows(scheme, limit_name):
+  with pytest.raises(ValueError, match=rf'c_col must have at most {limit_name}'):
+    jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+
+
+def test_balls_in_bins_accepts_long_bands():
+  mechanism = jaxacct.MatrixMechanism(
+      jaxacct.BallsInBins(iterations=6, cycle_length=2), jaxacct.BandedToeplitz([1, .5, .25]), 1.0)
+  assert mechanism.iterations == 6
+
+
+@pytest.mark.parametrize('c_col', [[], [float('nan')], [1.0, float('inf')], [1.0, -0.5],
+                                   [0.0, 0.0], [0.0, 1.0], [[1.0]]])
+def test_bad_c_col(c_col):
+  with pytest.raises(ValueError, match='c_col'):
+    jaxacct.BandedToeplitz(c_col)
+
+
+def test_wrong_kinds():
+  with pytest.raises(TypeError, match='scheme'):
+    jaxacct.MatrixMechanism('poisson', jaxacct.BandedToeplitz([1.0]), 1.0)
+  with pytest.raises(TypeError, match='matrix'):
+    jaxacct.MatrixMechanism(_bminsep(), [1.0], 1.0)

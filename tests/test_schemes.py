@@ -1,0 +1,98 @@
+"""Scheme configuration: validation, participation rates, constructors (seed 000 §2, §4)."""
+
+import dataclasses
+
+import pytest
+
+import jaxacct
+from jaxacct import schemes
+
+
+def test_schemes_are_frozen_keyword_only():
+  scheme = jaxacct.BMinSep(sampling_prob=0.5, iterations=10, min_sep=3)
+  with pytest.raises(dataclasses.FrozenInstanceError):
+    scheme.sampling_prob = 0.1  # type: ignore[misc]
+  with pytest.raises(TypeError):
+    jaxacct.BMinSep(0.5, 10, 3)  # type: ignore[misc]
+  assert scheme.warm_start is True  # the issue's default
+
+
+def test_expected_participation_rates():
+  # p0 = p / (1 + (b - 1) p) (seed 000 §4): p = 0.5, b = 3 -> 0.25.
+  assert jaxacct.BMinSep(sampling_prob=0.5, iterations=4, min_sep=3).expected_participation_rate == 0.25
+  assert jaxacct.Poisson(sampling_prob=0.3, iterations=4).expected_participation_rate == 0.3
+  assert jaxacct.BallsInBins(iterations=4, cycle_length=8).expected_participation_rate == 0.125
+  assert jaxacct.CyclicPoisson(
+      sampling_prob=0.5, iterations=4, cycle_length=4).expected_participation_rate == 0.125
+
+
+@pytest.mark.parametrize('min_sep', [1, 2, 16, 256])
+def test_bminsep_from_expected_batch_size_round_trips(min_sep):
+  # seed 000 §4: p = p0 / (1 - p0 (b - 1)); §9.4 production numbers as one case.
+  scheme = jaxacct.BMinSep.from_expected_batch_size(
+      expected_batch_size=1793, dataset_size=14_745_600, iterations=7200, min_sep=min_sep)
+  assert scheme.expected_participation_rate == pytest.approx(1793 / 14_745_600, rel=1e-12)
+
+
+def test_other_from_expected_batch_size():
+  assert jaxacct.Poisson.from_expected_batch_size(
+      expected_batch_size=10, dataset_size=1000, iterations=5).sampling_prob == 0.01
+  bins = jaxacct.BallsInBins.from_expected_batch_size(
+      expected_batch_size=125, dataset_size=1000, iterations=5)
+  assert bins.cycle_length == 8
+  cyclic = jaxacct.CyclicPoisson.from_expected_batch_size(
+      expected_batch_size=1793, dataset_size=14_745_600, iterations=7200, cycle_length=256,
+      partition='equal_split')
+  # spec 000 §9.4: p = 1793 / 57600 in each group of 14,745,600 / 256.
+  assert cyclic.sampling_prob == pytest.approx(1793 / 57600, rel=1e-12)
+  with pytest.raises(ValueError, match='expected_batch_size'):
+    jaxacct.BallsInBins.from_expected_batch_size(
+        expected_batch_size=300, dataset_size=1000, iterations=5)
+  with pytest.raises(ValueError, match='expected_batch_size'):
+    jaxacct.BMinSep.from_expected_batch_size(
+        expected_batch_size=200, dataset_size=1000, iterations=5, min_sep=8)
+
+
+@pytest.mark.parametrize('factory, name', [
+    (lambda v: jaxacct.Poisson(sampling_prob=v, iterations=3), 'sampling_prob'),
+    (lambda v: jaxacct.BMinSep(sampling_prob=v, iterations=3, min_sep=2), 'sampling_prob'),
+    (lambda v: jaxacct.CyclicPoisson(sampling_prob=v, iterations=3, cycle_length=2),
+     'sampling_prob'),
+])
+@pytest.mark.parametrize('value', [0.0, -0.1, 1.5, float('nan'), float('inf')])
+def test_sampling_prob_outside_unit_interval(factory, name, value):
+  with pytest.raises(ValueError, match=rf'{name} must be in \(0, 1\]'):
+    factory(value)
+
+
+@pytest.mark.parametrize('factory, name', [
+    (lambda v: jaxacct.Poisson(sampling_prob=0.5, iterations=v), 'iterations'),
+    (lambda v: jaxacct.BMinSep(sampling_prob=0.5, iterations=v, min_sep=2), 'iterations'),
+    (lambda v: jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=v), 'min_sep'),
+    (lambda v: jaxacct.BallsInBins(iterations=v, cycle_length=2), 'iterations'),
+    (lambda v: jaxacct.BallsInBins(iterations=3, cycle_length=v), 'cycle_length'),
+    (lambda v: jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=3, cycle_length=v),
+     'cycle_length'),
+])
+@pytest.mark.parametrize('value', [0, -3])
+def test_integer_fields_below_one(factory, name, value):
+  with pytest.raises(ValueError, match=rf'{name} must be an integer >= 1'):
+    factory(value)
+
+
+def test_non_integer_fields_and_unknown_partition():
+  with pytest.raises(TypeError, match='min_sep'):
+    jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=2.0)
+  with pytest.raises(ValueError, match='partition'):
+    jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=3, cycle_length=2, partition='random')
+  with pytest.raises(TypeError, match='warm_start'):
+    jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=2, warm_start=1)
+
+
+def test_every_scheme_implements_the_interface():
+  for scheme in [jaxacct.Poisson(sampling_prob=0.5, iterations=3),
+                 jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=2),
+                 jaxacct.BallsInBins(iterations=3, cycle_length=2),
+                 jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=3, cycle_length=2)]:
+    assert isinstance(scheme, schemes.SamplingScheme)
+    assert 0 < scheme.expected_participation_rate <= 1
