@@ -19,11 +19,25 @@ F = TypeVar('F', bound=Callable[..., Any])
 KERNEL_DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
 
+def _under_transformation(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+  if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))):
+    return True
+  # Under jit every new array is staged out as a tracer (public-API probe).
+  return isinstance(jnp.zeros((), jnp.int32), jax.core.Tracer)
+
+
 def scoped_x64(fn: F) -> F:
-  """Runs ``fn`` with 64-bit types enabled, restoring the caller's setting after."""
+  """Runs ``fn`` with 64-bit types enabled, restoring the caller's setting after.
+
+  Inside a caller's transformation (an argument is a tracer, or ``jit`` is
+  staging) the caller's setting is kept: switching it mid-trace hands float64
+  values to float32 code (JAX warns; eager ``vmap`` in jax 0.10.2 fails).
+  """
 
   @functools.wraps(fn)
   def wrapper(*args, **kwargs):
+    if _under_transformation(args, kwargs):
+      return fn(*args, **kwargs)
     with jax.enable_x64(True):
       return fn(*args, **kwargs)
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +49,7 @@ import optax
 from jax import lax
 
 from jaxacct import _validate
+from jaxacct._precision import scoped_x64 as _scoped_x64
 
 __all__ = [
     'BandedToeplitz',
@@ -58,37 +59,8 @@ __all__ = [
     'square_root_coefficients',
 ]
 
-_F = TypeVar('_F', bound=Callable[..., Any])
-
-
-def _scoped_x64(fn: _F) -> _F:
-  """Runs ``fn`` inside ``jax.enable_x64(True)``; never changes global config.
-
-  Inside the caller's transformation (an argument is a tracer, or ``jit`` is
-  staging) the caller's precision setting is kept instead: switching it in
-  the middle of a transformation hands f64 values to f32 code (JAX warns, and
-  eager ``vmap`` in jax 0.10.2 even fails with a buffer-size mismatch).
-  """
-
-  @functools.wraps(fn)
-  def wrapper(*args, **kwargs):
-    if _under_transformation(args, kwargs):
-      return fn(*args, **kwargs)
-    with jax.enable_x64(True):
-      return fn(*args, **kwargs)
-
-  return wrapper  # type: ignore[return-value]
-
-
 def _is_tracer(value: Any) -> bool:
   return isinstance(value, jax.core.Tracer)
-
-
-def _under_transformation(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-  if any(_is_tracer(leaf) for leaf in jax.tree.leaves((args, kwargs))):
-    return True
-  # Under jit every new array is staged out as a tracer (public-API probe).
-  return _is_tracer(jnp.zeros((), jnp.int32))
 
 
 def _coefficients(name: str, values: Any) -> jax.Array:
