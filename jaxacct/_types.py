@@ -2,9 +2,9 @@
 
 Shapes are batch-major at every public boundary: an output sample ``y`` of a
 mechanism with ``iterations = n`` has shape ``(num_samples, n)`` and a vector of
-privacy losses has shape ``(num_samples,)``. Kernels work time-major
-``(n, num_samples)`` internally because ``lax.scan`` runs over time; the
-transpose happens once, at the public boundary.
+privacy losses has shape ``(num_samples,)``. Kernels stay batch-major too,
+except inside a ``lax.scan`` over rounds, which consumes its inputs time-major
+``(n, num_samples)`` (one transpose right before the scan).
 """
 
 from __future__ import annotations

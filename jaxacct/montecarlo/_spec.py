@@ -16,6 +16,12 @@ from jaxacct import schemes
 from jaxacct.mechanism import MatrixMechanism
 
 
+# Band length from which products with the band use O(n log n) FFTs / O(n) gathers
+# instead of m shifted multiply-adds. Measured on a 2-core CPU at n = 7200
+# (benchmarks/RESULTS.md): shifted sums win at 64 bands, FFT at 256.
+FFT_MIN_BANDS = 128
+
+
 class KernelSpec(NamedTuple):
   """Hashable static configuration of a Monte Carlo kernel.
 

@@ -1,12 +1,17 @@
 """Exact privacy-loss recursions in log space (device, JAX).
 
-Given outputs y (time-major ``(n, N)``) of the dominating pair
+Given outputs y (batch-major ``(N, n)``) of the dominating pair
 P = Σ_x p_x N(Cx, σ²I), Q = N(0, σ²I), these kernels return ln P(y)/Q(y).
 Everything is computed from the sliding dot products d_i = Σ_k c_k y_{i+k}
 (column i of C dotted with y) and the truncated column squared norms s_i,
 through the per-round log-likelihood ratios
 
   ℓ_i = (2 d_i − s_i) / (2σ²)                           (spec 000 §4.3).
+
+Layout: everything stays batch-major ``(N, n)`` up to ℓ, and only the b-min-sep
+recursion transposes (ℓ → time-major) for its ``lax.scan`` over rounds. Fusing
+a time-major transpose of y into the sliding sums made XLA read them with a
+stride of n (measured 2–4× slower, ``benchmarks/RESULTS.md``).
 
 Kernels are not jit-compiled here; ``sampling.py`` composes and jits them.
 
@@ -22,29 +27,23 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
-from jaxacct.montecarlo._spec import KernelSpec
+from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec
 from jaxacct.montecarlo.participation import balls_in_bins_modes
 
-# Shifted sums cost n·m multiply-adds and stay in cache; an FFT costs
-# O(n log n) with a larger constant. Measured crossover on a 2-core CPU
-# (benchmarks/mc_throughput.py): shifted sums win at 16 bands, FFT at 256.
-FFT_MIN_BANDS = 64
-
-
 def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
-  """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; time-major (n, N)."""
-  n = y.shape[0]
+  """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; batch-major (N, n)."""
+  n = y.shape[1]
   m = c_col.shape[0]
   if m < FFT_MIN_BANDS:
-    padded = jnp.pad(y, ((0, m - 1), (0, 0)))
+    padded = jnp.pad(y, ((0, 0), (0, m - 1)))
     d = c_col[0] * y
     for k in range(1, m):
-      d = d + c_col[k] * padded[k:k + n]
+      d = d + c_col[k] * padded[:, k:k + n]
     return d
   # Cross-correlation by FFT: zero padding to ≥ n + m − 1 avoids wrap-around.
   length = 1 << (n + m - 2).bit_length()
-  spectrum = jnp.fft.rfft(y, length, axis=0) * jnp.conj(jnp.fft.rfft(c_col, length))[:, None]
-  return jnp.fft.irfft(spectrum, length, axis=0)[:n].astype(y.dtype)
+  spectrum = jnp.fft.rfft(y, length, axis=1) * jnp.conj(jnp.fft.rfft(c_col, length))[None, :]
+  return jnp.fft.irfft(spectrum, length, axis=1)[:, :n].astype(y.dtype)
 
 
 def _log_terms(sampling_prob: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
@@ -67,7 +66,7 @@ def bminsep_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   factorises into Σ_i log(1 − p + p e^{ℓ_i}).
 
   Args:
-    ell: per-round log-likelihood ratios ℓ, time-major (n, N).
+    ell: per-round log-likelihood ratios ℓ, batch-major (N, n).
     sampling_prob: p (traced scalar).
     min_sep: b (static).
     warm_start: Algorithm 2 (static).
@@ -75,8 +74,8 @@ def bminsep_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   dtype = ell.dtype
   log_p, log_q = _log_terms(sampling_prob, dtype)
   if min_sep == 1:
-    return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=0)
-  n, num = ell.shape
+    return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=1)
+  num, n = ell.shape
   b = min_sep
 
   def step(buffer, inputs):
@@ -86,7 +85,7 @@ def bminsep_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
     row = jnp.logaddexp(log_q + next_row, log_p + ell_i + far_row)
     return lax.dynamic_update_index_in_dim(buffer, row, i % b, axis=0), None
 
-  buffer, _ = lax.scan(step, jnp.zeros((b, num), dtype), (jnp.arange(n), ell), reverse=True)
+  buffer, _ = lax.scan(step, jnp.zeros((b, num), dtype), (jnp.arange(n), ell.T), reverse=True)
   if not warm_start:
     return buffer[0]
   combined = jax.nn.logsumexp(
@@ -95,10 +94,19 @@ def bminsep_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
 
 
 def _sum_by_phase(values: jax.Array, cycle: int) -> jax.Array:
-  """(n, N) → (T, N): Σ over rounds i ≡ j (mod T) of values_i."""
-  n = values.shape[0]
-  padded = jnp.pad(values, ((0, -(-n // cycle) * cycle - n), (0, 0)))
-  return padded.reshape(-1, cycle, values.shape[1]).sum(axis=0)
+  """(N, n) → (N, T): Σ over rounds i ≡ j (mod T) of values_i.
+
+  An unrolled sum of ⌈n/T⌉ column slabs: a reshape-and-reduce fused with the
+  sliding sums measured 4–8× slower on CPU (benchmarks/RESULTS.md).
+  """
+  n = values.shape[1]
+  total = values[:, :min(cycle, n)]
+  if n < cycle:
+    return jnp.pad(total, ((0, 0), (0, cycle - n)))
+  for start in range(cycle, n, cycle):
+    slab = values[:, start:start + cycle]
+    total = total + jnp.pad(slab, ((0, 0), (0, cycle - slab.shape[1])))
+  return total
 
 
 def cyclic_poisson_log_ratio(ell: jax.Array, sampling_prob: jax.Array, cycle: int,
@@ -112,8 +120,8 @@ def cyclic_poisson_log_ratio(ell: jax.Array, sampling_prob: jax.Array, cycle: in
   log_p, log_q = _log_terms(sampling_prob, ell.dtype)
   per_phase = _sum_by_phase(jnp.logaddexp(log_q, log_p + ell), cycle)
   if partition == 'equal_split':
-    return per_phase[0]
-  return jax.nn.logsumexp(per_phase, axis=0) - jnp.log(cycle).astype(ell.dtype)
+    return per_phase[:, 0]
+  return jax.nn.logsumexp(per_phase, axis=1) - jnp.log(cycle).astype(ell.dtype)
 
 
 def balls_in_bins_log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: int,
@@ -126,21 +134,21 @@ def balls_in_bins_log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: in
   """
   dtype = d.dtype
   inner = _sum_by_phase(d, cycle)
-  norms = jnp.sum(jnp.square(modes), axis=1).astype(dtype)[:, None]
+  norms = jnp.sum(jnp.square(modes), axis=1).astype(dtype)[None, :]
   two_var = (2.0 * jnp.square(noise_multiplier)).astype(dtype)
-  return jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=0) - jnp.log(cycle).astype(dtype)
+  return jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=1) - jnp.log(cycle).astype(dtype)
 
 
 def log_ratio(spec: KernelSpec, y: jax.Array, sampling_prob: jax.Array,
               noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
-  """ln P(y)/Q(y) for time-major outputs y (n, N) of the mechanism described by ``spec``."""
+  """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``."""
   dtype = y.dtype
   c_col = matrix.c_col.astype(dtype)
   d = sliding_dot_products(y, c_col)
   if spec.kind == 'balls_in_bins':
     modes = balls_in_bins_modes(spec.iterations, spec.period, matrix.c_col)
     return balls_in_bins_log_ratio(d, noise_multiplier, spec.period, modes)
-  norms = matrix.column_squared_norms(spec.iterations).astype(dtype)[:, None]
+  norms = matrix.column_squared_norms(spec.iterations).astype(dtype)[None, :]
   ell = (2.0 * d - norms) / (2.0 * jnp.square(noise_multiplier)).astype(dtype)
   if spec.kind == 'bminsep':
     return bminsep_log_ratio(ell, sampling_prob, spec.period, spec.warm_start)

@@ -2,12 +2,13 @@
 
 Each sampler draws, for a chunk of samples with one key each, the
 participation pattern x of the sensitive example under its scheme and returns
-the noiseless output mean C·x, time-major ``(iterations, num_samples)``.
+the noiseless output mean C·x, batch-major ``(num_samples, iterations)``.
 Kernels are not jit-compiled here: ``sampling.py`` composes and jits them.
 
-Randomness per sample (the key of one sample is split once, by purpose):
-``participation`` → the per-round Bernoulli trials, ``start`` → the warm-start
-state / phase / bin.
+Randomness per sample (folded from the sample's key by purpose): 0 → the
+per-round Bernoulli trials, 1 → the warm-start state / phase / bin. A
+Bernoulli(p) trial compares a raw 64-bit word with ⌊p·2⁶⁴⌋ (exact to 2⁻⁶⁴,
+cheaper than forming a float uniform).
 
 References:
   seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.2–2.4, §4 (Fig. 1 Markov
@@ -21,34 +22,50 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
-from jaxacct.montecarlo._spec import KernelSpec
+from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec
 
 
-def _uniforms(keys: jax.Array, length: int) -> jax.Array:
-  """float64 uniforms on [0, 1), time-major (length, N); float64 keeps p exact to 2⁻⁵³."""
-  return jax.vmap(lambda k: jax.random.uniform(k, (length,), jnp.float64))(keys).T
+def _bernoulli_trials(keys: jax.Array, length: int, sampling_prob: jax.Array) -> jax.Array:
+  """Bernoulli(p) trials, batch-major bool (N, length); P[True] = ⌊p·2⁶⁴⌋/2⁶⁴ (or 1 at p = 1)."""
+  words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 0), (length,), jnp.uint64))(keys)
+  below_one = sampling_prob < 1.0
+  # float64 → uint64 is exact here: p·2⁶⁴ < 2⁶⁴ has at most 53 significant bits.
+  threshold = jnp.where(below_one, sampling_prob, 0.0) * 2.0**64
+  return (words < threshold.astype(jnp.uint64)) | ~below_one
+
+
+def _start_key(keys: jax.Array) -> jax.Array:
+  return jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
 
 
 def mean_of_separated_participations(x: jax.Array, c_col: jax.Array) -> jax.Array:
-  """C·x for participations at least len(c_col) rounds apart (columns do not overlap).
+  """C·x for participations at least len(c_col) rounds apart, batch-major (N, n).
 
-  Row r of C·x is then c[r − t] for the last participation t ≤ r with
-  r − t < len(c), else 0: an O(n) gather instead of an O(n·len(c)) product.
+  Columns of separated participations do not overlap, so row r of C·x is
+  c[r − t] for the last participation t ≤ r with r − t < len(c), else 0.
+  Short bands use m shifted multiply-adds (fast, fused); long bands an O(n)
+  ``cummax`` and gather instead of an O(n·m) product.
 
   Args:
-    x: bool ``(n, N)`` participation indicators, time-major.
+    x: bool ``(N, n)`` participation indicators, batch-major.
     c_col: ``(m,)`` band of C.
   """
-  n = x.shape[0]
+  num, n = x.shape
   m = c_col.shape[0]
-  rounds = jnp.arange(n, dtype=jnp.int32)[:, None]
-  last = lax.cummax(jnp.where(x, rounds, jnp.int32(-m - 1)), axis=0)
+  if m < FFT_MIN_BANDS:
+    padded = jnp.pad(x.astype(c_col.dtype), ((0, 0), (m - 1, 0)))
+    mean = c_col[0] * padded[:, m - 1:]
+    for k in range(1, m):
+      mean = mean + c_col[k] * padded[:, m - 1 - k:m - 1 - k + n]
+    return mean
+  rounds = jnp.arange(n, dtype=jnp.int32)[None, :]
+  last = lax.cummax(jnp.where(x, rounds, jnp.int32(-m - 1)), axis=1)
   gap = rounds - last
   return jnp.where(gap < m, c_col[jnp.clip(gap, 0, m - 1)], 0.0)
 
 
 def bminsep_participation(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array) -> jax.Array:
-  """Participation under b-min-sep (Alg. 1 cold / Alg. 2 warm), time-major bool (n, N).
+  """Participation under b-min-sep (Alg. 1 cold / Alg. 2 warm), batch-major bool (N, n).
 
   The Markov chain of seed 000 Fig. 1: an available example joins w.p. p and is
   then barred for b − 1 rounds. Warm start draws the initial state from the
@@ -56,46 +73,40 @@ def bminsep_participation(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.
   in a round uniform on {1, …, b−1} (spec 000 §4.5).
   """
   n, b = spec.iterations, spec.period
-  part_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
-  u = _uniforms(part_keys, n)
+  trials = _bernoulli_trials(keys, n, sampling_prob)
   if b == 1:
-    return u < sampling_prob
+    return trials
   if spec.warm_start:
-    start_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    v = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float64))(start_keys)
+    v = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float64))(_start_key(keys))
     p_available = 1.0 / (1.0 + (b - 1) * sampling_prob)
     rank = jnp.floor((v - p_available) / (1.0 - p_available) * (b - 1)).astype(jnp.int32)
     countdown = jnp.where(v < p_available, 0, 1 + jnp.clip(rank, 0, b - 2))
   else:
     countdown = jnp.zeros(keys.shape[0], jnp.int32)
 
-  def step(countdown, u_round):
-    joins = (countdown == 0) & (u_round < sampling_prob)
+  def step(countdown, trial):
+    joins = (countdown == 0) & trial
     return jnp.where(joins, b - 1, jnp.maximum(countdown - 1, 0)), joins
 
-  _, x = lax.scan(step, countdown.astype(jnp.int32), u)
-  return x
+  _, x = lax.scan(step, countdown.astype(jnp.int32), trials.T)
+  return x.T
 
 
 def cyclic_poisson_participation(spec: KernelSpec, keys: jax.Array,
                                  sampling_prob: jax.Array) -> jax.Array:
-  """Participation under cyclic Poisson, time-major bool (n, N).
+  """Participation under cyclic Poisson, batch-major bool (N, n).
 
   ``independent``: a uniform phase s per sample; ``equal_split``: phase 0 (the
   worst phase, see ``CyclicPoisson``). One Bernoulli(p) trial per round of the phase.
   """
   n, cycle = spec.iterations, spec.period
-  num_cycles = -(-n // cycle)
-  part_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(keys)
-  trials = _uniforms(part_keys, num_cycles) < sampling_prob  # (num_cycles, N)
+  trials = _bernoulli_trials(keys, -(-n // cycle), sampling_prob)  # (N, cycles)
   if spec.partition == 'independent':
-    start_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    phase = jax.vmap(lambda k: jax.random.randint(k, (), 0, cycle))(start_keys)
+    phase = jax.vmap(lambda k: jax.random.randint(k, (), 0, cycle))(_start_key(keys))
   else:
     phase = jnp.zeros(keys.shape[0], jnp.int32)
-  rounds = jnp.arange(n)[:, None]
-  in_phase = (rounds % cycle) == phase[None, :]
-  return in_phase & jnp.repeat(trials, cycle, axis=0)[:n]
+  in_phase = (jnp.arange(n)[None, :] % cycle) == phase[:, None]
+  return in_phase & jnp.repeat(trials, cycle, axis=1)[:, :n]
 
 
 def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) -> jax.Array:
@@ -118,12 +129,11 @@ def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) ->
 
 def sample_mean(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array,
                 matrix: BandedToeplitz) -> jax.Array:
-  """C·x for one draw of the sensitive example's participation per key, time-major (n, N)."""
+  """C·x for one draw of the sensitive example's participation per key, batch-major (N, n)."""
   c_col = matrix.c_col
   if spec.kind == 'balls_in_bins':
-    start_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    bins = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.period))(start_keys)
-    return balls_in_bins_modes(spec.iterations, spec.period, c_col)[bins].T
+    bins = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.period))(_start_key(keys))
+    return balls_in_bins_modes(spec.iterations, spec.period, c_col)[bins]
   sampler = {'bminsep': bminsep_participation,
              'cyclic_poisson': cyclic_poisson_participation}[spec.kind]
   return mean_of_separated_participations(sampler(spec, keys, sampling_prob), c_col)

@@ -54,11 +54,11 @@ def _traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, Ba
 
 def _draw_outputs(stream_key, first_index, p, sigma, matrix, spec: KernelSpec, chunk: int,
                   direction: str) -> jax.Array:
-  """Outputs y of samples first_index … first_index + chunk − 1, time-major (n, chunk)."""
+  """Outputs y of samples first_index … first_index + chunk − 1, batch-major (chunk, n)."""
   dtype = jnp.dtype(spec.dtype)
   sample_keys = keys_lib.sample_keys(stream_key, first_index, chunk)
   noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
-  z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys).T
+  z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
   y = sigma.astype(dtype) * z
   if direction == 'remove':
     y = y + participation.sample_mean(spec, sample_keys, p, matrix).astype(dtype)
@@ -66,23 +66,28 @@ def _draw_outputs(stream_key, first_index, p, sigma, matrix, spec: KernelSpec, c
 
 
 @functools.partial(jax.jit, static_argnames=('spec', 'chunk', 'direction'))
-def _sample_chunk(stream_key, first_index, p, sigma, matrix, *, spec: KernelSpec, chunk: int,
-                  direction: str):
-  """Privacy losses of samples first_index … first_index + chunk − 1 of one stream."""
-  y = _draw_outputs(stream_key, first_index, p, sigma, matrix, spec, chunk, direction)
-  loss = losses.log_ratio(spec, y, p, sigma, matrix).astype(jnp.float64)
-  return loss if direction == 'remove' else -loss
-
-
-@functools.partial(jax.jit, static_argnames=('spec', 'chunk', 'direction'))
 def _outputs_chunk(stream_key, first_index, p, sigma, matrix, *, spec: KernelSpec, chunk: int,
                    direction: str):
-  return _draw_outputs(stream_key, first_index, p, sigma, matrix, spec, chunk, direction).T
+  return _draw_outputs(stream_key, first_index, p, sigma, matrix, spec, chunk, direction)
 
 
 @functools.partial(jax.jit, static_argnames=('spec',))
 def _loss_chunk(y, p, sigma, matrix, *, spec: KernelSpec):
-  return losses.log_ratio(spec, y.T.astype(spec.dtype), p, sigma, matrix).astype(jnp.float64)
+  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix).astype(jnp.float64)
+
+
+def _sample_chunk(stream_key, first_index, p, sigma, matrix, *, spec: KernelSpec, chunk: int,
+                  direction: str):
+  """Privacy losses of samples first_index … first_index + chunk − 1 of one stream.
+
+  Two compiled programs, not one: on XLA:CPU the single fused program
+  (draws + recursion) measured ~2× slower than the same work split at y
+  (benchmarks/RESULTS.md); y of one chunk (~8 MB) stays on the device.
+  """
+  y = _outputs_chunk(stream_key, first_index, p, sigma, matrix, spec=spec, chunk=chunk,
+                     direction=direction)
+  loss = _loss_chunk(y, p, sigma, matrix, spec=spec)
+  return loss if direction == 'remove' else -loss
 
 
 def _check_mechanism(mechanism) -> None:
