@@ -133,7 +133,7 @@ def test_traced_parameters_do_not_recompile():
   scheme = jaxacct.BMinSep(sampling_prob=0.3, iterations=9, min_sep=3, warm_start=True)
   key = jax.random.key(0)
   jaxacct.sample_privacy_losses(key, jaxacct.MatrixMechanism(scheme, MECH.matrix, 1.0), 16, 'remove')
-  compiled = (sampling._outputs_chunk, sampling._loss_chunk)
+  compiled = (sampling.block_outputs, sampling.block_losses)
   before = [f._cache_size() for f in compiled]
   for sigma, p, c_col in [(0.5, 0.3, [1, .2, .1]), (3.0, 0.9, [2, 1, 1]), (1.2, 1.0, [1, 0, 0])]:
     scheme_p = jaxacct.BMinSep(sampling_prob=p, iterations=9, min_sep=3, warm_start=True)

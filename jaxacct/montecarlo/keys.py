@@ -38,6 +38,26 @@ def direction_key(key: jax.Array, direction: str) -> jax.Array:
   return jax.random.fold_in(key, DIRECTION_CODES[direction])
 
 
+PURPOSE_CODES = {'estimation': 1, 'verification': 2, 'training': 3}
+
+
+def purpose_key(key: jax.Array, purpose: str) -> jax.Array:
+  """The key of one stream purpose: estimation, verification and training never share draws."""
+  return jax.random.fold_in(key, PURPOSE_CODES[purpose])
+
+
+def keys_for_indices(stream_key: jax.Array, indices: jax.Array) -> jax.Array:
+  """Keys of the samples with the given global indices (int64) of one stream.
+
+  Sample g gets fold_in(fold_in(stream_key, g >> 20), g & (2²⁰ − 1)).
+  """
+  index = indices.astype(jnp.int64)
+  block = (index >> KEY_BLOCK_BITS).astype(jnp.uint32)
+  within = (index & (KEY_BLOCK_SIZE - 1)).astype(jnp.uint32)
+  return jax.vmap(lambda b, i: jax.random.fold_in(jax.random.fold_in(stream_key, b), i))(
+      block, within)
+
+
 def sample_keys(stream_key: jax.Array, first_index: jax.Array, count: int) -> jax.Array:
   """Keys of the samples ``first_index, …, first_index + count − 1`` of a stream.
 
@@ -45,12 +65,5 @@ def sample_keys(stream_key: jax.Array, first_index: jax.Array, count: int) -> ja
     stream_key: the key of one (purpose, direction) stream.
     first_index: int64 scalar, global index of the first sample (traced).
     count: static number of samples.
-
-  Returns:
-    ``count`` typed keys; sample g gets fold_in(fold_in(stream_key, g >> 20), g & (2²⁰ − 1)).
   """
-  index = first_index.astype(jnp.int64) + jnp.arange(count, dtype=jnp.int64)
-  block = (index >> KEY_BLOCK_BITS).astype(jnp.uint32)
-  within = (index & (KEY_BLOCK_SIZE - 1)).astype(jnp.uint32)
-  return jax.vmap(lambda b, i: jax.random.fold_in(jax.random.fold_in(stream_key, b), i))(
-      block, within)
+  return keys_for_indices(stream_key, first_index.astype(jnp.int64) + jnp.arange(count, dtype=jnp.int64))

@@ -1,7 +1,8 @@
 """Public Monte Carlo entry points: keys → x → y = C·x + σ·z → privacy loss.
 
 ``sample_privacy_losses`` draws outputs of the dominating pair and evaluates
-their privacy loss in one jitted kernel; ``privacy_loss`` evaluates given
+their privacy loss (two compiled stages per chunk, the draws and the loss);
+``privacy_loss`` evaluates given
 outputs. Both return float64 ``(num_samples,)`` arrays whatever the global
 ``jax_enable_x64`` flag (they run under a scoped x64 context) and whatever the
 kernel ``dtype``.
@@ -12,9 +13,9 @@ Both feed the same estimator δ̂(ε) = mean of (1 − e^{ε − loss})₊.
 
 Sample g of a direction's stream uses the key
 fold_in(fold_in(fold_in(key, direction), g >> 20), g & (2²⁰ − 1)), so losses are
-bitwise identical whatever the chunk size. Work is done in chunks of at most
-``_MAX_CHUNK_ELEMENTS`` output entries so memory does not grow with
-``num_samples``.
+bitwise identical whatever the number of blocks per call or devices (see
+``default_block_size``). Work is done block by block, sharded over all local devices,
+so memory does not grow with ``num_samples``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
@@ -31,10 +34,26 @@ from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import losses, noise, participation
+from jaxacct.montecarlo import sharding as sharding_lib
 from jaxacct.montecarlo._spec import KernelSpec, kernel_spec, sampling_prob
 
-# ~1,000 samples per call at n = 1000 measured best on CPU; larger n gets
-# proportionally fewer samples so a chunk's (n, N) arrays stay ~10 MB.
+# Samples per block. Every compiled kernel evaluates whole blocks of one fixed
+# shape (lax.map over blocks), because XLA's floating-point code for an array
+# depends on its shape (vectorisation, FMA contraction): fixed block shapes make
+# every sample's loss bitwise independent of how many blocks a call holds or
+# how many devices share them. ~1,000 samples per block amortise the per-round
+# cost of the scans at n = 1000; at n = 7200 blocks of 128 keep the (block, n)
+# arrays in cache (benchmarks/RESULTS.md).
+_BLOCK_ELEMENTS = 1 << 20
+_MAX_BLOCK = 1024
+_MIN_BLOCK = 64
+
+
+def default_block_size(iterations: int) -> int:
+  """Samples per block for ``iterations`` rounds: a power of two in [64, 1024], ~2²⁰/n."""
+  fitting = max(1, _BLOCK_ELEMENTS // iterations)
+  return max(_MIN_BLOCK, min(_MAX_BLOCK, 1 << (fitting.bit_length() - 1)))
+# privacy_loss on given y pads to power-of-two chunks of at most this many entries.
 _MAX_CHUNK_ELEMENTS = 1 << 20
 _MIN_CHUNK = 8
 
@@ -46,17 +65,22 @@ def _chunk_size(iterations: int, num_samples: int) -> int:
   return max(_MIN_CHUNK, min(cap, wanted))
 
 
-def _traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, BandedToeplitz]:
+def traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, BandedToeplitz]:
+  """(p, σ, matrix) as float64 device values: traced, so new values do not recompile."""
   return (jnp.asarray(sampling_prob(mechanism), jnp.float64),
           jnp.asarray(mechanism.noise_multiplier, jnp.float64),
           jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), mechanism.matrix))
 
 
-def _draw_outputs(stream_key, first_index, p, sigma, matrix, spec: KernelSpec, chunk: int,
-                  direction: str) -> jax.Array:
-  """Outputs y of samples first_index … first_index + chunk − 1, batch-major (chunk, n)."""
+def draw_outputs(stream_key, indices, p, sigma, matrix, spec: KernelSpec,
+                 direction: str) -> jax.Array:
+  """Outputs y of the samples with global ``indices`` (N,) of a stream, batch-major (N, n).
+
+  y = C·x + σ·z for ``remove`` (x from the scheme's participation sampler), y = σ·z
+  for ``add``. Un-jitted device kernel.
+  """
   dtype = jnp.dtype(spec.dtype)
-  sample_keys = keys_lib.sample_keys(stream_key, first_index, chunk)
+  sample_keys = keys_lib.keys_for_indices(stream_key, indices)
   noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
   z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
   y = sigma.astype(dtype) * z
@@ -65,29 +89,73 @@ def _draw_outputs(stream_key, first_index, p, sigma, matrix, spec: KernelSpec, c
   return y
 
 
-@functools.partial(jax.jit, static_argnames=('spec', 'chunk', 'direction'))
-def _outputs_chunk(stream_key, first_index, p, sigma, matrix, *, spec: KernelSpec, chunk: int,
-                   direction: str):
-  return _draw_outputs(stream_key, first_index, p, sigma, matrix, spec, chunk, direction)
+def _per_device(fn, mesh, num_sharded: int):
+  """shard_map ``fn`` over ``mesh``: the first ``num_sharded`` args split by blocks, others replicated."""
+  def specs(count):
+    return tuple([PartitionSpec(sharding_lib.SAMPLE_AXIS)] * num_sharded + [PartitionSpec()] * count)
+  def wrapped(*args):
+    return jax.shard_map(fn, mesh=mesh, in_specs=specs(len(args) - num_sharded),
+                         out_specs=PartitionSpec(sharding_lib.SAMPLE_AXIS),
+                         check_vma=False)(*args)
+  return wrapped
+
+
+@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'block_size', 'mesh'))
+def block_outputs(block_ids, stream_key, p, sigma, matrix, *, spec: KernelSpec, direction: str,
+                  block_size: int, mesh):
+  """Outputs of whole blocks of a stream: (k, block_size, n), blocks sharded over ``mesh``."""
+  def one_device(ids, stream_key, p, sigma, matrix):
+    def one_block(block):
+      indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
+      return draw_outputs(stream_key, indices, p, sigma, matrix, spec, direction)
+    return lax.map(one_block, ids)
+  return _per_device(one_device, mesh, 1)(block_ids, stream_key, p, sigma, matrix)
+
+
+@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
+def block_losses(y, p, sigma, matrix, *, spec: KernelSpec, direction: str, mesh):
+  """float64 losses of whole blocks of outputs (k, block_size, n) → (k, block_size).
+
+  ``remove``: ln P/Q; ``add``: ln Q/P = −ln P/Q (spec 000 §0).
+  """
+  def one_device(y, p, sigma, matrix):
+    def one_block(y_block):
+      return losses.log_ratio(spec, y_block, p, sigma, matrix).astype(jnp.float64)
+    return lax.map(one_block, y)
+  loss = _per_device(one_device, mesh, 1)(y, p, sigma, matrix)
+  return loss if direction == 'remove' else -loss
+
+
+def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, direction: str, *,
+                  first_block: int, end_block: int, block_size: int,
+                  blocks_per_call: int | None = None, mesh=None):
+  """Yields ``(first_block_of_call, used_blocks, losses)`` over blocks [first_block, end_block).
+
+  Host driver shared by ``sample_privacy_losses`` and the estimator: each call
+  evaluates ``blocks_per_call`` blocks on every device of ``mesh`` in two
+  compiled stages (draws, then losses). On XLA:CPU the single fused program
+  measured ~2× slower than the same work split at y (benchmarks/RESULTS.md).
+  ``losses`` is a device array (k, block_size); only its first ``used_blocks``
+  rows belong to the requested range.
+  """
+  mesh = sharding_lib.sample_mesh() if mesh is None else mesh
+  if blocks_per_call is None:
+    blocks_per_call = max(1, _MAX_CHUNK_ELEMENTS // (block_size * spec.iterations))
+  call_blocks = blocks_per_call * mesh.devices.size
+  shard = sharding_lib.sample_sharding(mesh)
+  p, sigma, matrix = traced_params(mechanism)
+  for block in range(first_block, end_block, call_blocks):
+    ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
+    y = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
+                      block_size=block_size, mesh=mesh)
+    yield block, min(call_blocks, end_block - block), block_losses(
+        y, p, sigma, matrix, spec=spec, direction=direction, mesh=mesh)
 
 
 @functools.partial(jax.jit, static_argnames=('spec',))
-def _loss_chunk(y, p, sigma, matrix, *, spec: KernelSpec):
+def loss_of_outputs(y, p, sigma, matrix, *, spec: KernelSpec):
+  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n)."""
   return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix).astype(jnp.float64)
-
-
-def _sample_chunk(stream_key, first_index, p, sigma, matrix, *, spec: KernelSpec, chunk: int,
-                  direction: str):
-  """Privacy losses of samples first_index … first_index + chunk − 1 of one stream.
-
-  Two compiled programs, not one: on XLA:CPU the single fused program
-  (draws + recursion) measured ~2× slower than the same work split at y
-  (benchmarks/RESULTS.md); y of one chunk (~8 MB) stays on the device.
-  """
-  y = _outputs_chunk(stream_key, first_index, p, sigma, matrix, spec=spec, chunk=chunk,
-                     direction=direction)
-  loss = _loss_chunk(y, p, sigma, matrix, spec=spec)
-  return loss if direction == 'remove' else -loss
 
 
 def _check_mechanism(mechanism) -> None:
@@ -125,11 +193,16 @@ def sample_privacy_losses(key, mechanism: MatrixMechanism, num_samples: int, dir
     Dong & Ganesh, "Privacy Amplification for BandMF via b-Min-Sep
     Subsampling", arXiv 2602.09338v2, §3–5.
   """
-  return _run_stream(_sample_chunk, key, mechanism, num_samples, direction, dtype)
+  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  block_size = default_block_size(spec.iterations)
+  parts = [losses_[:used].reshape(-1) for _, used, losses_ in stream_blocks(
+      stream_key, mechanism, spec, direction, first_block=0,
+      end_block=-(-num_samples // block_size), block_size=block_size)]
+  return jnp.concatenate(parts)[:num_samples]
 
 
-def _run_stream(chunk_fn, key, mechanism, num_samples, direction, dtype) -> jax.Array:
-  """Validates, derives the direction's stream and runs ``chunk_fn`` over fixed-size chunks."""
+def _prepare(key, mechanism, num_samples, direction, dtype):
+  """Validates the sampler arguments; returns (stream key, spec, num_samples)."""
   _check_mechanism(mechanism)
   num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
   _validate.one_of('direction', direction, DIRECTIONS)
@@ -137,15 +210,7 @@ def _run_stream(chunk_fn, key, mechanism, num_samples, direction, dtype) -> jax.
   if num_samples > keys_lib.MAX_SAMPLE_INDEX:
     raise ValueError(f'num_samples must be <= 2**52, got {num_samples}')
   stream_key = keys_lib.direction_key(keys_lib.canonicalize_key(key), direction)
-  spec = kernel_spec(mechanism, resolved)
-  p, sigma, matrix = _traced_params(mechanism)
-  chunk = _chunk_size(spec.iterations, num_samples)
-  parts = []
-  for start in range(0, num_samples, chunk):
-    result = chunk_fn(stream_key, jnp.asarray(start, jnp.int64), p, sigma, matrix,
-                      spec=spec, chunk=chunk, direction=direction)
-    parts.append(result[:min(chunk, num_samples - start)])
-  return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+  return stream_key, kernel_spec(mechanism, resolved), num_samples
 
 
 @scoped_x64
@@ -162,7 +227,16 @@ def sample_outputs(key, mechanism: MatrixMechanism, num_samples: int, direction:
   Returns:
     array of shape ``(num_samples, iterations)`` in the kernel ``dtype``.
   """
-  return _run_stream(_outputs_chunk, key, mechanism, num_samples, direction, dtype)
+  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  p, sigma, matrix = traced_params(mechanism)
+  mesh = sharding_lib.sample_mesh(jax.local_devices()[:1])
+  block_size = default_block_size(spec.iterations)
+  parts = []
+  for block in range(-(-num_samples // block_size)):
+    ids = jnp.asarray([block], jnp.int64)
+    parts.append(block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
+                               block_size=block_size, mesh=mesh)[0])
+  return jnp.concatenate(parts)[:num_samples]
 
 
 @scoped_x64
@@ -202,7 +276,7 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     raise ValueError(
         f'y must have shape (num_samples, iterations) = (N >= 1, {n}), got {tuple(y.shape)}')
   spec = kernel_spec(mechanism, np.dtype(np.float64))
-  p, sigma, matrix = _traced_params(mechanism)
+  p, sigma, matrix = traced_params(mechanism)
   num_samples = y.shape[0]
   chunk = _chunk_size(n, num_samples)
   parts = []
@@ -211,6 +285,6 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     count = block.shape[0]
     if count < chunk:  # pad to the compiled shape; padded rows are discarded
       block = jnp.pad(block, ((0, chunk - count), (0, 0)))
-    parts.append(_loss_chunk(block, p, sigma, matrix, spec=spec)[:count])
+    parts.append(loss_of_outputs(block, p, sigma, matrix, spec=spec)[:count])
   loss = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
   return loss if direction == 'remove' else -loss

@@ -1,0 +1,321 @@
+"""Streaming Monte Carlo estimates of δ(ε) for both directions (host driver + device reductions).
+
+δ̂(ε) = (1/N)·Σ_s (1 − e^{ε − L_s})₊ estimates the hockey-stick divergence
+H_{e^ε} of each direction (spec 000 §2.5, §4.6): ``remove`` draws y ~ P with
+L = ln P/Q, ``add`` draws y ~ Q with L = ln Q/P, each from its own stream.
+
+How a run is laid out (so results are bitwise reproducible):
+
+- samples are grouped in *blocks* of ``block_size``; sample g of a stream has
+  the key fold_in(fold_in(stream, g >> 20), g & (2²⁰ − 1)) whatever block or
+  device computes it (``keys.py``);
+- each device call evaluates a whole number of blocks per device (sharded over
+  a ``Mesh`` of all local devices) and reduces every block on device to float64
+  per-ε sums of the terms and of their squares (and optional histogram counts);
+- the host adds the per-block sums **in block order, in float64**.
+
+Hence the result depends only on (key, purpose, mechanism, ε grid, block size,
+number of samples), not on blocks per call or device count. Memory is
+independent of the number of samples; counts are Python ints (≥ 10¹² is fine).
+The accumulator (``EstimatorState``) is a small JSON-serialisable object that
+lets a later run resume without changing any key.
+
+Where the code runs: per-block reductions are JAX (device); accumulation,
+standard errors and ε̂(δ) are NumPy (host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxacct import _validate
+from jaxacct._precision import kernel_dtype, scoped_x64
+from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo import sharding as sharding_lib
+from jaxacct.montecarlo._spec import kernel_spec
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimatorState:
+  """Serialisable accumulator of a streaming estimate (enough to resume a run).
+
+  Attributes:
+    fingerprint: hash of everything that determines the samples and the sums
+      (mechanism, ε grid, histogram edges, block size, dtype, purpose, key).
+    key_data: the key's raw uint32 words (the run's seed).
+    purpose: the stream purpose (``"estimation"`` or ``"verification"``).
+    epsilons: the ε grid.
+    block_size: samples per reduction block.
+    num_samples: samples accumulated per direction.
+    sums / sums_of_squares: per direction, per ε float64 sums of the terms.
+    histogram: per direction, loss counts per bin (``None`` without edges).
+    histogram_edges: bin upper edges (losses are rounded up to them).
+  """
+
+  fingerprint: str
+  key_data: tuple[int, ...]
+  purpose: str
+  epsilons: tuple[float, ...]
+  block_size: int
+  num_samples: int
+  sums: dict
+  sums_of_squares: dict
+  histogram: dict | None
+  histogram_edges: tuple[float, ...] | None
+
+  def to_json(self) -> str:
+    return json.dumps(dataclasses.asdict(self))
+
+  @classmethod
+  def from_json(cls, text: str) -> 'EstimatorState':
+    raw = json.loads(text)
+    for name in ('key_data', 'epsilons', 'histogram_edges'):
+      if raw[name] is not None:
+        raw[name] = tuple(raw[name])
+    return cls(**raw)
+
+
+@dataclasses.dataclass(frozen=True)
+class DeltaEstimate:
+  """δ̂(ε) per direction with standard errors, from an ``EstimatorState``.
+
+  ``delta_hat[d]`` and ``standard_error[d]`` are float64 arrays over
+  ``epsilons``; the standard error is the sample standard deviation of the
+  terms over √N. ``delta_hat_max`` is the max over both directions.
+  """
+
+  epsilons: np.ndarray
+  delta_hat: dict
+  standard_error: dict
+  num_samples: int
+  key_data: tuple[int, ...]
+  state: EstimatorState
+
+  @property
+  def delta_hat_max(self) -> np.ndarray:
+    return np.maximum(*(self.delta_hat[d] for d in DIRECTIONS))
+
+  def epsilon_for_delta(self, delta: float) -> float:
+    """ε̂(δ): the smallest ε with δ̂(ε) ≤ δ in both directions (``inf`` if none).
+
+    With a histogram, δ̂ is evaluated from the rounded-up losses (conservative:
+    each loss is replaced by its bin's upper edge) and ε is found by bisection
+    to 1e-9; without one, the answer is the smallest grid ε that qualifies.
+    """
+    delta = _validate.probability('delta', delta)
+    if self.state.histogram is None:
+      ok = np.nonzero(self.delta_hat_max <= delta)[0]
+      return float(self.epsilons[ok[0]]) if ok.size else float('inf')
+    edges = np.asarray(self.state.histogram_edges + (np.inf,))
+    counts = {d: np.asarray(self.state.histogram[d], np.float64) for d in DIRECTIONS}
+
+    def delta_at(eps):
+      return max(float(np.dot(counts[d], _terms_np(eps, edges))) / self.num_samples
+                 for d in DIRECTIONS)
+
+    if delta_at(edges[-2]) > delta:
+      return float('inf')  # mass in the overflow bin: no finite ε is certified by the histogram
+    low, high = -1.0, float(edges[-2])
+    while delta_at(low) <= delta and low > -1e6:
+      low *= 2.0
+    while high - low > 1e-9 * max(1.0, abs(high)):
+      mid = 0.5 * (low + high)
+      low, high = (low, mid) if delta_at(mid) <= delta else (mid, high)
+    return high
+
+
+def _terms_np(epsilon: float, losses: np.ndarray) -> np.ndarray:
+  with np.errstate(invalid='ignore'):
+    return np.where(np.isinf(losses) & (losses > 0), 1.0,
+                    -np.expm1(np.minimum(epsilon - losses, 0.0)))
+
+
+def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
+  """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""
+  return -jnp.expm1(jnp.minimum(epsilons[:, None] - losses[None, :], 0.0))
+
+
+@functools.partial(jax.jit, static_argnames=('mesh',))
+def _block_reductions(losses, num_samples, epsilons, edges, *, mesh):
+  """Per-block float64 sums of the terms and their squares, and histogram counts.
+
+  ``losses``: (k, block_size) with global sample index block·block_size + j;
+  samples with index ≥ ``num_samples`` are masked out. Each block is reduced
+  by the same fixed-shape program (lax.map), so sums do not depend on k.
+  """
+  block_size = losses.shape[1]
+
+  def one_device(losses, first_index, num_samples, epsilons, edges):
+    def one_block(args):
+      block_losses, first = args
+      valid = (first + jnp.arange(block_size, dtype=jnp.int64)) < num_samples
+      terms = jnp.where(valid[None, :], hockey_stick_terms(epsilons, block_losses), 0.0)
+      # Bin j holds losses in (edges[j-1], edges[j]]; bin len(edges) is the overflow.
+      bins = jnp.searchsorted(edges, block_losses, side='left')
+      one_hot = (bins[:, None] == jnp.arange(edges.shape[0] + 1)[None, :]) & valid[:, None]
+      return (jnp.sum(terms, axis=1), jnp.sum(jnp.square(terms), axis=1),
+              jnp.sum(one_hot, axis=0, dtype=jnp.int64))
+    return lax.map(one_block, (losses, first_index))
+
+  first_index = jnp.arange(losses.shape[0], dtype=jnp.int64) * block_size
+  return sampling._per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
+                                                   edges)
+
+
+def _fingerprint(mechanism, spec, epsilons, edges, block_size, purpose, key_data) -> str:
+  payload = repr((spec, float(mechanism.noise_multiplier),
+                  float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
+                  tuple(np.asarray(mechanism.matrix.c_col, np.float64).tolist()),
+                  tuple(epsilons), edges, block_size, purpose, key_data))
+  return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def _check_epsilons(epsilons) -> np.ndarray:
+  grid = np.asarray(epsilons, dtype=np.float64)
+  if grid.ndim != 1 or grid.size == 0:
+    raise ValueError(f'epsilons must be a non-empty 1-D list of numbers, got {epsilons!r}')
+  if not np.all(np.isfinite(grid)):
+    raise ValueError(f'epsilons must be finite, got {grid.tolist()}')
+  return grid
+
+
+def _check_edges(histogram_edges):
+  if histogram_edges is None:
+    return None
+  edges = np.asarray(histogram_edges, dtype=np.float64)
+  if edges.ndim != 1 or edges.size == 0 or not np.all(np.isfinite(edges)):
+    raise ValueError('histogram_edges must be a non-empty 1-D list of finite numbers')
+  if np.any(np.diff(edges) <= 0):
+    raise ValueError('histogram_edges must be strictly increasing')
+  return tuple(edges.tolist())
+
+
+@scoped_x64
+def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
+                   purpose: str = 'estimation', dtype=jnp.float64,
+                   block_size: int | None = None, blocks_per_call: int | None = None,
+                   histogram_edges=None, state: EstimatorState | None = None,
+                   devices=None, progress: Callable[[int, int], None] | None = None
+                   ) -> DeltaEstimate:
+  """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
+
+  Args:
+    key: a typed JAX key (the run's seed; legacy uint32 keys are converted).
+    mechanism: the mechanism to account.
+    epsilons: the ε grid (non-empty, finite).
+    num_samples: samples per direction (total, including a resumed ``state``).
+    purpose: ``"estimation"`` (default) or ``"verification"``: separate streams.
+    dtype: kernel arithmetic (float64 default; float32 on request). Sums are float64.
+    block_size: samples per reduction block (part of the result's identity;
+      default ``sampling.default_block_size(iterations)``).
+    blocks_per_call: blocks per device per call (performance only; default
+      keeps ~8 MB of outputs per device).
+    histogram_edges: optional increasing loss bin edges; each loss is rounded
+      **up** to its bin's upper edge (losses above the last edge count as +∞),
+      so histogram-based δ̂ is conservative.
+    state: a previous run's ``EstimatorState`` to extend (same fingerprint;
+      its ``num_samples`` must be a multiple of ``block_size``).
+    devices: devices to shard over (default: all local devices).
+    progress: called as ``progress(samples_done, samples_total)`` after each call.
+
+  Returns:
+    ``DeltaEstimate`` with δ̂ and standard errors per direction.
+
+  References:
+    Wang et al. 2023 (MC accounting); Dong & Ganesh, arXiv 2602.09338v2, §2.5,
+    §8; spec 000 §4.6 (estimator), §11 pitfalls 7, 17, 18.
+  """
+  if not isinstance(mechanism, MatrixMechanism):
+    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  grid = _check_epsilons(epsilons)
+  num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
+  if block_size is None:
+    block_size = sampling.default_block_size(mechanism.iterations)
+  block_size = _validate.integer_at_least('block_size', block_size, 1)
+  _validate.one_of('purpose', purpose, ('estimation', 'verification'))
+  edges = _check_edges(histogram_edges)
+  resolved = kernel_dtype(dtype)
+  key = keys_lib.canonicalize_key(key)
+  key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
+  spec = kernel_spec(mechanism, resolved)
+  fingerprint = _fingerprint(mechanism, spec, grid.tolist(), edges, block_size, purpose, key_data)
+  total_blocks = -(-num_samples // block_size)
+  if state is None:
+    first_block = 0
+    sums = {d: np.zeros(grid.size) for d in DIRECTIONS}
+    squares = {d: np.zeros(grid.size) for d in DIRECTIONS}
+    counts = None if edges is None else {d: np.zeros(len(edges) + 1, np.int64) for d in DIRECTIONS}
+  else:
+    if state.fingerprint != fingerprint:
+      raise ValueError('state was produced by a different run (mechanism, epsilons, key, '
+                       'purpose, dtype, block_size or histogram_edges differ); cannot resume')
+    if state.num_samples % block_size:
+      raise ValueError(f'cannot resume from num_samples = {state.num_samples}, which is not a '
+                       f'multiple of block_size = {block_size}')
+    if num_samples < state.num_samples:
+      raise ValueError(f'num_samples must be >= the resumed state\'s {state.num_samples}, '
+                       f'got {num_samples}')
+    first_block = state.num_samples // block_size
+    sums = {d: np.asarray(state.sums[d], np.float64) for d in DIRECTIONS}
+    squares = {d: np.asarray(state.sums_of_squares[d], np.float64) for d in DIRECTIONS}
+    counts = None if edges is None else {d: np.asarray(state.histogram[d], np.int64)
+                                         for d in DIRECTIONS}
+
+  mesh = sharding_lib.sample_mesh(devices)
+  eps_device = jnp.asarray(grid)
+  edges_device = jnp.asarray(edges if edges is not None else [0.0])
+  purpose_key = keys_lib.purpose_key(key, purpose)
+  done = first_block * block_size * len(DIRECTIONS)
+  for direction in DIRECTIONS:
+    stream_key = keys_lib.direction_key(purpose_key, direction)
+    for block, used, block_losses in sampling.stream_blocks(
+        stream_key, mechanism, spec, direction, first_block=first_block, end_block=total_blocks,
+        block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh):
+      # Samples past num_samples in the last block are masked; shift indices to global ones.
+      remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
+      block_sums, block_squares, block_counts = (
+          np.asarray(a)[:used] for a in _block_reductions(
+              block_losses, remaining, eps_device, edges_device, mesh=mesh))
+      for row in range(used):  # host, float64, block order: bitwise reproducible
+        sums[direction] = sums[direction] + block_sums[row]
+        squares[direction] = squares[direction] + block_squares[row]
+      if counts is not None:
+        counts[direction] = counts[direction] + block_counts.sum(axis=0)
+      done += min(used * block_size, num_samples - block * block_size)
+      if progress is not None:
+        progress(done, num_samples * len(DIRECTIONS))
+
+  new_state = EstimatorState(
+      fingerprint=fingerprint, key_data=key_data, purpose=purpose, epsilons=tuple(grid.tolist()),
+      block_size=block_size, num_samples=num_samples,
+      sums={d: sums[d].tolist() for d in DIRECTIONS},
+      sums_of_squares={d: squares[d].tolist() for d in DIRECTIONS},
+      histogram=None if counts is None else {d: counts[d].tolist() for d in DIRECTIONS},
+      histogram_edges=edges)
+  return estimate_from_state(new_state)
+
+
+def estimate_from_state(state: EstimatorState) -> DeltaEstimate:
+  """δ̂(ε) and standard errors from accumulated sums (host, float64)."""
+  n = state.num_samples
+  delta_hat, standard_error = {}, {}
+  for d in DIRECTIONS:
+    mean = np.asarray(state.sums[d]) / n
+    variance = np.maximum(np.asarray(state.sums_of_squares[d]) / n - mean**2, 0.0)
+    variance *= n / max(1, n - 1)
+    delta_hat[d] = mean
+    standard_error[d] = np.sqrt(variance / n)
+  return DeltaEstimate(epsilons=np.asarray(state.epsilons), delta_hat=delta_hat,
+                       standard_error=standard_error, num_samples=n,
+                       key_data=state.key_data, state=state)
