@@ -141,6 +141,24 @@ def _terms_np(epsilon: float, losses: np.ndarray) -> np.ndarray:
                     -np.expm1(np.minimum(epsilon - losses, 0.0)))
 
 
+def delta_from_losses(epsilon: float, losses, counts=None) -> float:
+  """δ̂(ε) = weighted mean of (1 − e^{ε − L})₊ over given losses (host, float64; spec 000 §4.6).
+
+  Args:
+    epsilon: ε (finite).
+    losses: privacy losses L (1-D); +inf counts as a term of 1.
+    counts: optional non-negative integer weights (histogram-compressed samples).
+  """
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  values = np.asarray(losses, dtype=np.float64).ravel()
+  if values.size == 0:
+    raise ValueError('losses must be non-empty')
+  weights = np.ones_like(values) if counts is None else np.asarray(counts, np.float64).ravel()
+  if weights.shape != values.shape or np.any(weights < 0):
+    raise ValueError('counts must be non-negative and match losses in length')
+  return float(np.dot(weights, _terms_np(epsilon, values)) / weights.sum())
+
+
 def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
   """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""
   return -jnp.expm1(jnp.minimum(epsilons[:, None] - losses[None, :], 0.0))

@@ -1,0 +1,147 @@
+"""Streaming δ̂(ε): exact values, conservativeness, reproducibility, resume, devices."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.montecarlo import estimator
+from jaxacct.montecarlo import keys as keys_lib
+
+MECH = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+EPS = [0.25, 0.5, 1.0, 2.0]
+
+
+# reference-values.md §3 (jax_privacy tests, exact), tolerance 1e-15 relative.
+@pytest.mark.parametrize('epsilon, losses, counts, expected', [
+    (3, [3 + np.log(2), 1e9], None, 3 / 4),
+    (3, [2, 3, 3 + np.log(2)], None, 1 / 6),
+    (3, [2, 3, 3 + np.log(2)], [1, 1, 2], 1 / 4),
+    (1000, [999, 1000, 1000 + np.log(2)], None, 1 / 6),
+    (0, [-1, 0, np.log(2)], None, 1 / 6),
+])
+def test_reference_estimates(epsilon, losses, counts, expected):
+  assert estimator.delta_from_losses(epsilon, losses, counts) == pytest.approx(expected, rel=1e-15)
+
+
+def test_estimate_equals_mean_of_the_stream_losses():
+  key = jax.random.key(3)
+  result = estimator.estimate_delta(key, MECH, EPS, 3000, block_size=256)
+  stream = keys_lib.purpose_key(key, 'estimation')
+  for direction in ('remove', 'add'):
+    losses = np.asarray(jaxacct.sample_privacy_losses(stream, MECH, 3000, direction))
+    terms = -np.expm1(np.minimum(np.asarray(EPS)[:, None] - losses[None, :], 0.0))
+    np.testing.assert_allclose(result.delta_hat[direction], terms.mean(axis=1), rtol=1e-12)
+    np.testing.assert_allclose(result.standard_error[direction],
+                               terms.std(axis=1, ddof=1) / np.sqrt(3000), rtol=1e-9)
+  assert result.num_samples == 3000
+  assert np.all(result.delta_hat_max >= result.delta_hat['add'])
+
+
+def test_bitwise_identical_whatever_the_blocks_per_call():
+  key = jax.random.key(4)
+  runs = [estimator.estimate_delta(key, MECH, EPS, 2500, block_size=256, blocks_per_call=k)
+          for k in (1, 3, 16)]
+  for run in runs[1:]:
+    for direction in ('remove', 'add'):
+      np.testing.assert_array_equal(run.delta_hat[direction], runs[0].delta_hat[direction])
+
+
+def test_resume_equals_one_run():
+  key = jax.random.key(5)
+  whole = estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256)
+  first = estimator.estimate_delta(key, MECH, EPS, 768, block_size=256)
+  state = estimator.EstimatorState.from_json(first.state.to_json())  # survives serialisation
+  resumed = estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256, state=state)
+  for direction in ('remove', 'add'):
+    np.testing.assert_array_equal(resumed.delta_hat[direction], whole.delta_hat[direction])
+  with pytest.raises(ValueError, match='different run'):
+    estimator.estimate_delta(jax.random.key(6), MECH, EPS, 2048, block_size=256, state=state)
+  partial = estimator.estimate_delta(key, MECH, EPS, 700, block_size=256)
+  with pytest.raises(ValueError, match='multiple of block_size'):
+    estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256, state=partial.state)
+
+
+def test_streams_by_purpose_are_independent():
+  key = jax.random.key(7)
+  estimate = estimator.estimate_delta(key, MECH, EPS, 512, block_size=256)
+  verify = estimator.estimate_delta(key, MECH, EPS, 512, block_size=256, purpose='verification')
+  assert not np.array_equal(estimate.delta_hat['remove'], verify.delta_hat['remove'])
+
+
+def test_histogram_rounds_losses_up():
+  key = jax.random.key(8)
+  edges = np.linspace(-4.0, 6.0, 41)  # bin width 0.25
+  exact = estimator.estimate_delta(key, MECH, EPS, 4096, block_size=256)
+  binned = estimator.estimate_delta(key, MECH, EPS, 4096, block_size=256, histogram_edges=edges)
+  np.testing.assert_array_equal(binned.delta_hat['remove'], exact.delta_hat['remove'])
+  counts = binned.state.histogram
+  assert sum(counts['remove']) == 4096 and sum(counts['add']) == 4096
+  top = np.append(edges, np.inf)
+  for i, eps in enumerate(EPS):
+    for direction in ('remove', 'add'):
+      from_histogram = estimator.delta_from_losses(eps, top, counts[direction])
+      assert from_histogram >= exact.delta_hat[direction][i]  # conservative
+  # ε̂(δ) from the histogram: δ̂(ε̂) ≤ δ and it is tight to the bisection tolerance.
+  target = 0.05
+  eps_hat = binned.epsilon_for_delta(target)
+  assert max(estimator.delta_from_losses(eps_hat, top, counts[d]) for d in counts) <= target
+  assert max(estimator.delta_from_losses(eps_hat - 1e-6, top, counts[d]) for d in counts) > target
+  # Without a histogram: the smallest grid ε that qualifies.
+  grid_eps = exact.epsilon_for_delta(0.3)
+  assert grid_eps in EPS and exact.delta_hat_max[EPS.index(grid_eps)] <= 0.3
+
+
+@pytest.mark.parametrize('epsilons', [[], [1.0, float('nan')], [[1.0]]])
+def test_bad_epsilon_grids(epsilons):
+  with pytest.raises(ValueError, match='epsilons'):
+    estimator.estimate_delta(jax.random.key(0), MECH, epsilons, 10)
+
+
+def test_bad_estimator_arguments():
+  with pytest.raises(TypeError, match='key must be a JAX PRNG key'):
+    estimator.estimate_delta(7, MECH, EPS, 10)
+  with pytest.raises(ValueError, match='num_samples must be an integer >= 1'):
+    estimator.estimate_delta(jax.random.key(0), MECH, EPS, 0)
+  with pytest.raises(ValueError, match='purpose'):
+    estimator.estimate_delta(jax.random.key(0), MECH, EPS, 10, purpose='training')
+  with pytest.raises(ValueError, match='histogram_edges must be strictly increasing'):
+    estimator.estimate_delta(jax.random.key(0), MECH, EPS, 10, histogram_edges=[1.0, 0.0])
+
+
+_DEVICE_SCRIPT = '''
+import json, jax, numpy as np, jaxacct
+from jaxacct.montecarlo import estimator
+mech = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+runs = {}
+for per_call in (1, 2):
+  r = estimator.estimate_delta(jax.random.key(11), mech, [0.25, 0.5, 1.0, 2.0], 2300,
+                               block_size=128, blocks_per_call=per_call)
+  runs[per_call] = {d: [float(v).hex() for v in r.delta_hat[d]] for d in ('remove', 'add')}
+print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
+'''
+
+
+def _run_with_devices(count):
+  env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={count}')
+  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
+                       text=True, check=True, cwd=pathlib.Path(__file__).resolve().parents[1])
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_bitwise_identical_on_one_and_four_devices():
+  one, four = _run_with_devices(1), _run_with_devices(4)
+  assert one['devices'] == 1 and four['devices'] == 4
+  reference = one['runs']['1']
+  for result in (one['runs']['2'], four['runs']['1'], four['runs']['2']):
+    assert result == reference
