@@ -3,8 +3,17 @@
 Public API (re-exported; nothing is computed at import).
 """
 
+from jaxacct.guarantee import Guarantee as Guarantee
 from jaxacct.matrices import BandedToeplitz as BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism as MatrixMechanism
+from jaxacct.montecarlo.calibration import Calibration as Calibration
+from jaxacct.montecarlo.calibration import calibrate_noise_multiplier as calibrate_noise_multiplier
+from jaxacct.montecarlo.estimator import DeltaEstimate as DeltaEstimate
+from jaxacct.montecarlo.estimator import estimate_delta as estimate_delta
+from jaxacct.montecarlo.evr import base_delta as base_delta
+from jaxacct.montecarlo.evr import minimum_samples as minimum_samples
+from jaxacct.montecarlo.evr import overall_delta as overall_delta
+from jaxacct.montecarlo.evr import verify as verify
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
 from jaxacct.schemes import BallsInBins as BallsInBins
@@ -15,12 +24,21 @@ from jaxacct.schemes import Poisson as Poisson
 __all__ = [
     'BallsInBins',
     'BandedToeplitz',
+    'base_delta',
     'BMinSep',
+    'calibrate_noise_multiplier',
+    'Calibration',
     'CyclicPoisson',
+    'DeltaEstimate',
+    'estimate_delta',
+    'Guarantee',
     'MatrixMechanism',
+    'minimum_samples',
+    'overall_delta',
     'Poisson',
     'privacy_loss',
     'sample_privacy_losses',
+    'verify',
 ]
 
 __version__ = '0.1.0.dev0'

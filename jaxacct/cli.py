@@ -1,15 +1,21 @@
 """The ``jaxacct`` command (host code).
 
-``jaxacct estimate CONFIG [--json]``: Monte Carlo δ̂(ε) of both directions of
-the mechanism a YAML config describes (schema in ``jaxacct.config``), with
-standard errors. δ̂(ε) = mean of (1 − e^{ε − L})₊ (spec 000 §4.6), computed
-as −expm1(min(ε − L, 0)) and accumulated in float64 chunk by chunk.
+- ``jaxacct estimate CONFIG``: streaming Monte Carlo δ̂(ε) of both directions
+  (``estimate_delta``) for the config's mechanism, with standard errors.
+- ``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
+  (``calibrate_noise_multiplier``) at the config's (ε, δ).
+
+Options: ``--set section.key=value`` (repeatable) overrides config values;
+``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
+folder (JSON + PNG); ``--force`` runs an accelerator-scale config on CPU.
+Progress (samples/s, ETA) goes to stderr. Exit codes: 0 ok, 2 bad input.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 import time
 
@@ -17,68 +23,140 @@ import jax
 import numpy as np
 
 from jaxacct import config as config_lib
+from jaxacct import report
 from jaxacct.mechanism import DIRECTIONS
-from jaxacct.montecarlo.sampling import sample_privacy_losses
+from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.montecarlo.estimator import estimate_delta
 
-_CHUNK = 1 << 16
+
+class _Progress:
+  """One-line progress on stderr: samples done, samples/s, ETA."""
+
+  def __init__(self, label: str):
+    self.label = label
+    self.start = time.perf_counter()
+    self.last = 0.0
+
+  def __call__(self, done: int, total: int) -> None:
+    now = time.perf_counter()
+    if now - self.last < 0.5 and done < total:
+      return
+    self.last = now
+    rate = done / max(now - self.start, 1e-9)
+    eta = (total - done) / rate if rate > 0 else float('inf')
+    sys.stderr.write(f'\r{self.label}: {done:,}/{total:,} samples  {rate:,.0f}/s  ETA {eta:,.0f} s ')
+    if done >= total:
+      sys.stderr.write('\n')
+    sys.stderr.flush()
 
 
-def _estimate(raw: dict) -> dict:
+def _output_dir(args, raw) -> pathlib.Path:
+  if args.out:
+    return pathlib.Path(args.out)
+  configured = raw.get('report', {}).get('output_dir')
+  return pathlib.Path(configured) if configured else pathlib.Path('reports') / pathlib.Path(
+      args.config).stem
+
+
+def _estimate(args, raw) -> dict:
   mechanism = config_lib.mechanism_from(raw)
-  mc = raw['monte_carlo']
+  mc = raw.get('monte_carlo', {})
   num_samples = int(mc.get('num_samples', 100_000))
   seed = int(mc.get('seed', 0))
-  epsilons = np.asarray(mc.get('epsilons', [1.0]), dtype=np.float64)
-  if epsilons.ndim != 1 or epsilons.size == 0 or not np.all(np.isfinite(epsilons)):
-    raise config_lib.ConfigError(f'monte_carlo.epsilons must be a non-empty list of finite '
-                                 f'numbers, got {mc.get("epsilons")!r}')
+  epsilons = mc.get('epsilons', [1.0])
   dtype = {'float64': np.float64, 'float32': np.float32}.get(mc.get('dtype', 'float64'))
   if dtype is None:
     raise config_lib.ConfigError(f'monte_carlo.dtype must be float64 or float32, got {mc["dtype"]!r}')
-  key = jax.random.key(seed)
-  result = {'noise_multiplier': mechanism.noise_multiplier, 'num_samples': num_samples,
-            'seed': seed, 'epsilons': epsilons.tolist(), 'delta_hat': {}, 'standard_error': {}}
+  result = estimate_delta(jax.random.key(seed), mechanism, epsilons, num_samples, dtype=dtype,
+                          progress=_Progress('estimate'))
+  target = raw.get('calibration', {}).get('delta')
+  eps_hat = result.epsilon_for_delta(target) if target is not None else None
+  payload = {
+      'noise_multiplier': float(mechanism.noise_multiplier),
+      'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
+      'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
+      'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
+      'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},
+  }
+  folder = _output_dir(args, raw)
+  report.write_json(folder, 'estimate.json', payload)
+  report.plot_delta_hat(folder, result.epsilons, result.delta_hat, result.standard_error,
+                        f'δ̂(ε), σ = {mechanism.noise_multiplier:.4g}, N = {num_samples:,}')
+  payload['report'] = str(folder)
+  return payload
+
+
+def _calibrate(args, raw) -> dict:
+  cal = raw.get('calibration')
+  if not cal or 'epsilon' not in cal or 'delta' not in cal:
+    raise config_lib.ConfigError('calibrate needs calibration.epsilon and calibration.delta')
+  scheme = config_lib.scheme_from(raw)
+  matrix = config_lib.matrix_from(raw, scheme.iterations)
+  seed = int(cal.get('seed', 0))
+  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
+                                 'estimation_samples', 'num_candidates') if k in cal}
   started = time.perf_counter()
-  for direction in DIRECTIONS:
-    # One draw of num_samples; evaluated in slices so memory stays bounded.
-    sums = np.zeros_like(epsilons)
-    squares = np.zeros_like(epsilons)
-    losses = np.asarray(sample_privacy_losses(key, mechanism, num_samples, direction, dtype=dtype))
-    for start in range(0, num_samples, _CHUNK):
-      chunk = losses[start:start + _CHUNK]
-      terms = -np.expm1(np.minimum(epsilons[:, None] - chunk[None, :], 0.0))
-      sums += terms.sum(axis=1)
-      squares += np.square(terms).sum(axis=1)
-    mean = sums / num_samples
-    variance = np.maximum(squares / num_samples - mean**2, 0.0) * num_samples / max(1, num_samples - 1)
-    result['delta_hat'][direction] = mean.tolist()
-    result['standard_error'][direction] = np.sqrt(variance / num_samples).tolist()
-  result['seconds'] = time.perf_counter() - started
-  return result
+  result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
+                                      delta=float(cal['delta']), key=jax.random.key(seed),
+                                      **options)
+  g = result.guarantee
+  payload = {
+      'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
+      'verified': g.verified, 'method': g.method, 'num_samples': g.num_samples, 'seed': seed,
+      'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
+      'seconds': time.perf_counter() - started, 'record': result.record,
+  }
+  folder = _output_dir(args, raw)
+  report.write_json(folder, 'calibration.json', payload)
+  report.plot_candidates(folder, result.record, g.base_delta, g.noise_multiplier)
+  payload['report'] = str(folder)
+  return payload
+
+
+def _print_human(command: str, payload: dict) -> None:
+  if command == 'estimate':
+    print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
+          f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee)')
+    print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
+    for i, eps in enumerate(payload['epsilons']):
+      cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'
+               for d in DIRECTIONS]
+      print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
+  else:
+    print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g} is ({payload["epsilon"]}, '
+          f'{payload["delta"]:.4g})-DP [{payload["method"]}; verified={payload["verified"]}; '
+          f'{payload["num_samples"]:,} verification samples per direction, base δ '
+          f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')
+  print(f'report: {payload["report"]}')
 
 
 def main(argv: list[str] | None = None) -> int:
-  parser = argparse.ArgumentParser(prog='jaxacct', description=__doc__.splitlines()[0])
+  parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
   commands = parser.add_subparsers(dest='command', required=True)
-  estimate = commands.add_parser('estimate', help='Monte Carlo δ̂(ε), both directions')
-  estimate.add_argument('config')
-  estimate.add_argument('--json', action='store_true', help='print one JSON object')
+  for name, help_text in (('estimate', 'Monte Carlo δ̂(ε), both directions'),
+                          ('calibrate', 'smallest σ verified by Estimate-Verify-Release')):
+    sub = commands.add_parser(name, help=help_text)
+    sub.add_argument('config')
+    sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
+                     help='override a config value, e.g. --set monte_carlo.num_samples=1000')
+    sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
+    sub.add_argument('--out', help='report folder (default reports/<config name>)')
+    sub.add_argument('--force', action='store_true', help='run accelerator-scale configs on CPU')
   args = parser.parse_args(argv)
   try:
-    result = _estimate(config_lib.load(args.config))
-  except (ValueError, TypeError) as error:
-    print(f'jaxacct: error: {error}', file=sys.stderr)
+    raw = config_lib.load(args.config, args.set)
+    if raw.get('accelerator_scale') and not args.force and jax.default_backend() == 'cpu':
+      raise config_lib.ConfigError(
+          f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass --force')
+    payload = (_estimate if args.command == 'estimate' else _calibrate)(args, raw)
+  except (ValueError, TypeError, RuntimeError) as error:
+    message = ' '.join(str(error).split())
+    print(f'jaxacct: error: {message}', file=sys.stderr)
     return 2
   if args.json:
-    print(json.dumps(result))
-    return 0
-  print(f'noise_multiplier σ = {result["noise_multiplier"]}, {result["num_samples"]:,} samples '
-        f'per direction, seed {result["seed"]} ({result["seconds"]:.1f} s)')
-  print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
-  for i, eps in enumerate(result['epsilons']):
-    cells = [f'{result["delta_hat"][d][i]:.4e} ± {result["standard_error"][d][i]:.1e}'
-             for d in DIRECTIONS]
-    print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
+    print(json.dumps(payload))
+  else:
+    _print_human(args.command, payload)
   return 0
 
 

@@ -1,29 +1,47 @@
-"""YAML run configurations → mechanisms (host code).
+"""YAML run configurations → mechanisms and run settings (host code).
 
-Schema (unknown keys are errors that name the key and the valid ones)::
+Schema (every key below; unknown keys are errors that name the key and the valid ones)::
 
-  scheme:                    # exactly one scheme
+  scheme:                      # the sampling scheme (public information)
     type: bminsep | poisson | balls_in_bins | cyclic_poisson
     iterations: int
-    sampling_prob: float     # or expected_batch_size + dataset_size
-    min_sep: int             # bminsep
-    warm_start: bool         # bminsep (default true)
-    cycle_length: int        # balls_in_bins, cyclic_poisson
+    sampling_prob: float       # or expected_batch_size + dataset_size
+    expected_batch_size: float
+    dataset_size: int
+    min_sep: int               # bminsep
+    warm_start: bool           # bminsep (default true)
+    cycle_length: int          # balls_in_bins, cyclic_poisson
     partition: independent | equal_split   # cyclic_poisson
-  strategy:                  # exactly one of
+  strategy:                    # exactly one of c_col / square_root_bands / optimized_bands
     c_col: [floats]
-    square_root_bands: int   # the square-root (FHU) coefficients, seed 000 §7.1
-    normalize: bool          # divide c_col by its norm (default false)
-  noise_multiplier: float
-  monte_carlo:
-    num_samples: int         # per direction
+    square_root_bands: int     # the square-root (FHU) coefficients
+    optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (seed 000 §7.1)
+    normalize: bool            # divide c_col by its norm (default false)
+  noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
+  monte_carlo:                 # `estimate`
+    num_samples: int           # per direction
     seed: int
     epsilons: [floats]
     dtype: float64 | float32
+  calibration:                 # `calibrate` (and the δ at which `estimate` reports ε̂)
+    epsilon: float
+    delta: float               # target overall δ
+    num_samples: int           # verification samples (default: the minimum for δ_b)
+    base_delta: float          # default δ/2
+    grid_ratio: float          # default 1.01
+    shared_draws: bool         # default true
+    estimation_samples: int
+    num_candidates: int        # default 8
+    seed: int
+  report:
+    output_dir: str            # default reports/<config name>
+  accelerator_scale: bool      # refuse to run on CPU unless --force
+  description: str
 """
 
 from __future__ import annotations
 
+import copy
 import pathlib
 from typing import Any
 
@@ -31,63 +49,113 @@ import numpy as np
 import yaml
 
 from jaxacct import schemes
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
 from jaxacct.mechanism import MatrixMechanism
 
 _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
             'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson}
-_TOP_KEYS = ('scheme', 'strategy', 'noise_multiplier', 'monte_carlo')
-_SCHEME_KEYS = ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
-                'min_sep', 'warm_start', 'cycle_length', 'partition')
-_STRATEGY_KEYS = ('c_col', 'square_root_bands', 'normalize')
-_MC_KEYS = ('num_samples', 'seed', 'epsilons', 'dtype')
+SCHEMA: dict[str, Any] = {
+    'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
+               'min_sep', 'warm_start', 'cycle_length', 'partition'),
+    'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize'),
+    'noise_multiplier': None,
+    'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
+    'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
+                    'estimation_samples', 'num_candidates', 'seed'),
+    'report': ('output_dir',),
+    'accelerator_scale': None,
+    'description': None,
+}
 
 
 class ConfigError(ValueError):
-  """A configuration file that cannot be turned into a run."""
+  """A configuration that cannot be turned into a run (the message is one line)."""
 
 
-def _check_keys(section: str, mapping: Any, allowed: tuple[str, ...]) -> dict:
-  if not isinstance(mapping, dict):
-    raise ConfigError(f'{section} must be a mapping, got {mapping!r}')
-  for key in mapping:
-    if key not in allowed:
-      raise ConfigError(f'unknown key {section}.{key}; valid keys: {", ".join(allowed)}'
-                        if section else f'unknown key {key}; valid keys: {", ".join(allowed)}')
-  return mapping
+def _check(raw: Any) -> dict:
+  if not isinstance(raw, dict):
+    raise ConfigError(f'a config must be a mapping of sections, got {type(raw).__name__}')
+  for key, value in raw.items():
+    if key not in SCHEMA:
+      raise ConfigError(f'unknown key {key}; valid keys: {", ".join(SCHEMA)}')
+    allowed = SCHEMA[key]
+    if allowed is None:
+      continue
+    if not isinstance(value, dict):
+      raise ConfigError(f'{key} must be a mapping with keys {", ".join(allowed)}')
+    for sub in value:
+      if sub not in allowed:
+        raise ConfigError(f'unknown key {key}.{sub}; valid keys: {", ".join(allowed)}')
+  for required in ('scheme', 'strategy'):
+    if required not in raw:
+      raise ConfigError(f'missing section {required}')
+  return raw
 
 
-def load(path: str | pathlib.Path) -> dict:
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+  """Applies ``--set section.key=value`` overrides (values parsed as YAML scalars)."""
+  raw = copy.deepcopy(raw)
+  for item in overrides:
+    if '=' not in item:
+      raise ConfigError(f'--set expects key=value, got {item!r}')
+    path, text = item.split('=', 1)
+    value = yaml.safe_load(text)
+    parts = path.split('.')
+    if len(parts) == 1:
+      raw[parts[0]] = value
+    elif len(parts) == 2:
+      raw.setdefault(parts[0], {})
+      if not isinstance(raw[parts[0]], dict):
+        raise ConfigError(f'--set {path}: {parts[0]} is not a section')
+      raw[parts[0]][parts[1]] = value
+    else:
+      raise ConfigError(f'--set keys have the form section.key, got {path!r}')
+  return _check(raw)
+
+
+def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
   """Reads and checks a YAML config; raises ``ConfigError`` (missing file, bad key)."""
   path = pathlib.Path(path)
   if not path.is_file():
     raise ConfigError(f'config file not found: {path}')
-  raw = yaml.safe_load(path.read_text())
-  _check_keys('', raw, _TOP_KEYS)
-  for section, allowed in (('scheme', _SCHEME_KEYS), ('strategy', _STRATEGY_KEYS),
-                           ('monte_carlo', _MC_KEYS)):
-    if section not in raw:
-      raise ConfigError(f'missing section {section}')
-    _check_keys(section, raw[section], allowed)
-  return raw
+  try:
+    raw = yaml.safe_load(path.read_text())
+  except yaml.YAMLError as error:
+    raise ConfigError(f'{path} is not valid YAML: {str(error).splitlines()[0]}') from error
+  return apply_overrides(_check(raw), list(overrides))
 
 
-def mechanism_from(raw: dict) -> MatrixMechanism:
-  """Builds the ``MatrixMechanism`` a checked config describes."""
+def scheme_from(raw: dict):
   scheme_cfg = dict(raw['scheme'])
   kind = scheme_cfg.pop('type', None)
   if kind not in _SCHEMES:
     raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
   cls = _SCHEMES[kind]
   if 'expected_batch_size' in scheme_cfg or 'dataset_size' in scheme_cfg:
-    scheme = cls.from_expected_batch_size(**scheme_cfg)
-  else:
-    scheme = cls(**scheme_cfg)
+    return cls.from_expected_batch_size(**scheme_cfg)
+  return cls(**scheme_cfg)
+
+
+def matrix_from(raw: dict, iterations: int) -> BandedToeplitz:
   strategy = raw['strategy']
-  if ('c_col' in strategy) == ('square_root_bands' in strategy):
-    raise ConfigError('strategy needs exactly one of c_col, square_root_bands')
-  c_col = (np.asarray(strategy['c_col'], float) if 'c_col' in strategy
-           else square_root_coefficients(strategy['square_root_bands']))
+  given = [k for k in ('c_col', 'square_root_bands', 'optimized_bands') if k in strategy]
+  if len(given) != 1:
+    raise ConfigError('strategy needs exactly one of c_col, square_root_bands, optimized_bands')
+  if 'c_col' in strategy:
+    c_col = np.asarray(strategy['c_col'], float)
+  elif 'square_root_bands' in strategy:
+    c_col = square_root_coefficients(strategy['square_root_bands'])
+  else:
+    c_col = optimize_banded_toeplitz(iterations, strategy['optimized_bands'])
   if strategy.get('normalize', False):
     c_col = c_col / np.linalg.norm(c_col)
-  return MatrixMechanism(scheme, BandedToeplitz(c_col), raw['noise_multiplier'])
+  return BandedToeplitz(c_col)
+
+
+def mechanism_from(raw: dict, noise_multiplier: float | None = None) -> MatrixMechanism:
+  """Builds the ``MatrixMechanism`` a checked config describes."""
+  scheme = scheme_from(raw)
+  sigma = raw.get('noise_multiplier') if noise_multiplier is None else noise_multiplier
+  if sigma is None:
+    raise ConfigError('noise_multiplier is required for this command')
+  return MatrixMechanism(scheme, matrix_from(raw, scheme.iterations), sigma)

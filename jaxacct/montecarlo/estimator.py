@@ -187,7 +187,7 @@ def _block_reductions(losses, num_samples, epsilons, edges, *, mesh):
     return lax.map(one_block, (losses, first_index))
 
   first_index = jnp.arange(losses.shape[0], dtype=jnp.int64) * block_size
-  return sampling._per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
+  return sampling.per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
                                                    edges)
 
 

@@ -28,14 +28,21 @@ and may be as large as ~1e12 and beyond.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
+import jax
 import numpy as np
 import scipy.optimize
 import scipy.special
 
 from jaxacct import _validate
+from jaxacct.deterministic import pld
+from jaxacct.guarantee import Guarantee
+from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.montecarlo import candidates as candidates_lib
+from jaxacct.montecarlo import keys as keys_lib
 
 # ---------------------------------------------------------------------------
 # Bernoulli KL divergence
@@ -206,7 +213,7 @@ _GRID_POINTS = 2049
 _GRID_LOWEST_EXCESS = -30.0  # τ − 1 down to e^-30 ≈ 1e-13
 
 
-def _objective(n: float, base: float, excess: np.ndarray) -> np.ndarray:
+def _objective(n: float, base: float, excess: np.ndarray, attempts: int = 1) -> np.ndarray:
   """f(τ) = τδ_b + q(τ)(1 − τδ_b) at τ = 1 + excess, q = exp(−N·KL(δ_b ‖ τδ_b)).
 
   The KL terms are formed from ``excess`` directly (t = (a − b)/b etc.), so τ
@@ -221,17 +228,18 @@ def _objective(n: float, base: float, excess: np.ndarray) -> np.ndarray:
   lower = delta * _phi(1.0 / tau, -excess / tau)
   upper = safe_omd * _phi((1.0 - base) / safe_omd, base * excess / safe_omd)
   kl = np.where(interior, lower + upper, np.inf)
-  q = np.exp(-n * kl)
+  # Union bound over verification attempts: Pr[some attempt falsely accepts] ≤ attempts·q.
+  q = np.minimum(1.0, attempts * np.exp(-n * kl))
   return delta + q * one_minus_delta
 
 
-def _minimise(n: int, base: float) -> tuple[float, float]:
+def _minimise(n: int, base: float, attempts: int = 1) -> tuple[float, float]:
   """Returns (min_τ f(τ), argmin τ − 1) for overall_delta, both at a feasible τ."""
   nf = float(n)
   highest = math.log((1.0 - base) / base)  # ln(1/δ_b − 1): τ = 1/δ_b
   lowest = min(_GRID_LOWEST_EXCESS, highest - 1.0)
   grid = np.linspace(lowest, highest, _GRID_POINTS)
-  values = _objective(nf, base, np.exp(grid))
+  values = _objective(nf, base, np.exp(grid), attempts)
   i = int(np.argmin(values))
   best_v, best_f = float(grid[i]), float(values[i])
   # Refine in w = v − v_i on the neighbouring grid cells. Centring matters: Brent's
@@ -240,11 +248,11 @@ def _minimise(n: int, base: float) -> tuple[float, float]:
   lo, hi = grid[max(i - 1, 0)] - best_v, grid[min(i + 1, _GRID_POINTS - 1)] - best_v
   if hi > lo:
     result = scipy.optimize.minimize_scalar(
-        lambda w: float(_objective(nf, base, np.exp(best_v + w))),
+        lambda w: float(_objective(nf, base, np.exp(best_v + w), attempts)),
         bounds=(float(lo), float(hi)), method='bounded',
         options={'xatol': 1e-12, 'maxiter': 500})
     v = best_v + float(result.x)
-    f = float(_objective(nf, base, np.exp(v)))  # re-evaluate: the value at a feasible τ
+    f = float(_objective(nf, base, np.exp(v), attempts))  # the value at a feasible τ
     if f < best_f:
       best_v, best_f = v, f
   return min(best_f, 1.0), math.exp(best_v)
@@ -275,7 +283,7 @@ def overall_delta_at(num_samples: int, base_delta: float, tau: float) -> float:
   return min(float(_objective(float(n), base, np.float64(tau - 1.0))), 1.0)
 
 
-def overall_delta(num_samples: int, base_delta: float) -> float:
+def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> float:
   """δ reported after verifying (ε, δ_b) with N samples (jax_privacy's get_overall_delta).
 
   δ_overall(N, δ_b) = min_{τ ∈ [1, 1/δ_b]} [ τδ_b + q(τ)·(1 − τδ_b) ],  capped at 1,
@@ -295,13 +303,17 @@ def overall_delta(num_samples: int, base_delta: float) -> float:
     num_samples: N, the number of Monte Carlo samples per direction (the
       minimum over candidates if they differ), an integer ≥ 1.
     base_delta: δ_b, the verification threshold, in (0, 1).
+    attempts: how many verification runs (with fresh seeds) of the same
+      candidates were made; the false-acceptance bound is charged by a union
+      bound, q → min(1, attempts·q). Default 1.
 
   Returns:
     δ_overall as a Python float.
   """
   n = _num_samples(num_samples)
   base = _open_unit('base_delta', base_delta)
-  return _minimise(n, base)[0]
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  return _minimise(n, base, attempts)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -426,3 +438,167 @@ def minimum_samples(base_delta: float, target_delta: float) -> int:
   except ValueError as error:
     raise ValueError(
         f'base_delta={base} is too close to target_delta={target}: {error}') from None
+
+
+# ---------------------------------------------------------------------------
+# Algorithm 5: verify an ordered candidate list on the verification stream
+# ---------------------------------------------------------------------------
+
+# Verification runs seen in this process, by candidates/ε/δ fingerprint → keys used.
+# Re-running with fresh seeds until a run passes would void Theorem A.1; a repeat
+# must declare itself (``attempt``) and is charged by a union bound.
+_VERIFICATION_LEDGER: dict[str, list[tuple[int, ...]]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+  """Outcome of Algorithm 5.
+
+  Attributes:
+    guarantee: the released (ε, δ_overall) statement and how it was obtained.
+    mechanism: the released candidate M_{i*}.
+    index: i* (0-based) in the candidate list.
+    accepted: verifier outcome per candidate (the last, proven one, is True).
+    delta_hat: per direction, δ̂(ε) of each Monte Carlo candidate (length k − 1).
+    num_samples: samples per direction per candidate.
+    base_delta: the verification threshold δ_b.
+  """
+
+  guarantee: Any
+  mechanism: Any
+  index: int
+  accepted: tuple[bool, ...]
+  delta_hat: dict
+  num_samples: int
+  base_delta: float
+
+
+def released_index(accepted) -> int:
+  """i* = min{i : v_j = 1 for all j ≥ i} (0-based) of Algorithm 5; v_k = 1 is forced.
+
+  Scans from the most private candidate down and stops at the first rejection;
+  a later acceptance below a rejection does not count (the outcomes need not
+  be monotone in σ).
+  """
+  outcomes = [bool(v) for v in accepted]
+  if not outcomes:
+    raise ValueError('accepted must list at least one candidate')
+  index = len(outcomes) - 1
+  while index > 0 and outcomes[index - 1]:
+    index -= 1
+  return index
+
+
+def resolve_sample_size(target_delta: float, num_samples: int | None,
+                        base_delta_value: float | None) -> tuple[int, float]:
+  """(N, δ_b) for a target overall δ: fills in whichever is missing (δ_b = δ/2 if both are).
+
+  Raises:
+    ValueError: if the given N and δ_b cannot reach the target, saying how many
+      samples are needed.
+  """
+  target = _open_unit('delta', target_delta)
+  if base_delta_value is not None:
+    base = _open_unit('base_delta', base_delta_value)
+    if base >= target:
+      raise ValueError(f'base_delta must be < delta = {target}, got {base}')
+  if num_samples is None:
+    base = target / 2 if base_delta_value is None else base
+    return minimum_samples(base, target), base
+  n = _num_samples(num_samples)
+  if base_delta_value is None:
+    return n, base_delta(n, target)
+  if overall_delta(n, base) > target:
+    raise ValueError(
+        f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}: '
+        f'at least {minimum_samples(base, target)} samples are needed')
+  return n, base
+
+
+def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
+           base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
+           devices=None, progress=None) -> Verification:
+  """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
+
+  Candidates M_1 … M_k share one scheme and strategy and have strictly
+  increasing σ (so each satisfies every guarantee of the previous one). M_k must
+  be (ε, δ_b)-DP by a deterministic accountant (the unamplified Gaussian bound,
+  checked here). For i < k the verifier accepts M_i iff δ̂(ε) ≤ δ_b in **both**
+  directions, with N fresh samples per direction from the *verification*
+  stream (float64 losses). The released mechanism is M_{i*},
+  i* = min{i : v_j = 1 for all j ≥ i}; by Theorem A.1 with Fact 4.2 it is
+  (ε, δ_overall(N, δ_b))-DP.
+
+  Everything that defines the test (candidates, ε, δ, N, δ_b) is fixed by the
+  arguments before any verification sample is drawn. A second call for the
+  same candidates, ε and δ with another key raises unless it declares itself
+  with ``attempt`` (then the false-acceptance bound is charged attempt times).
+
+  Args:
+    key: typed JAX key; only its verification stream is used.
+    candidates: ``MatrixMechanism`` list, increasing σ, last one provably private.
+    epsilon: ε.
+    delta: the target overall δ.
+    num_samples / base_delta: N and δ_b; missing ones are derived
+      (``resolve_sample_size``).
+    shared_draws: common random numbers across candidates (see ``candidates.py``).
+    attempt: the 1-based index of this verification run for these candidates.
+
+  References:
+    Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
+    Chua et al., AISTATS 2025, Fact 4.2; spec 000 §8.
+  """
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  attempt = _validate.integer_at_least('attempt', attempt, 1)
+  candidates = list(candidates)
+  if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
+    raise ValueError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
+  first = candidates[0]
+  if any(m.scheme != first.scheme or m.matrix != first.matrix for m in candidates):
+    raise ValueError('candidates must share one scheme and one strategy matrix')
+  sigmas = [float(m.noise_multiplier) for m in candidates]
+  if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
+    raise ValueError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
+  n, base = resolve_sample_size(delta, num_samples, base_delta)
+  sigma_up = pld.unamplified_sigma(first.scheme, first.matrix, epsilon=epsilon, delta=base)
+  if sigmas[-1] < sigma_up:
+    raise ValueError(
+        f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant: '
+        f'noise_multiplier must be >= {sigma_up} (unamplified Gaussian bound), got {sigmas[-1]}')
+  key = keys_lib.canonicalize_key(key)
+  key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
+  ledger_id = repr((first.scheme, tuple(np.asarray(first.matrix.c_col).tolist()), tuple(sigmas),
+                    epsilon, float(delta)))
+  seen = _VERIFICATION_LEDGER.setdefault(ledger_id, [])
+  new_key = key_data not in seen
+  if new_key and len(seen) >= attempt:
+    raise ValueError(
+        f'these candidates were already verified {len(seen)} time(s) with other keys; '
+        're-running verification until it passes voids the guarantee. Declare the run with '
+        f'attempt={len(seen) + 1} to charge a union bound over all attempts')
+  attempts = max(attempt, len(seen) + new_key)
+  released_delta = overall_delta(n, base, attempts=attempts)
+  if released_delta > delta:
+    raise ValueError(f'with attempt = {attempts} the overall delta {released_delta} exceeds '
+                     f'delta = {delta}; use more num_samples or a smaller base_delta')
+  if new_key:  # recorded only once the run is certain to draw verification samples
+    seen.append(key_data)
+
+  accepted = [True] * len(candidates)
+  delta_hat = {d: [] for d in DIRECTIONS}
+  if len(candidates) > 1:
+    sweep = candidates_lib.estimate_delta_for_sigmas(
+        key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
+        devices=devices, progress=progress)
+    for d in DIRECTIONS:
+      delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
+    accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]
+  index = released_index(accepted)
+  chosen = candidates[index]
+  method = 'verified_mc' if index < len(candidates) - 1 else 'fallback'
+  guarantee = Guarantee(
+      epsilon=epsilon, delta=released_delta, method=method,
+      noise_multiplier=float(chosen.noise_multiplier),
+      delta_hat=None if method == 'fallback' else {d: delta_hat[d][index] for d in DIRECTIONS},
+      num_samples=n, base_delta=base, seed=key_data, attempts=attempts)
+  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base)

@@ -139,12 +139,10 @@ def balls_in_bins_log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: in
   return jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=1) - jnp.log(cycle).astype(dtype)
 
 
-def log_ratio(spec: KernelSpec, y: jax.Array, sampling_prob: jax.Array,
-              noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
-  """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``."""
-  dtype = y.dtype
-  c_col = matrix.c_col.astype(dtype)
-  d = sliding_dot_products(y, c_col)
+def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, sampling_prob: jax.Array,
+                        noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
+  """ln P(y)/Q(y) from the sliding dot products d = Cᵀy (N, n) (y enters only through d)."""
+  dtype = d.dtype
   if spec.kind == 'balls_in_bins':
     modes = balls_in_bins_modes(spec.iterations, spec.period, matrix.c_col)
     return balls_in_bins_log_ratio(d, noise_multiplier, spec.period, modes)
@@ -153,3 +151,10 @@ def log_ratio(spec: KernelSpec, y: jax.Array, sampling_prob: jax.Array,
   if spec.kind == 'bminsep':
     return bminsep_log_ratio(ell, sampling_prob, spec.period, spec.warm_start)
   return cyclic_poisson_log_ratio(ell, sampling_prob, spec.period, spec.partition)
+
+
+def log_ratio(spec: KernelSpec, y: jax.Array, sampling_prob: jax.Array,
+              noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
+  """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``."""
+  d = sliding_dot_products(y, matrix.c_col.astype(y.dtype))
+  return log_ratio_from_dots(spec, d, sampling_prob, noise_multiplier, matrix)

@@ -72,6 +72,21 @@ def traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, Ban
           jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), mechanism.matrix))
 
 
+def draw_components(stream_key, indices, p, matrix, spec: KernelSpec, direction: str):
+  """(C·x, z) of the samples with global ``indices`` (N,), batch-major (N, n) each.
+
+  C·x is ``None`` for ``add`` (y ~ Q has no signal). The draws do not depend
+  on σ, so y(σ) = C·x + σ·z for several σ shares them (common random numbers).
+  """
+  dtype = jnp.dtype(spec.dtype)
+  sample_keys = keys_lib.keys_for_indices(stream_key, indices)
+  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
+  z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
+  if direction == 'add':
+    return None, z
+  return participation.sample_mean(spec, sample_keys, p, matrix).astype(dtype), z
+
+
 def draw_outputs(stream_key, indices, p, sigma, matrix, spec: KernelSpec,
                  direction: str) -> jax.Array:
   """Outputs y of the samples with global ``indices`` (N,) of a stream, batch-major (N, n).
@@ -79,17 +94,12 @@ def draw_outputs(stream_key, indices, p, sigma, matrix, spec: KernelSpec,
   y = C·x + σ·z for ``remove`` (x from the scheme's participation sampler), y = σ·z
   for ``add``. Un-jitted device kernel.
   """
-  dtype = jnp.dtype(spec.dtype)
-  sample_keys = keys_lib.keys_for_indices(stream_key, indices)
-  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
-  z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
-  y = sigma.astype(dtype) * z
-  if direction == 'remove':
-    y = y + participation.sample_mean(spec, sample_keys, p, matrix).astype(dtype)
-  return y
+  mean, z = draw_components(stream_key, indices, p, matrix, spec, direction)
+  y = sigma.astype(z.dtype) * z
+  return y if mean is None else y + mean
 
 
-def _per_device(fn, mesh, num_sharded: int):
+def per_device(fn, mesh, num_sharded: int):
   """shard_map ``fn`` over ``mesh``: the first ``num_sharded`` args split by blocks, others replicated."""
   def specs(count):
     return tuple([PartitionSpec(sharding_lib.SAMPLE_AXIS)] * num_sharded + [PartitionSpec()] * count)
@@ -109,7 +119,7 @@ def block_outputs(block_ids, stream_key, p, sigma, matrix, *, spec: KernelSpec, 
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
       return draw_outputs(stream_key, indices, p, sigma, matrix, spec, direction)
     return lax.map(one_block, ids)
-  return _per_device(one_device, mesh, 1)(block_ids, stream_key, p, sigma, matrix)
+  return per_device(one_device, mesh, 1)(block_ids, stream_key, p, sigma, matrix)
 
 
 @functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
@@ -122,7 +132,7 @@ def block_losses(y, p, sigma, matrix, *, spec: KernelSpec, direction: str, mesh)
     def one_block(y_block):
       return losses.log_ratio(spec, y_block, p, sigma, matrix).astype(jnp.float64)
     return lax.map(one_block, y)
-  loss = _per_device(one_device, mesh, 1)(y, p, sigma, matrix)
+  loss = per_device(one_device, mesh, 1)(y, p, sigma, matrix)
   return loss if direction == 'remove' else -loss
 
 

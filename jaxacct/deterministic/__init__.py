@@ -1,0 +1,1 @@
+"""Deterministic accountants (host code: NumPy/SciPy and dp_accounting, no sampling)."""

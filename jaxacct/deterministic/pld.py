@@ -1,0 +1,133 @@
+"""Deterministic (ε, δ) bounds used as initial guesses and as the EVR fallback.
+
+- ``max_sensitivity_squared``: max over participation patterns of ‖C·x‖², by scheme.
+- ``gaussian_delta`` / ``gaussian_sigma``: the exact (analytic) Gaussian mechanism.
+- ``unamplified_sigma``: σ for which a mechanism is (ε, δ)-DP with no
+  amplification: the mixture P = Σ p_x N(Cx, σ²I) against Q = N(0, σ²I) is
+  dominated, in both directions, by N(Δ, σ²) vs N(0, σ²) with Δ = max_x ‖Cx‖
+  (joint convexity of the hockey-stick divergence, and the Gaussian
+  divergence depends only on ‖Cx‖/σ). Because ``noise_multiplier`` is not
+  normalised by ‖c_col‖, Δ carries the column norms of C: this is the "σ scaled
+  by the maximum column norm of C" rule.
+- ``dpsgd_sigma``: σ of Poisson-subsampled DP-SGD by dp_accounting's PLD (the
+  calibration's initial guess; not a bound for b-min-sep, which can need less).
+
+References:
+  Balle & Wang, "Improving the Gaussian mechanism for differential privacy",
+  ICML 2018, Theorem 8 (analytic Gaussian). Dong & Ganesh, arXiv 2602.09338v2,
+  App. A (fallback M_k of Algorithm 5).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy import special
+
+from jaxacct import _validate, schemes
+from jaxacct._precision import scoped_x64
+from jaxacct.matrices import BandedToeplitz, min_sep_sensitivity_squared
+
+
+@functools.singledispatch
+def _sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
+  raise TypeError(f'no sensitivity bound for scheme {type(scheme).__name__}')
+
+
+@_sensitivity_squared.register
+def _(scheme: schemes.Poisson, matrix):
+  # Participating in every round; m = 1 so columns do not overlap.
+  return float(np.sum(matrix.column_squared_norms(scheme.iterations)))
+
+
+@_sensitivity_squared.register
+def _(scheme: schemes.BMinSep, matrix):
+  return float(min_sep_sensitivity_squared(matrix.c_col, scheme.min_sep, scheme.iterations))
+
+
+@_sensitivity_squared.register
+def _(scheme: schemes.CyclicPoisson, matrix):
+  # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
+  return float(np.sum(np.asarray(matrix.column_squared_norms(scheme.iterations))[::scheme.cycle_length]))
+
+
+@_sensitivity_squared.register
+def _(scheme: schemes.BallsInBins, matrix):
+  from jaxacct.montecarlo.participation import balls_in_bins_modes
+  modes = np.asarray(balls_in_bins_modes(scheme.iterations, scheme.cycle_length,
+                                         np.asarray(matrix.c_col)))
+  return float(np.max(np.sum(modes**2, axis=1)))
+
+
+@scoped_x64
+def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
+  """max over the scheme's participation patterns x of ‖C·x‖² (exact for these schemes)."""
+  return _sensitivity_squared(scheme, matrix)
+
+
+def gaussian_delta(noise_multiplier: float, sensitivity: float, epsilon: float) -> float:
+  """δ(ε) of the Gaussian mechanism N(Δ, σ²) vs N(0, σ²) (Balle & Wang 2018, Thm 8), both directions.
+
+  δ = Φ(Δ/(2σ) − εσ/Δ) − e^ε Φ(−Δ/(2σ) − εσ/Δ), evaluated in log space.
+  """
+  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
+  sensitivity = _validate.positive_finite('sensitivity', sensitivity)
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  a = sensitivity / (2 * sigma) - epsilon * sigma / sensitivity
+  b = -sensitivity / (2 * sigma) - epsilon * sigma / sensitivity
+  log_first = special.log_ndtr(a)
+  log_second = epsilon + special.log_ndtr(b)
+  if log_second >= log_first:
+    return 0.0
+  return float(math.exp(log_first) * -math.expm1(log_second - log_first))
+
+
+def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
+  """Smallest σ (to 1e-12 relative, rounded up) with gaussian_delta(σ, Δ, ε) ≤ δ."""
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  delta = _validate.probability('delta', delta)
+  low, high = 1e-6 * sensitivity, sensitivity
+  while gaussian_delta(high, sensitivity, epsilon) > delta:
+    low, high = high, 2 * high
+  while gaussian_delta(low, sensitivity, epsilon) <= delta and low > 1e-300:
+    low /= 2
+  while high / low - 1 > 1e-12:
+    mid = math.sqrt(low * high)
+    low, high = (low, mid) if gaussian_delta(mid, sensitivity, epsilon) <= delta else (mid, high)
+  return high
+
+
+def unamplified_sigma(scheme, matrix: BandedToeplitz, *, epsilon: float, delta: float) -> float:
+  """σ_up: the mechanism is (ε, δ)-DP at any σ ≥ σ_up, with no amplification credit."""
+  return gaussian_sigma(epsilon, delta, math.sqrt(max_sensitivity_squared(scheme, matrix)))
+
+
+def dpsgd_sigma(sampling_prob: float, steps: int, *, epsilon: float, delta: float,
+                tolerance: float = 1e-3, discretization: float = 1e-3) -> float:
+  """σ of Poisson-subsampled DP-SGD (add/remove) for (ε, δ) by dp_accounting PLD calibration.
+
+  Defaults are for an initial guess (coarse, fast: ``tolerance`` relative to the
+  bracket's upper end, PLD ``discretization`` interval); pass 1e-6 / 1e-4 for
+  reference-grade values.
+  """
+  import dp_accounting  # local import: heavy, only needed for initial guesses
+  from dp_accounting.pld import pld_privacy_accountant
+
+  def event(sigma):
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(sampling_prob, dp_accounting.GaussianDpEvent(sigma)),
+        steps)
+
+  # Bracket: the unamplified Gaussian σ (sensitivity √steps) is always enough; a
+  # lower end far below ~0.1 makes the PLD grid explode, and is never needed here.
+  upper = gaussian_sigma(epsilon, delta, math.sqrt(steps))
+  lower = 0.1 * min(1.0, upper)
+  try:
+    return float(dp_accounting.calibrate_dp_mechanism(
+        lambda: pld_privacy_accountant.PLDAccountant(value_discretization_interval=discretization),
+        event, epsilon, delta, dp_accounting.ExplicitBracketInterval(lower, upper),
+        tol=tolerance * upper))
+  except dp_accounting.NoBracketIntervalFoundError:
+    return lower

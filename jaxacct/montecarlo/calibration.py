@@ -1,0 +1,154 @@
+"""Choose the smallest noise multiplier σ that passes Estimate-Verify-Release (host driver).
+
+1. Fix the verification budget: N and δ_b from the target δ (``evr.resolve_sample_size``).
+2. Fallback σ_up: the unamplified Gaussian bound at (ε, δ_b) (``deterministic.pld``).
+3. Initial guess: Poisson DP-SGD's PLD σ at the expected participation rate,
+   times the maximum column norm of C (``noise_multiplier`` is not normalised
+   by ‖c_col‖). It is a guess, not a lower bound: b-min-sep can need less.
+4. Bracket and refine on the *estimation* stream: batches of σ candidates on a
+   geometric grid share draws (``candidates.py``); the bracket is extended
+   down until a candidate fails (δ̂ > δ_b in some direction) and up until one
+   passes, then refined to ``grid_ratio``.
+5. Fix the candidate grid σ* · grid_ratio^j around the estimated boundary,
+   append σ_up, and run Algorithm 5 on fresh *verification* draws.
+
+References:
+  Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5 with candidates at
+  powers of 1.01, fallback to an exactly accounted mechanism), §7.1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxacct import _validate
+from jaxacct.deterministic import pld
+from jaxacct.guarantee import Guarantee
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import candidates as candidates_lib
+from jaxacct.montecarlo import evr
+from jaxacct.montecarlo import keys as keys_lib
+
+_SWEEP = 16  # σ per estimation batch (one shared draw serves all)
+
+
+class CalibrationError(RuntimeError):
+  """The σ search could not bracket the target (e.g. it needs σ beyond the fallback)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+  """Result of ``calibrate_noise_multiplier``.
+
+  Attributes:
+    mechanism: the released mechanism (scheme, matrix, calibrated σ).
+    guarantee: its (ε, δ) guarantee and how it was obtained.
+    candidates: the σ list that was verified (increasing; last = fallback σ_up).
+    record: the search history: estimation sweeps (σ, max-direction δ̂) and
+      the verification outcome per candidate.
+  """
+
+  mechanism: MatrixMechanism
+  guarantee: Guarantee
+  candidates: tuple[float, ...]
+  record: dict
+
+
+def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices):
+  sweep = candidates_lib.estimate_delta_for_sigmas(
+      key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
+      shared_draws=shared_draws, devices=devices)
+  return sweep.delta_hat_max[:, 0]
+
+
+def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, key,
+                               num_samples: int | None = None, base_delta: float | None = None,
+                               grid_ratio: float = 1.01, shared_draws: bool = True,
+                               estimation_samples: int | None = None,
+                               num_candidates: int = 8, devices=None) -> Calibration:
+  """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
+
+  Args:
+    scheme: the sampling scheme.
+    matrix: the strategy matrix (``BandedToeplitz``).
+    epsilon: target ε.
+    delta: target overall δ ∈ (0, 1).
+    key: typed JAX key (estimation and verification use separate streams of it).
+    num_samples: verification samples per direction and candidate (default:
+      ``evr.minimum_samples(δ_b, δ)``).
+    base_delta: δ_b (default: δ/2, or the largest one N supports).
+    grid_ratio: ratio between consecutive candidate σ (> 1).
+    shared_draws: common random numbers across σ (default; see ``candidates.py``).
+    estimation_samples: samples per direction for the estimation search
+      (default min(N, ⌈200/δ_b⌉)).
+    num_candidates: Monte Carlo candidates verified (plus the fallback).
+    devices: devices to shard over (default all local devices).
+
+  Returns:
+    ``Calibration``.
+
+  References:
+    Dong & Ganesh, arXiv 2602.09338v2, App. A; spec 000 §8.
+  """
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  grid_ratio = _validate.real_number('grid_ratio', grid_ratio)
+  if not 1.0 < grid_ratio <= 2.0:
+    raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
+  num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
+  key = keys_lib.canonicalize_key(key)
+  n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
+  if estimation_samples is None:
+    estimation_samples = min(n_verify, math.ceil(200 / base))
+  estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
+  sigma_up = pld.unamplified_sigma(scheme, matrix, epsilon=epsilon, delta=base)
+  column_norm = float(matrix.max_column_norm(scheme.iterations))
+  guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
+                                        epsilon=epsilon, delta=base)
+  guess = min(guess, sigma_up)
+  probe = MatrixMechanism(scheme, matrix, guess)
+  record = {'base_delta': base, 'num_samples': n_verify, 'sigma_up': sigma_up,
+            'initial_guess': guess, 'estimation_samples': estimation_samples, 'sweeps': []}
+
+  def sweep(sigmas):
+    values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
+                               devices)
+    record['sweeps'].append({'sigmas': list(map(float, sigmas)), 'delta_hat': values.tolist()})
+    return values
+
+  # Coarse bracket: 16 σ spanning a factor ~2 around the current centre.
+  coarse = 1.05
+  centre = guess
+  for _ in range(40):
+    sigmas = centre * coarse ** np.arange(-_SWEEP // 2, _SWEEP // 2)
+    passes = sweep(sigmas) <= base
+    if passes.all():
+      centre = sigmas[0] / coarse ** (_SWEEP // 2)
+    elif not passes.any():
+      if sigmas[-1] >= sigma_up:
+        break  # nothing below the fallback passes: Algorithm 5 will release σ_up
+      centre = sigmas[-1] * coarse ** (_SWEEP // 2)
+    else:
+      break
+  else:
+    raise CalibrationError('could not bracket the noise multiplier in 40 sweeps')
+  first_pass = int(np.argmax(passes)) if passes.any() else len(passes)
+  high = sigmas[first_pass] if first_pass < len(passes) else sigma_up
+  # Fine grid at grid_ratio just below the first coarse pass.
+  fine = high * grid_ratio ** -np.arange(_SWEEP - 1, -1, -1, dtype=np.float64)
+  fine_passes = sweep(fine) <= base
+  boundary = float(fine[int(np.argmax(fine_passes))]) if fine_passes.any() else float(high)
+  # Candidates: the estimated boundary, a few steps below and above, then the fallback.
+  below = max(1, num_candidates // 4)
+  grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
+  grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
+  candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
+  verification = evr.verify(key, candidates, epsilon=epsilon, delta=delta, num_samples=n_verify,
+                            base_delta=base, shared_draws=shared_draws, devices=devices)
+  record['verification'] = {'sigmas': grid, 'accepted': list(verification.accepted),
+                            'delta_hat': verification.delta_hat}
+  return Calibration(verification.mechanism, verification.guarantee, tuple(grid), record)

@@ -1,0 +1,74 @@
+"""Run reports: a JSON record and PNG plots (host code; matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+
+from jaxacct.mechanism import DIRECTIONS
+
+
+def _plt():
+  import matplotlib
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt
+  return plt
+
+
+def write_json(folder: pathlib.Path, name: str, payload: dict) -> pathlib.Path:
+  folder.mkdir(parents=True, exist_ok=True)
+  path = folder / name
+  path.write_text(json.dumps(payload, indent=2))
+  return path
+
+
+def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_error: dict,
+                   title: str) -> pathlib.Path:
+  """δ̂(ε) of both directions on a log scale with ±2 standard-error bands."""
+  plt = _plt()
+  folder.mkdir(parents=True, exist_ok=True)
+  fig, ax = plt.subplots(figsize=(6, 4))
+  eps = np.asarray(epsilons)
+  for direction, colour in zip(DIRECTIONS, ('tab:blue', 'tab:orange')):
+    mean = np.asarray(delta_hat[direction])
+    band = 2 * np.asarray(standard_error[direction])
+    ax.plot(eps, mean, marker='o', color=colour, label=f'{direction}')
+    ax.fill_between(eps, np.maximum(mean - band, 1e-300), mean + band, color=colour, alpha=0.2)
+  ax.set_yscale('log')
+  ax.set_xlabel('ε')
+  ax.set_ylabel('δ̂(ε)  (±2 s.e.)')
+  ax.set_title(title)
+  ax.legend()
+  fig.tight_layout()
+  path = folder / 'delta_hat.png'
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
+def plot_candidates(folder: pathlib.Path, record: dict, base_delta: float,
+                    chosen: float) -> pathlib.Path:
+  """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""
+  plt = _plt()
+  fig, ax = plt.subplots(figsize=(6, 4))
+  for i, sweep in enumerate(record.get('sweeps', [])):
+    ax.plot(sweep['sigmas'], np.maximum(sweep['delta_hat'], 1e-300), '.', color='0.6',
+            label='estimation sweeps' if i == 0 else None)
+  verification = record.get('verification')
+  if verification and verification['delta_hat']['remove']:
+    sigmas = verification['sigmas'][:-1]
+    worst = np.maximum(verification['delta_hat']['remove'], verification['delta_hat']['add'])
+    ax.plot(sigmas, np.maximum(worst, 1e-300), 'o', color='tab:green', label='verification')
+  ax.axhline(base_delta, color='tab:red', linestyle='--', label='δ_b')
+  ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
+  ax.set_yscale('log')
+  ax.set_xlabel('noise multiplier σ')
+  ax.set_ylabel('max-direction δ̂(ε)')
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  path = folder / 'candidates.png'
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path

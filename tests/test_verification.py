@@ -1,0 +1,169 @@
+"""Algorithm 5, the deterministic fallback and σ calibration (seed 000 App. A)."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.deterministic import pld
+from jaxacct.matrices import square_root_coefficients
+from jaxacct.montecarlo import evr
+from oracles import brute_force
+
+
+@pytest.mark.parametrize('accepted, expected', [
+    ([True, True, True, True], 0),            # all pass: the least private candidate
+    ([False, True, True, True], 1),           # the first fails
+    ([False, False, False, True], 3),         # all Monte Carlo candidates fail: fallback
+    ([True, False, True, True], 2),           # non-monotone: stop at the first rejection from the top
+    ([True, True, False, True], 3),
+    ([True], 0),
+])
+def test_released_index(accepted, expected):
+  assert evr.released_index(accepted) == expected
+
+
+# Fallback: exact max ‖Cx‖² against the brute-force enumeration of every participation pattern,
+# with the unnormalised 4 square-root coefficients (‖c‖ > 1), and the Gaussian bound it implies.
+C4 = square_root_coefficients(4)
+SENSITIVITY_CASES = [
+    (jaxacct.BMinSep(sampling_prob=.5, iterations=10, min_sep=4), 'bminsep',
+     dict(sampling_prob=.5, min_sep=4, warm_start=True), C4),
+    (jaxacct.Poisson(sampling_prob=.5, iterations=6), 'poisson', dict(sampling_prob=.5), C4[:1]),
+    (jaxacct.CyclicPoisson(sampling_prob=.5, iterations=9, cycle_length=4), 'cyclic_poisson',
+     dict(sampling_prob=.5, cycle_length=4, partition='independent'), C4),
+    (jaxacct.BallsInBins(iterations=9, cycle_length=2), 'balls_in_bins', dict(cycle_length=2), C4),
+]
+
+
+@pytest.mark.parametrize('scheme, kind, kwargs, c_col', SENSITIVITY_CASES,
+                         ids=[k for _, k, _, _ in SENSITIVITY_CASES])
+def test_max_sensitivity_matches_enumeration(scheme, kind, kwargs, c_col):
+  patterns, _ = brute_force.participation_law(kind, iterations=scheme.iterations, **kwargs)
+  modes = patterns @ brute_force.strategy_matrix(c_col, scheme.iterations).T
+  expected = float(np.max(np.sum(modes**2, axis=1)))
+  got = pld.max_sensitivity_squared(scheme, jaxacct.BandedToeplitz(c_col))
+  assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_gaussian_reference_values():
+  # reference-values.md §7 [dpa]: get_sigma_gaussian(ε, 1e-5) for sensitivity 1 (1e-6 relative).
+  for epsilon, sigma in [(0.5, 7.031827), (1, 3.730632), (2, 1.993812), (8, 0.600229)]:
+    assert pld.gaussian_sigma(epsilon, 1e-5, 1.0) == pytest.approx(sigma, rel=1e-6)
+  # §8 analytic δ(ε): σ = 1, ε = 1 -> 1.269367e-1; σ = 2, ε = 2 -> 9.439169e-6.
+  assert pld.gaussian_delta(1.0, 1.0, 1.0) == pytest.approx(1.269367e-1, rel=1e-6)
+  assert pld.gaussian_delta(2.0, 1.0, 2.0) == pytest.approx(9.439169e-6, rel=1e-6)
+
+
+def test_fallback_is_private_for_unnormalised_coefficients():
+  # 16 square-root coefficients (‖c‖² ≈ 2.3, not normalised): σ_up must carry the column norm.
+  scheme = jaxacct.BMinSep(sampling_prob=0.5, iterations=48, min_sep=16)
+  matrix = jaxacct.BandedToeplitz(square_root_coefficients(16))
+  epsilon, base = 1.0, 1e-2
+  sigma_up = pld.unamplified_sigma(scheme, matrix, epsilon=epsilon, delta=base)
+  sensitivity = math.sqrt(pld.max_sensitivity_squared(scheme, matrix))
+  assert sensitivity > 2.0 * math.sqrt(1.0) and sigma_up > pld.gaussian_sigma(epsilon, base, 1.0)
+  assert pld.gaussian_delta(sigma_up, sensitivity, epsilon) <= base
+  # Monte Carlo at σ_up, both directions: below δ_b (the bound is loose, so δ̂ is far below).
+  estimate = jaxacct.estimate_delta(jax.random.key(0), jaxacct.MatrixMechanism(scheme, matrix, sigma_up),
+                                    [epsilon], 20_000)
+  for direction in ('remove', 'add'):
+    assert estimate.delta_hat[direction][0] + 3 * estimate.standard_error[direction][0] <= base
+
+
+POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=20)
+IDENTITY = jaxacct.BandedToeplitz([1.0])
+
+
+def _candidates(sigmas, scheme=POISSON, matrix=IDENTITY):
+  return [jaxacct.MatrixMechanism(scheme, matrix, s) for s in sigmas]
+
+
+def test_verify_end_to_end_and_refuses_reruns():
+  sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-4)
+  cands = _candidates([1.2, 1.7, 2.0, sigma_up])
+  result = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3)
+  # PLD σ at δ_b = 5e-4 is 1.6005 (dp_accounting): 1.2 must fail, 1.7 and 2.0 pass.
+  assert result.accepted == (False, True, True, True) and result.index == 1
+  g = result.guarantee
+  assert g.method == 'verified_mc' and g.verified and g.noise_multiplier == 1.7
+  assert g.base_delta == 5e-4 and g.num_samples == jaxacct.minimum_samples(5e-4, 1e-3)
+  assert g.delta == pytest.approx(jaxacct.overall_delta(g.num_samples, 5e-4)) and g.delta <= 1e-3
+  # The same key reproduces; another key without declaring the attempt is refused.
+  again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3)
+  assert again.delta_hat == result.delta_hat
+  with pytest.raises(ValueError, match='attempt=2'):
+    jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3)
+  # A declared second attempt is charged: overall δ with q doubled.
+  second = jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3,
+                          num_samples=200_000, base_delta=5e-4, attempt=2)
+  assert second.guarantee.attempts == 2
+  assert second.guarantee.delta == pytest.approx(evr.overall_delta(200_000, 5e-4, attempts=2))
+  assert second.guarantee.delta > evr.overall_delta(200_000, 5e-4)
+
+
+def test_all_fail_releases_the_fallback():
+  sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
+  result = jaxacct.verify(jax.random.key(7), _candidates([0.5, 0.6, sigma_up]), epsilon=1.0,
+                          delta=1e-1)
+  assert result.accepted == (False, False, True)
+  assert result.guarantee.method == 'fallback' and result.guarantee.noise_multiplier == sigma_up
+
+
+def test_verify_bad_input():
+  sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-4)
+  with pytest.raises(ValueError, match='strictly increasing noise_multiplier'):
+    jaxacct.verify(jax.random.key(0), _candidates([2.0, 1.5, sigma_up]), epsilon=1.0, delta=1e-3)
+  with pytest.raises(ValueError, match='deterministic accountant'):
+    jaxacct.verify(jax.random.key(0), _candidates([1.0, 2.0]), epsilon=1.0, delta=1e-3)
+  with pytest.raises(ValueError, match='one scheme'):
+    jaxacct.verify(jax.random.key(0), [jaxacct.MatrixMechanism(POISSON, IDENTITY, 1.0),
+                                       jaxacct.MatrixMechanism(jaxacct.Poisson(
+                                           sampling_prob=.2, iterations=20), IDENTITY, 50.0)],
+                   epsilon=1.0, delta=1e-3)
+  with pytest.raises(ValueError, match='at least 588622 samples are needed'):
+    jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3,
+                   num_samples=1000, base_delta=8e-4)
+  with pytest.raises(ValueError, match='base_delta must be < delta'):
+    jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3,
+                   base_delta=2e-3)
+  with pytest.raises(ValueError, match='delta must be in'):
+    jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1.5)
+  with pytest.raises(TypeError, match='key must be a JAX PRNG key'):
+    jaxacct.verify(3, _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3)
+
+
+def test_calibration_matches_pld_for_poisson_dpsgd():
+  # dp_accounting PLD σ for Poisson DP-SGD (q = 0.1, T = 20, ε = 1) at δ_b = 5e-4: 1.60054
+  # (PLD, 1e-4 discretisation). MC + grid error: the 1.01 grid plus a few % of MC noise in δ.
+  reference = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6,
+                              discretization=1e-4)
+  result = jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=1e-3,
+                                              key=jax.random.key(2))
+  assert result.guarantee.method == 'verified_mc'
+  assert reference / 1.03 <= result.mechanism.noise_multiplier <= reference * 1.03
+  assert result.guarantee.delta <= 1e-3 and result.candidates[-1] > result.mechanism.noise_multiplier
+
+
+def test_bminsep_needs_less_noise_than_poisson():
+  # Same expected participation rate p0 = 0.1 and C = I; b-min-sep (b = 4) has less variance
+  # in the participation count (seed 000 §4.1), so its calibrated σ is below Poisson's PLD σ.
+  scheme = jaxacct.BMinSep.from_expected_batch_size(expected_batch_size=10, dataset_size=100,
+                                                    iterations=20, min_sep=4)
+  poisson_sigma = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6,
+                                  discretization=1e-4)
+  result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-3,
+                                              key=jax.random.key(3))
+  assert result.guarantee.verified
+  assert result.mechanism.noise_multiplier < poisson_sigma / 1.02
+
+
+def test_calibration_bad_input():
+  with pytest.raises(ValueError, match='grid_ratio'):
+    jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=1e-3,
+                                       key=jax.random.key(0), grid_ratio=1.0)
+  with pytest.raises(ValueError, match='delta must be in'):
+    jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=0.0,
+                                       key=jax.random.key(0))
