@@ -98,7 +98,7 @@ def _calibrate(args, raw) -> dict:
   started = time.perf_counter()
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
-                                      **options)
+                                      progress=_Progress('verify'), **options)
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,

@@ -67,6 +67,18 @@ def _expected_rate(expected_batch_size, dataset_size) -> float:
   return expected_batch_size / dataset_size
 
 
+def _rate_within_period(expected_batch_size, dataset_size, period, period_name: str,
+                        scheme_name: str) -> tuple[float, int]:
+  """(p₀, period) after checking p₀ ≤ 1/period (an example joins at most once per period)."""
+  rate = _expected_rate(expected_batch_size, dataset_size)
+  period = _validate.integer_at_least(period_name, period, 1)
+  if rate * period > 1.0 + 1e-12:
+    raise ValueError(
+        f'expected_batch_size must be <= dataset_size / {period_name} = {dataset_size / period} '
+        f'for {scheme_name} (p must stay <= 1), got {expected_batch_size}')
+  return rate, period
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Poisson(SamplingScheme):
   """Poisson subsampling: every example is in every round independently w.p. p.
@@ -154,12 +166,8 @@ class BMinSep(SamplingScheme):
 
     Feasible only for p₀ ≤ 1/b (seed 000 §4).
     """
-    rate = _expected_rate(expected_batch_size, dataset_size)
-    min_sep = _validate.integer_at_least('min_sep', min_sep, 1)
-    if rate * min_sep > 1.0 + 1e-12:
-      raise ValueError(
-          f'expected_batch_size must be <= dataset_size / min_sep = {dataset_size / min_sep} '
-          f'for b-min-sep sampling (p must stay <= 1), got {expected_batch_size}')
+    rate, min_sep = _rate_within_period(expected_batch_size, dataset_size, min_sep, 'min_sep',
+                                        'b-min-sep sampling')
     p = min(1.0, rate / (1.0 - rate * (min_sep - 1)))
     return cls(sampling_prob=p, iterations=iterations, min_sep=min_sep, warm_start=warm_start)
 
@@ -262,11 +270,7 @@ class CyclicPoisson(SamplingScheme):
                                iterations: int, cycle_length: int,
                                partition: Partition = 'independent') -> 'CyclicPoisson':
     """The scheme with p = T·p₀, p₀ = expected_batch_size / dataset_size (needs p₀ ≤ 1/T)."""
-    rate = _expected_rate(expected_batch_size, dataset_size)
-    cycle_length = _validate.integer_at_least('cycle_length', cycle_length, 1)
-    if rate * cycle_length > 1.0 + 1e-12:
-      raise ValueError(
-          f'expected_batch_size must be <= dataset_size / cycle_length = '
-          f'{dataset_size / cycle_length} for cyclic Poisson sampling, got {expected_batch_size}')
+    rate, cycle_length = _rate_within_period(expected_batch_size, dataset_size, cycle_length,
+                                             'cycle_length', 'cyclic Poisson sampling')
     return cls(sampling_prob=min(1.0, rate * cycle_length), iterations=iterations,
                cycle_length=cycle_length, partition=partition)

@@ -70,7 +70,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                num_samples: int | None = None, base_delta: float | None = None,
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
-                               num_candidates: int = 8, devices=None) -> Calibration:
+                               num_candidates: int = 8, devices=None,
+                               progress=None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -88,6 +89,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       (default min(N, ⌈200/δ_b⌉)).
     num_candidates: Monte Carlo candidates verified (plus the fallback).
     devices: devices to shard over (default all local devices).
+    progress: called as ``progress(samples_done, samples_total)`` during verification.
 
   Returns:
     ``Calibration``.
@@ -148,7 +150,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   verification = evr.verify(key, candidates, epsilon=epsilon, delta=delta, num_samples=n_verify,
-                            base_delta=base, shared_draws=shared_draws, devices=devices)
+                            base_delta=base, shared_draws=shared_draws, devices=devices,
+                            progress=progress)
   record['verification'] = {'sigmas': grid, 'accepted': list(verification.accepted),
                             'delta_hat': verification.delta_hat}
   return Calibration(verification.mechanism, verification.guarantee, tuple(grid), record)
