@@ -67,29 +67,38 @@ def mean_of_separated_participations(x: jax.Array, c_col: jax.Array) -> jax.Arra
 def bminsep_participation(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array) -> jax.Array:
   """Participation under b-min-sep (Alg. 1 cold / Alg. 2 warm), batch-major bool (N, n).
 
-  The Markov chain of seed 000 Fig. 1: an available example joins w.p. p and is
-  then barred for b − 1 rounds. Warm start draws the initial state from the
-  stationary law of Alg. 2: available w.p. 1/(1 + (b−1)p), else first eligible
-  in a round uniform on {1, …, b−1} (spec 000 §4.5).
+  The Markov chain of seed 000 Fig. 1 as a renewal process (spec 000 §4.5): an
+  available example joins after a Geometric(p) number of rounds (support
+  {1, 2, …}) and is then barred for b − 1 rounds, so participation times are
+  t₁ = J + G₁ − 1 and t_{k+1} = t_k + (b − 1) + G_{k+1}, with at most
+  K = ⌈n/b⌉ of them before round n. J is the first eligible round: 0 (cold
+  start) or, for warm start, the stationary law of Alg. 2: 0 w.p.
+  1/(1 + (b−1)p), else uniform on {1, …, b−1}. K geometric draws per sample
+  replace n Bernoulli trials; b = 1 (Poisson) keeps the per-round trials.
+  G = 1 + ⌊ln U / ln(1 − p)⌋ with U = (W + ½)·2⁻⁶⁴ from a 64-bit word W
+  (Pr[G > k] = (1 − p)^k; at p = 1, ln(1 − p) = −∞ gives G = 1).
   """
   n, b = spec.iterations, spec.period
-  trials = _bernoulli_trials(keys, n, sampling_prob)
   if b == 1:
-    return trials
+    return _bernoulli_trials(keys, n, sampling_prob)
+  num_gaps = -(-n // b)
+  words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 0), (num_gaps,), jnp.uint64))(
+      keys)
+  uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
+  log_stay = jnp.log1p(-sampling_prob)
+  # Rounds waited, capped at n + 1 (later participations fall outside the run anyway).
+  waits = jnp.minimum(jnp.floor(jnp.log(uniform) / log_stay), n + 1.0).astype(jnp.int64)
   if spec.warm_start:
     v = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float64))(_start_key(keys))
     p_available = 1.0 / (1.0 + (b - 1) * sampling_prob)
     rank = jnp.floor((v - p_available) / (1.0 - p_available) * (b - 1)).astype(jnp.int32)
-    countdown = jnp.where(v < p_available, 0, 1 + jnp.clip(rank, 0, b - 2))
+    first_eligible = jnp.where(v < p_available, 0, 1 + jnp.clip(rank, 0, b - 2))
   else:
-    countdown = jnp.zeros(keys.shape[0], jnp.int32)
-
-  def step(countdown, trial):
-    joins = (countdown == 0) & trial
-    return jnp.where(joins, b - 1, jnp.maximum(countdown - 1, 0)), joins
-
-  _, x = lax.scan(step, countdown.astype(jnp.int32), trials.T)
-  return x.T
+    first_eligible = jnp.zeros(keys.shape[0], jnp.int32)
+  # t_k = J + Σ_{j≤k} (G_j − 1) + (k − 1)·b  (0-based k − 1 = column index).
+  times = (first_eligible[:, None].astype(jnp.int64) + jnp.cumsum(waits, axis=1)
+           + b * jnp.arange(num_gaps, dtype=jnp.int64)[None, :])  # int64: no overflow for any n
+  return jax.vmap(lambda t: jnp.zeros(n, bool).at[t].set(True, mode='drop'))(times)
 
 
 def cyclic_poisson_participation(spec: KernelSpec, keys: jax.Array,
