@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import estimator
+from jaxacct.montecarlo import estimator, sampling
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo._spec import kernel_spec
 
 MECH = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
@@ -36,8 +37,10 @@ def test_estimate_equals_mean_of_the_stream_losses():
   key = jax.random.key(3)
   result = estimator.estimate_delta(key, MECH, EPS, 3000, block_size=256)
   stream = keys_lib.purpose_key(key, 'estimation')
+  spec = kernel_spec(MECH, np.dtype(np.float64))
   for direction in ('remove', 'add'):
-    losses = np.asarray(jaxacct.sample_privacy_losses(stream, MECH, 3000, direction))
+    losses = np.asarray(sampling.losses_of_stream(keys_lib.direction_key(stream, direction), MECH,
+                                                  spec, 3000, direction))
     terms = -np.expm1(np.minimum(np.asarray(EPS)[:, None] - losses[None, :], 0.0))
     np.testing.assert_allclose(result.delta_hat[direction], terms.mean(axis=1), rtol=1e-12)
     np.testing.assert_allclose(result.standard_error[direction],
@@ -73,8 +76,17 @@ def test_resume_equals_one_run():
 def test_streams_by_purpose_are_independent():
   key = jax.random.key(7)
   estimate = estimator.estimate_delta(key, MECH, EPS, 512, block_size=256)
-  verify = estimator.estimate_delta(key, MECH, EPS, 512, block_size=256, purpose='verification')
+  verify = estimator.run_estimate(key, MECH, EPS, 512, block_size=256, purpose='verification')
   assert not np.array_equal(estimate.delta_hat['remove'], verify.delta_hat['remove'])
+  # The public estimator cannot read the verification stream (no peeking before verify).
+  with pytest.raises(TypeError):
+    estimator.estimate_delta(key, MECH, EPS, 512, purpose='verification')
+  # The plain sampler has its own stream too.
+  plain = np.asarray(jaxacct.sample_privacy_losses(key, MECH, 512, 'remove'))
+  stream = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
+  from_estimation = np.asarray(sampling.losses_of_stream(
+      stream, MECH, kernel_spec(MECH, np.dtype(np.float64)), 512, 'remove'))
+  assert not np.any(np.isin(plain, from_estimation))
 
 
 def test_histogram_rounds_losses_up():
@@ -112,7 +124,9 @@ def test_bad_estimator_arguments():
   with pytest.raises(ValueError, match='num_samples must be an integer >= 1'):
     estimator.estimate_delta(jax.random.key(0), MECH, EPS, 0)
   with pytest.raises(ValueError, match='purpose'):
-    estimator.estimate_delta(jax.random.key(0), MECH, EPS, 10, purpose='training')
+    estimator.run_estimate(jax.random.key(0), MECH, EPS, 10, purpose='training')
+  with pytest.raises(ValueError, match=r'num_samples must be <= 2\*\*52'):
+    estimator.estimate_delta(jax.random.key(0), MECH, EPS, 2**53)
   with pytest.raises(ValueError, match='histogram_edges must be strictly increasing'):
     estimator.estimate_delta(jax.random.key(0), MECH, EPS, 10, histogram_edges=[1.0, 0.0])
 

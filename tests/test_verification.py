@@ -13,6 +13,14 @@ from jaxacct.montecarlo import evr
 from oracles import brute_force
 
 
+@pytest.fixture(autouse=True)
+def _fresh_ledger():
+  """Each test starts a fresh process-level verification ledger (test isolation only)."""
+  evr._VERIFICATION_LEDGER.clear()
+  yield
+  evr._VERIFICATION_LEDGER.clear()
+
+
 @pytest.mark.parametrize('accepted, expected', [
     ([True, True, True, True], 0),            # all pass: the least private candidate
     ([False, True, True, True], 1),           # the first fails
@@ -91,11 +99,17 @@ def test_verify_end_to_end_and_refuses_reruns():
   assert g.method == 'verified_mc' and g.verified and g.noise_multiplier == 1.7
   assert g.base_delta == 5e-4 and g.num_samples == jaxacct.minimum_samples(5e-4, 1e-3)
   assert g.delta == pytest.approx(jaxacct.overall_delta(g.num_samples, 5e-4)) and g.delta <= 1e-3
-  # The same key reproduces; another key without declaring the attempt is refused.
+  # The same run reproduces; another key, or other candidates or N for the same mechanism
+  # and (ε, δ), without declaring the attempt is refused.
   again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3)
-  assert again.delta_hat == result.delta_hat
+  assert again.delta_hat == result.delta_hat and again.guarantee.attempts == 1
   with pytest.raises(ValueError, match='attempt=2'):
     jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3)
+  with pytest.raises(ValueError, match='attempt=2'):
+    jaxacct.verify(jax.random.key(100), cands[1:], epsilon=1.0, delta=1e-3)
+  with pytest.raises(ValueError, match='attempt=2'):
+    jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, num_samples=200_000,
+                   base_delta=5e-4)
   # A declared second attempt is charged: overall δ with q doubled.
   second = jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3,
                           num_samples=200_000, base_delta=5e-4, attempt=2)

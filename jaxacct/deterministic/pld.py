@@ -88,6 +88,7 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
   """Smallest σ (to 1e-12 relative, rounded up) with gaussian_delta(σ, Δ, ε) ≤ δ."""
   epsilon = _validate.finite_real('epsilon', epsilon)
   delta = _validate.probability('delta', delta)
+  sensitivity = _validate.positive_finite('sensitivity', sensitivity)
   low, high = 1e-6 * sensitivity, sensitivity
   while gaussian_delta(high, sensitivity, epsilon) > delta:
     low, high = high, 2 * high
@@ -112,6 +113,8 @@ def dpsgd_sigma(sampling_prob: float, steps: int, *, epsilon: float, delta: floa
   bracket's upper end, PLD ``discretization`` interval); pass 1e-6 / 1e-4 for
   reference-grade values.
   """
+  sampling_prob = _validate.probability('sampling_prob', sampling_prob)
+  steps = _validate.integer_at_least('steps', steps, 1)
   import dp_accounting  # local import: heavy, only needed for initial guesses
   from dp_accounting.pld import pld_privacy_accountant
 

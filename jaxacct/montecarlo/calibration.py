@@ -61,8 +61,7 @@ class Calibration:
 
 def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices):
   sweep = candidates_lib.estimate_delta_for_sigmas(
-      key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
-      shared_draws=shared_draws, devices=devices)
+      key, mechanism, sigmas, [epsilon], num_samples, shared_draws=shared_draws, devices=devices)
   return sweep.delta_hat_max[:, 0]
 
 
@@ -70,7 +69,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                num_samples: int | None = None, base_delta: float | None = None,
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
-                               num_candidates: int = 8, devices=None,
+                               num_candidates: int = 8, attempt: int = 1, devices=None,
                                progress=None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
@@ -90,6 +89,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       candidate grid, so a ~15–30 % relative error on δ̂ at δ_b is enough and
       keeps the search no dearer than the verification).
     num_candidates: Monte Carlo candidates verified (plus the fallback).
+    attempt: the 1-based index of this verification for the mechanism at (ε, δ)
+      (``evr.verify``); re-calibrating with a new key is another attempt.
     devices: devices to shard over (default all local devices).
     progress: called as ``progress(samples_done, samples_total)`` during verification.
 
@@ -100,6 +101,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     Dong & Ganesh, arXiv 2602.09338v2, App. A; spec 000 §8.
   """
   epsilon = _validate.finite_real('epsilon', epsilon)
+  # Checks the band against the scheme before any compute (σ is a placeholder).
+  MatrixMechanism(scheme, matrix, 1.0)
   grid_ratio = _validate.real_number('grid_ratio', grid_ratio)
   if not 1.0 < grid_ratio <= 2.0:
     raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
@@ -152,8 +155,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   verification = evr.verify(key, candidates, epsilon=epsilon, delta=delta, num_samples=n_verify,
-                            base_delta=base, shared_draws=shared_draws, devices=devices,
-                            progress=progress)
+                            base_delta=base, shared_draws=shared_draws, attempt=attempt,
+                            devices=devices, progress=progress)
   record['verification'] = {'sigmas': grid, 'accepted': list(verification.accepted),
                             'delta_hat': verification.delta_hat}
   return Calibration(verification.mechanism, verification.guarantee, tuple(grid), record)

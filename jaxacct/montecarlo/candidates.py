@@ -107,16 +107,16 @@ def _check_sigmas(noise_multipliers) -> np.ndarray:
 
 @scoped_x64
 def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float],
-                              epsilons, num_samples: int, *, purpose: str = 'estimation',
-                              shared_draws: bool = True, dtype=jnp.float64,
-                              block_size: int | None = None, blocks_per_call: int | None = None,
-                              devices=None,
+                              epsilons, num_samples: int, *, shared_draws: bool = True,
+                              dtype=jnp.float64, block_size: int | None = None,
+                              blocks_per_call: int | None = None, devices=None,
                               progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
 
-  With ``shared_draws`` every candidate uses the same draws (x, z) of the
-  (purpose, direction) stream; otherwise candidate j uses the independent key
-  fold_in(key, 2¹⁶ + j) and the plain estimator.
+  With ``shared_draws`` every candidate uses the same draws (x, z) of the key's
+  estimation stream; otherwise candidate j uses the independent key
+  fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
+  reachable only through ``evr.verify``.)
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -125,15 +125,27 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
     spec 000 §8.5 (common random numbers).
   """
+  return sweep_sigmas(key, mechanism, noise_multipliers, epsilons, num_samples,
+                      purpose='estimation', shared_draws=shared_draws, dtype=dtype,
+                      block_size=block_size, blocks_per_call=blocks_per_call, devices=devices,
+                      progress=progress)
+
+
+@scoped_x64
+def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
+                 num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
+                 block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
+                 progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
+  """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal)."""
   if not isinstance(mechanism, MatrixMechanism):
     raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
   sigmas = _check_sigmas(noise_multipliers)
   grid = estimator._check_epsilons(epsilons)
-  num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
+  num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   key = keys_lib.canonicalize_key(key)
   if not shared_draws:
-    runs = [estimator.estimate_delta(
+    runs = [estimator.run_estimate(
         jax.random.fold_in(key, _CANDIDATE_TAG + j),
         dataclasses.replace(mechanism, noise_multiplier=float(sigma)), grid, num_samples,
         purpose=purpose, dtype=dtype, block_size=block_size, blocks_per_call=blocks_per_call,

@@ -115,8 +115,8 @@ class DeltaEstimate:
     """
     delta = _validate.probability('delta', delta)
     if self.state.histogram is None:
-      ok = np.nonzero(self.delta_hat_max <= delta)[0]
-      return float(self.epsilons[ok[0]]) if ok.size else float('inf')
+      qualifying = self.epsilons[self.delta_hat_max <= delta]
+      return float(qualifying.min()) if qualifying.size else float('inf')
     edges = np.asarray(self.state.histogram_edges + (np.inf,))
     counts = {d: np.asarray(self.state.histogram[d], np.float64) for d in DIRECTIONS}
 
@@ -221,7 +221,7 @@ def _check_edges(histogram_edges):
 
 @scoped_x64
 def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
-                   purpose: str = 'estimation', dtype=jnp.float64,
+                   dtype=jnp.float64,
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
                    devices=None, progress: Callable[[int, int], None] | None = None
@@ -233,7 +233,6 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     mechanism: the mechanism to account.
     epsilons: the ε grid (non-empty, finite).
     num_samples: samples per direction (total, including a resumed ``state``).
-    purpose: ``"estimation"`` (default) or ``"verification"``: separate streams.
     dtype: kernel arithmetic (float64 default; float32 on request). Sums are float64.
     block_size: samples per reduction block (part of the result's identity;
       default ``sampling.default_block_size(iterations)``).
@@ -250,14 +249,31 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
 
+  The estimate uses the key's *estimation* stream only; the verification stream
+  is reachable only through ``evr.verify``, so candidates cannot be chosen by
+  peeking at the draws that will verify them.
+
   References:
     Wang et al. 2023 (MC accounting); Dong & Ganesh, arXiv 2602.09338v2, §2.5,
     §8; spec 000 §4.6 (estimator), §11 pitfalls 7, 17, 18.
   """
+  return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
+                      block_size=block_size, blocks_per_call=blocks_per_call,
+                      histogram_edges=histogram_edges, state=state, devices=devices,
+                      progress=progress)
+
+
+@scoped_x64
+def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *, purpose: str,
+                 dtype=jnp.float64, block_size: int | None = None,
+                 blocks_per_call: int | None = None, histogram_edges=None,
+                 state: EstimatorState | None = None, devices=None,
+                 progress: Callable[[int, int], None] | None = None) -> DeltaEstimate:
+  """``estimate_delta`` on the stream of ``purpose`` (library-internal: ``verify`` uses it)."""
   if not isinstance(mechanism, MatrixMechanism):
     raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
   grid = _check_epsilons(epsilons)
-  num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
+  num_samples = keys_lib.check_num_samples(num_samples)
   if block_size is None:
     block_size = sampling.default_block_size(mechanism.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)

@@ -447,7 +447,7 @@ def minimum_samples(base_delta: float, target_delta: float) -> int:
 # Verification runs seen in this process, by candidates/ε/δ fingerprint → keys used.
 # Re-running with fresh seeds until a run passes would void Theorem A.1; a repeat
 # must declare itself (``attempt``) and is charged by a union bound.
-_VERIFICATION_LEDGER: dict[str, list[tuple[int, ...]]] = {}
+_VERIFICATION_LEDGER: dict[str, list[str]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -504,8 +504,10 @@ def resolve_sample_size(target_delta: float, num_samples: int | None,
       raise ValueError(f'base_delta must be < delta = {target}, got {base}')
   if num_samples is None:
     base = target / 2 if base_delta_value is None else base
-    return minimum_samples(base, target), base
-  n = _num_samples(num_samples)
+    n = minimum_samples(base, target)
+    keys_lib.check_num_samples(n)  # beyond 2⁵² samples the keys would repeat
+    return n, base
+  n = keys_lib.check_num_samples(num_samples)
   if base_delta_value is None:
     return n, base_delta(n, target)
   if overall_delta(n, base) > target:
@@ -530,9 +532,12 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   (ε, δ_overall(N, δ_b))-DP.
 
   Everything that defines the test (candidates, ε, δ, N, δ_b) is fixed by the
-  arguments before any verification sample is drawn. A second call for the
-  same candidates, ε and δ with another key raises unless it declares itself
-  with ``attempt`` (then the false-acceptance bound is charged attempt times).
+  arguments before any verification sample is drawn. A second verification of
+  the same scheme and strategy at the same (ε, δ) that differs in anything (key,
+  candidates, N, δ_b, shared draws) raises unless it declares itself with
+  ``attempt`` (then the false-acceptance bound is charged attempt times). The
+  ledger lives in this process only: it catches retries in one session, not
+  across separate runs, which the caller must declare.
 
   Args:
     key: typed JAX key; only its verification stream is used.
@@ -542,7 +547,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     num_samples / base_delta: N and δ_b; missing ones are derived
       (``resolve_sample_size``).
     shared_draws: common random numbers across candidates (see ``candidates.py``).
-    attempt: the 1-based index of this verification run for these candidates.
+    attempt: the 1-based index of this verification run for this mechanism at (ε, δ).
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
@@ -567,27 +572,31 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
         f'noise_multiplier must be >= {sigma_up} (unamplified Gaussian bound), got {sigmas[-1]}')
   key = keys_lib.canonicalize_key(key)
   key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
-  ledger_id = repr((first.scheme, tuple(np.asarray(first.matrix.c_col).tolist()), tuple(sigmas),
-                    epsilon, float(delta)))
+  # One ledger per (scheme, strategy, ε, δ): any verification run that differs in key,
+  # candidates, N, δ_b or shared draws is another attempt at the same guarantee.
+  ledger_id = repr((first.scheme, tuple(np.asarray(first.matrix.c_col).tolist()), epsilon,
+                    float(delta)))
+  run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws)))
   seen = _VERIFICATION_LEDGER.setdefault(ledger_id, [])
-  new_key = key_data not in seen
-  if new_key and len(seen) >= attempt:
+  new_run = run not in seen
+  if new_run and len(seen) >= attempt:
     raise ValueError(
-        f'these candidates were already verified {len(seen)} time(s) with other keys; '
-        're-running verification until it passes voids the guarantee. Declare the run with '
-        f'attempt={len(seen) + 1} to charge a union bound over all attempts')
-  attempts = max(attempt, len(seen) + new_key)
+        f'this mechanism was already verified {len(seen)} time(s) at (epsilon, delta) = '
+        f'({epsilon}, {delta}) with other keys or settings; re-running verification until it '
+        f'passes voids the guarantee. Declare the run with attempt={len(seen) + 1} to charge a '
+        'union bound over all attempts')
+  attempts = max(attempt, len(seen) + new_run)
   released_delta = overall_delta(n, base, attempts=attempts)
   if released_delta > delta:
     raise ValueError(f'with attempt = {attempts} the overall delta {released_delta} exceeds '
                      f'delta = {delta}; use more num_samples or a smaller base_delta')
-  if new_key:  # recorded only once the run is certain to draw verification samples
-    seen.append(key_data)
+  if new_run:  # recorded only once the run is certain to draw verification samples
+    seen.append(run)
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
   if len(candidates) > 1:
-    sweep = candidates_lib.estimate_delta_for_sigmas(
+    sweep = candidates_lib.sweep_sigmas(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
         devices=devices, progress=progress)
     for d in DIRECTIONS:

@@ -6,7 +6,9 @@ for any chunk size and any number of devices. ``fold_in`` takes 32-bit data, so
 the global sample index g is folded as two coordinates, block = g >> 20 and
 index = g & (2²⁰ − 1): indices up to 2⁵² never wrap (a single fold of g would
 wrap at 2³² ≈ 4.3·10⁹ samples). Purposes (estimation, verification, training)
-are folded in before the direction by the layers that own those streams.
+are folded in before the direction by the layers that own those streams; the
+plain samplers use a fourth purpose, ``sampling``, so they never reproduce an
+estimation or verification stream.
 """
 
 from __future__ import annotations
@@ -38,7 +40,17 @@ def direction_key(key: jax.Array, direction: str) -> jax.Array:
   return jax.random.fold_in(key, DIRECTION_CODES[direction])
 
 
-PURPOSE_CODES = {'estimation': 1, 'verification': 2, 'training': 3}
+# 'sampling' is the stream of the plain samplers (sample_privacy_losses, sample_outputs).
+PURPOSE_CODES = {'estimation': 1, 'verification': 2, 'training': 3, 'sampling': 4}
+
+
+def check_num_samples(num_samples) -> int:
+  """num_samples as int in [1, 2⁵²]: beyond 2⁵² the (block, index) coordinates would wrap."""
+  from jaxacct import _validate  # local: keys stays importable on its own
+  num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
+  if num_samples > MAX_SAMPLE_INDEX:
+    raise ValueError(f'num_samples must be <= 2**52 (keys would repeat beyond), got {num_samples}')
+  return num_samples
 
 
 def purpose_key(key: jax.Array, purpose: str) -> jax.Array:

@@ -12,7 +12,8 @@ ln P(y)/Q(y); ``"add"``: y ~ Q = N(0, σ²I), loss ln Q(y)/P(y) = −ln P(y)/Q(y
 Both feed the same estimator δ̂(ε) = mean of (1 − e^{ε − loss})₊.
 
 Sample g of a direction's stream uses the key
-fold_in(fold_in(fold_in(key, direction), g >> 20), g & (2²⁰ − 1)), so losses are
+fold_in(fold_in(fold_in(fold_in(key, "sampling"), direction), g >> 20), g & (2²⁰ − 1))
+(``keys.py``), so losses are
 bitwise identical whatever the number of blocks per call or devices (see
 ``default_block_size``). Work is done block by block, sharded over all local devices,
 so memory does not grow with ``num_samples``.
@@ -204,23 +205,28 @@ def sample_privacy_losses(key, mechanism: MatrixMechanism, num_samples: int, dir
     Subsampling", arXiv 2602.09338v2, §3–5.
   """
   stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
-  block_size = default_block_size(spec.iterations)
-  parts = [losses_[:used].reshape(-1) for _, used, losses_ in stream_blocks(
-      stream_key, mechanism, spec, direction, first_block=0,
-      end_block=-(-num_samples // block_size), block_size=block_size)]
-  return jnp.concatenate(parts)[:num_samples]
+  return losses_of_stream(stream_key, mechanism, spec, num_samples, direction)
 
 
 def _prepare(key, mechanism, num_samples, direction, dtype):
   """Validates the sampler arguments; returns (stream key, spec, num_samples)."""
   _check_mechanism(mechanism)
-  num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
+  num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('direction', direction, DIRECTIONS)
   resolved = kernel_dtype(dtype)
-  if num_samples > keys_lib.MAX_SAMPLE_INDEX:
-    raise ValueError(f'num_samples must be <= 2**52, got {num_samples}')
-  stream_key = keys_lib.direction_key(keys_lib.canonicalize_key(key), direction)
-  return stream_key, kernel_spec(mechanism, resolved), num_samples
+  base = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'sampling')
+  return keys_lib.direction_key(base, direction), kernel_spec(mechanism, resolved), num_samples
+
+
+@scoped_x64
+def losses_of_stream(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, num_samples: int,
+                     direction: str) -> jax.Array:
+  """Losses of samples 0 … num_samples − 1 of one (purpose, direction) stream, float64."""
+  block_size = default_block_size(spec.iterations)
+  parts = [losses_[:used].reshape(-1) for _, used, losses_ in stream_blocks(
+      stream_key, mechanism, spec, direction, first_block=0,
+      end_block=-(-num_samples // block_size), block_size=block_size)]
+  return jnp.concatenate(parts)[:num_samples]
 
 
 @scoped_x64
