@@ -181,3 +181,38 @@ def test_calibration_bad_input():
   with pytest.raises(ValueError, match='delta must be in'):
     jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=0.0,
                                        key=jax.random.key(0))
+
+
+@pytest.mark.parametrize('iterations, cycle, q, sigma, expected', [
+    (2000, 8, 0.04, 1.5, 2.05806),   # reference-values.md §9 [dpa]: 250 steps
+    (1000, 4, 0.01, 1.0, 0.993477),  # reference-values.md §9 [dpa]: 250 steps
+])
+def test_cyclic_poisson_pld_matches_reference(iterations, cycle, q, sigma, expected):
+  # C normalised to max column norm 1 (the reference's assumption); tolerance 1e-3 relative.
+  c_col = np.asarray([1.0, 0.5, 0.25])[:min(3, cycle)]
+  scheme = jaxacct.CyclicPoisson(sampling_prob=q, iterations=iterations, cycle_length=cycle,
+                                 partition='equal_split')
+  normalised = pld.cyclic_poisson_pld(scheme, jaxacct.BandedToeplitz(c_col / np.linalg.norm(c_col)),
+                                      sigma)
+  assert normalised.get_epsilon_for_delta(1e-5) == pytest.approx(expected, rel=1e-3)
+  # Unnormalised c_col: σ is divided by the column norm, i.e. the same as σ/‖c‖ with unit columns.
+  raw = pld.cyclic_poisson_pld(scheme, jaxacct.BandedToeplitz(c_col), sigma * np.linalg.norm(c_col))
+  assert raw.get_epsilon_for_delta(1e-5) == pytest.approx(expected, rel=1e-3)
+
+
+def test_cyclic_poisson_monte_carlo_agrees_with_its_pld():
+  # Equal-split cyclic Poisson with no truncated phase-0 column: the PLD reduction is exact
+  # (up to pessimistic 1e-4 discretisation), so MC δ̂ per direction must agree within 4 s.e.
+  c_col = np.asarray([1.0, 0.5]) / np.linalg.norm([1.0, 0.5])
+  scheme = jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=40, cycle_length=4,
+                                 partition='equal_split')
+  mechanism = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz(c_col), 1.0)
+  distribution = pld.cyclic_poisson_pld(scheme, mechanism.matrix, 1.0)
+  estimate = jaxacct.estimate_delta(jax.random.key(12), mechanism, [0.5, 1.0], 100_000)
+  # dp_accounting 0.6.0 has no public per-direction accessor (pinned version; see test_sampling).
+  expected = {'remove': distribution._pmf_remove, 'add': distribution._pmf_add}
+  for direction in ('remove', 'add'):
+    for i, eps in enumerate([0.5, 1.0]):
+      want = expected[direction].get_delta_for_epsilon(eps)
+      got, se = estimate.delta_hat[direction][i], estimate.standard_error[direction][i]
+      assert abs(got - want) <= 4 * se, (direction, eps, got, want, se)

@@ -134,3 +134,41 @@ def dpsgd_sigma(sampling_prob: float, steps: int, *, epsilon: float, delta: floa
         tol=tolerance * upper))
   except dp_accounting.NoBracketIntervalFoundError:
     return lower
+
+
+def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, *,
+                       value_discretization_interval: float = 1e-4):
+  """dp_accounting PLD (add/remove, pessimistic) of cyclic-Poisson BandMF: a deterministic accountant.
+
+  With ``len(c_col) ≤ cycle_length`` the rounds of one phase have disjoint
+  output windows, so the mechanism is the composition of ⌈n/T⌉ Poisson-subsampled
+  Gaussians (seed 000 §2.2; the reduction of jax_privacy's
+  ``amplified_bandmf_event``). Each round is charged the maximum column norm of
+  C (σ_eff = σ/‖c‖, conservative for the truncated last columns), because
+  ``noise_multiplier`` is not normalised by ‖c_col‖. Phase 0 is the worst
+  phase (``schemes.CyclicPoisson``), and the random-phase (``independent``)
+  variant is a mixture over phases of fixed-phase mechanisms against the same
+  Q, hence dominated by the worst phase in both directions (joint convexity of
+  the hockey-stick divergence): the PLD bounds both partitions.
+
+  Returns:
+    a ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``
+    (``get_epsilon_for_delta`` / ``get_delta_for_epsilon``).
+
+  References:
+    Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS
+    2023 (cyclic Poisson amplification); Dong & Ganesh, arXiv 2602.09338v2, §3.
+  """
+  from dp_accounting.pld import privacy_loss_distribution as pld_lib
+  if not isinstance(scheme, schemes.CyclicPoisson):
+    raise TypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+  if matrix.num_bands > scheme.cycle_length:
+    raise ValueError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
+                     f'got {matrix.num_bands}')
+  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
+  column_norm = float(matrix.max_column_norm(scheme.iterations))
+  rounds = -(-scheme.iterations // scheme.cycle_length)
+  single = pld_lib.from_gaussian_mechanism(
+      sigma / column_norm, sampling_prob=float(scheme.sampling_prob),
+      value_discretization_interval=value_discretization_interval)
+  return single.self_compose(rounds)
