@@ -159,7 +159,7 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
   block_size = _validate.integer_at_least('block_size', block_size, 1)
   mesh = sharding_lib.sample_mesh(devices)
   if blocks_per_call is None:
-    blocks_per_call = max(1, (1 << 20) // (block_size * spec.iterations))
+    blocks_per_call = sampling.default_blocks_per_call(block_size, spec.iterations)
   call_blocks = blocks_per_call * mesh.devices.size
   shard = sharding_lib.sample_sharding(mesh)
   p, _, matrix = sampling.traced_params(mechanism)
@@ -192,9 +192,6 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
         progress(done, num_samples * len(DIRECTIONS))
   delta_hat, standard_error = {}, {}
   for d in DIRECTIONS:
-    mean = sums[d] / num_samples
-    variance = np.maximum(squares[d] / num_samples - mean**2, 0.0) * num_samples / max(
-        1, num_samples - 1)
-    delta_hat[d] = mean
-    standard_error[d] = np.sqrt(variance / num_samples)
+    delta_hat[d], standard_error[d] = estimator.mean_and_standard_error(
+        sums[d], squares[d], num_samples)
   return SigmaSweep(sigmas, grid, delta_hat, standard_error, num_samples, True)

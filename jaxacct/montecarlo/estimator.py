@@ -340,16 +340,22 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   return estimate_from_state(new_state)
 
 
+def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
+  """Sample mean of the terms and its standard error (sample s.d. / √N), host float64."""
+  n = num_samples
+  mean = np.asarray(sums, np.float64) / n
+  variance = np.maximum(np.asarray(sums_of_squares, np.float64) / n - mean**2, 0.0)
+  variance *= n / max(1, n - 1)
+  return mean, np.sqrt(variance / n)
+
+
 def estimate_from_state(state: EstimatorState) -> DeltaEstimate:
   """δ̂(ε) and standard errors from accumulated sums (host, float64)."""
   n = state.num_samples
   delta_hat, standard_error = {}, {}
   for d in DIRECTIONS:
-    mean = np.asarray(state.sums[d]) / n
-    variance = np.maximum(np.asarray(state.sums_of_squares[d]) / n - mean**2, 0.0)
-    variance *= n / max(1, n - 1)
-    delta_hat[d] = mean
-    standard_error[d] = np.sqrt(variance / n)
+    delta_hat[d], standard_error[d] = mean_and_standard_error(
+        state.sums[d], state.sums_of_squares[d], n)
   return DeltaEstimate(epsilons=np.asarray(state.epsilons), delta_hat=delta_hat,
                        standard_error=standard_error, num_samples=n,
                        key_data=state.key_data, state=state)

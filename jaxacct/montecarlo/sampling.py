@@ -66,6 +66,11 @@ def _chunk_size(iterations: int, num_samples: int) -> int:
   return max(_MIN_CHUNK, min(cap, wanted))
 
 
+def default_blocks_per_call(block_size: int, iterations: int) -> int:
+  """Blocks per device per call keeping ~2²⁰ output entries per device (performance only)."""
+  return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
+
+
 def traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, BandedToeplitz]:
   """(p, σ, matrix) as float64 device values: traced, so new values do not recompile."""
   return (jnp.asarray(sampling_prob(mechanism), jnp.float64),
@@ -151,7 +156,7 @@ def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, dire
   """
   mesh = sharding_lib.sample_mesh() if mesh is None else mesh
   if blocks_per_call is None:
-    blocks_per_call = max(1, _MAX_CHUNK_ELEMENTS // (block_size * spec.iterations))
+    blocks_per_call = default_blocks_per_call(block_size, spec.iterations)
   call_blocks = blocks_per_call * mesh.devices.size
   shard = sharding_lib.sample_sharding(mesh)
   p, sigma, matrix = traced_params(mechanism)
