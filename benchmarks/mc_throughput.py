@@ -102,11 +102,15 @@ class Config:
   samples: int = 4096  # jaxacct samples per timed call
   jp_samples: int = 4096  # jax_privacy samples per timed call
   production: bool = False
+  truncated_batch_size: int | None = None  # seed 000 App. D (with dataset_size)
+  dataset_size: int | None = None
 
   def mechanism(self, noise_multiplier: float = NOISE_MULTIPLIER) -> jaxacct.MatrixMechanism:
     if self.kind == 'bminsep':
       scheme = jaxacct.BMinSep(sampling_prob=self.sampling_prob, iterations=self.iterations,
-                               min_sep=self.period, warm_start=self.warm_start)
+                               min_sep=self.period, warm_start=self.warm_start,
+                               truncated_batch_size=self.truncated_batch_size,
+                               dataset_size=self.dataset_size)
     else:
       scheme = jaxacct.BallsInBins(iterations=self.iterations, cycle_length=self.period)
     return jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz(fhu_coefficients(self.bands)),
@@ -116,7 +120,7 @@ class Config:
     if self.kind == 'bminsep':
       return jp_batch_selection.BMinSepSampling(
           sampling_prob=self.sampling_prob, iterations=self.iterations, min_sep=self.period,
-          warm_start=self.warm_start)
+          warm_start=self.warm_start, truncated_batch_size=self.truncated_batch_size)
     return jp_batch_selection.BallsInBinsSampling(iterations=self.iterations,
                                                   cycle_length=self.period)
 
@@ -135,6 +139,10 @@ def configs(quick: bool) -> list[Config]:
       Config('bminsep-cold n=1000 b=16 p=.5', 'bminsep', 1000, 16, 16, 0.5, False, s1000, jp1000),
       Config('balls-in-bins n=1000 T=16', 'balls_in_bins', 1000, 16, 16, 1.0, True, s1000,
              jp_bib),
+      # Issue 5: truncated b-min-sep (seed 000 App. D): n=1000, b=16, 3200 examples, B=110
+      # (p = .5 gives p0 = 1/17.5, expected batch 183 > B: truncation in most rounds).
+      Config('truncated bminsep n=1000 b=16 m=3200 B=110', 'bminsep', 1000, 16, 16, 0.5, True,
+             s1000, jp1000, truncated_batch_size=110, dataset_size=3200),
       Config('production n=7200 b=256 p=.03 warm', 'bminsep', 7200, 256, 256, 0.03, True, s7200,
              jp7200, production=True),
   ]
@@ -192,7 +200,7 @@ def _jp_call(config: Config, strategy, c_col, direction: str, seed: int):
   def run():
     loss, _ = jp_sample_generation.get_privacy_loss_sample(
         strategy, NOISE_MULTIPLIER, c_col, seed=seed, positive_sample=(direction == 'remove'),
-        num_samples=config.jp_samples)
+        num_samples=config.jp_samples, dataset_size=config.dataset_size)
     return loss
   return run
 
@@ -352,7 +360,7 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
 
       noise_fn = jax.jit(noise_fn)
       res['noise (exact tails, per-sample keys)'] = _min_time(noise_fn, skeys)
-      mean_fn = jax.jit(lambda ks, spec=spec: participation.sample_mean(spec, ks, p, matrix))
+      mean_fn = jax.jit(lambda ks, spec=spec: participation.sample_mean(spec, ks, p, matrix)[0])
       res['participation + C·x'] = _min_time(mean_fn, skeys)
       z = noise_fn(skeys)
       mean = mean_fn(skeys).astype(dtype)
@@ -369,7 +377,7 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
 
         def rec(dd, spec=spec, norms=norms, dtype=dtype):
           ell = (2.0 * dd - norms) / (2.0 * jnp.square(sigma)).astype(dtype)
-          return losses.bminsep_log_ratio(ell, p, spec.period, spec.warm_start)
+          return losses.bminsep_log_ratio(ell, p.sampling_prob, spec.period, spec.warm_start)
         rec_name = 'loss from d (ℓ + recursion)'
       else:
         modes = participation.balls_in_bins_modes(n, config.period, matrix.c_col)

@@ -18,7 +18,22 @@ API name                     paper   meaning
 ``cycle_length``             T or b  period of balls-in-bins / cyclic Poisson
 ``expected_participation_    p₀      marginal per-round participation rate
 rate``
+``truncated_batch_size``     B       fixed batch size: longer batches are cut to a
+                                     uniformly random subset of size B (seed 001;
+                                     seed 000 App. D writes B_max)
+``dataset_size``             m (000) number of examples; public only under truncation
+                             n (001)
 ===========================  ======  ==============================================
+
+Truncation (fixed batch shapes for XLA): short batches are padded (no privacy
+cost) and batches larger than B are cut to a uniformly random subset of size B.
+Its accountants need the dataset size, so it becomes public information and
+the guarantee is for zero-out adjacency (seed 001 Def. 2.1: one example
+replaced by one with zero gradient). Truncated accountants exist for
+``Poisson`` (seed 001, ``jaxacct.truncated_poisson_pld``; Monte Carlo by
+seed 000 App. D with b = 1), ``BMinSep`` (seed 000 App. D, Monte Carlo) and
+``CyclicPoisson(partition="equal_split")`` (seed 001 §3 remark, deterministic);
+other schemes refuse the fields.
 
 Shape-determining fields (``iterations``, ``min_sep``, ``cycle_length``,
 ``warm_start``, ``partition``) are static for ``jax.jit``; ``sampling_prob`` is
@@ -57,6 +72,36 @@ class SamplingScheme(abc.ABC):
     """Name of the field that bounds ``len(c_col)``, for error messages."""
     return 'min_sep'
 
+  @property
+  def truncates(self) -> bool:
+    """True when batches larger than ``truncated_batch_size`` < ``dataset_size`` are cut.
+
+    B ≥ dataset_size is allowed and means no batch can ever be cut: such a
+    scheme is accounted exactly like the untruncated one.
+    """
+    size = getattr(self, 'truncated_batch_size', None)
+    return size is not None and size < self.dataset_size
+
+
+def _check_truncation(scheme) -> None:
+  """Validates the (truncated_batch_size, dataset_size) pair of a scheme."""
+  size, dataset = scheme.truncated_batch_size, scheme.dataset_size
+  name = type(scheme).__name__
+  if size is None:
+    if dataset is not None:
+      raise ValueError(
+          f'dataset_size is public information of {name} only when batches are truncated; pass '
+          'truncated_batch_size too, or leave dataset_size=None (use from_expected_batch_size to '
+          'derive sampling_prob from a dataset size)')
+    return
+  _validate.integer_at_least('truncated_batch_size', size, 1)
+  if dataset is None:
+    raise ValueError(
+        f'dataset_size is required when truncated_batch_size is set ({name} with B = {size}): the '
+        'truncated accountants depend on it, so it is public (zero-out adjacency); '
+        'truncated_batch_size >= dataset_size means no truncation')
+  _validate.integer_at_least('dataset_size', dataset, 1)
+
 
 def _expected_rate(expected_batch_size, dataset_size) -> float:
   expected_batch_size = _validate.positive_finite('expected_batch_size', expected_batch_size)
@@ -65,6 +110,13 @@ def _expected_rate(expected_batch_size, dataset_size) -> float:
     raise ValueError(
         f'expected_batch_size must be <= dataset_size ({dataset_size}), got {expected_batch_size}')
   return expected_batch_size / dataset_size
+
+
+def _truncation(truncated_batch_size, dataset_size) -> dict:
+  """Truncation fields for a constructor: the dataset size is kept only when truncating."""
+  if truncated_batch_size is None:
+    return {}
+  return {'truncated_batch_size': truncated_batch_size, 'dataset_size': dataset_size}
 
 
 def _rate_within_period(expected_batch_size, dataset_size, period, period_name: str,
@@ -89,14 +141,19 @@ class Poisson(SamplingScheme):
   Attributes:
     sampling_prob: p ∈ (0, 1].
     iterations: n ≥ 1.
+    truncated_batch_size: B ≥ 1 or None (no truncation).
+    dataset_size: required with ``truncated_batch_size`` (public), else None.
   """
 
   sampling_prob: float
   iterations: int
+  truncated_batch_size: int | None = None
+  dataset_size: int | None = None
 
   def __post_init__(self):
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
+    _check_truncation(self)
 
   min_sep: ClassVar[int] = 1
 
@@ -110,10 +167,11 @@ class Poisson(SamplingScheme):
 
   @classmethod
   def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
-                               iterations: int) -> 'Poisson':
+                               iterations: int,
+                               truncated_batch_size: int | None = None) -> 'Poisson':
     """The scheme with p = expected_batch_size / dataset_size."""
     return cls(sampling_prob=_expected_rate(expected_batch_size, dataset_size),
-               iterations=iterations)
+               iterations=iterations, **_truncation(truncated_batch_size, dataset_size))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -134,12 +192,17 @@ class BMinSep(SamplingScheme):
     iterations: n ≥ 1.
     min_sep: b ≥ 1.
     warm_start: Algorithm 2 (True) or Algorithm 1 (False).
+    truncated_batch_size: B ≥ 1 or None (no truncation). Truncated-away
+      examples still count as participants (blocked for b − 1 rounds).
+    dataset_size: required with ``truncated_batch_size`` (public), else None.
   """
 
   sampling_prob: float
   iterations: int
   min_sep: int
   warm_start: bool = True
+  truncated_batch_size: int | None = None
+  dataset_size: int | None = None
 
   def __post_init__(self):
     _validate.probability('sampling_prob', self.sampling_prob)
@@ -147,6 +210,7 @@ class BMinSep(SamplingScheme):
     _validate.integer_at_least('min_sep', self.min_sep, 1)
     if not isinstance(self.warm_start, bool):
       raise TypeError(f'warm_start must be a bool, got {self.warm_start!r}')
+    _check_truncation(self)
 
   @property
   def expected_participation_rate(self) -> float:
@@ -160,8 +224,8 @@ class BMinSep(SamplingScheme):
 
   @classmethod
   def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
-                               iterations: int, min_sep: int,
-                               warm_start: bool = True) -> 'BMinSep':
+                               iterations: int, min_sep: int, warm_start: bool = True,
+                               truncated_batch_size: int | None = None) -> 'BMinSep':
     """The scheme with p = p₀ / (1 − p₀(b − 1)), p₀ = expected_batch_size / dataset_size.
 
     Feasible only for p₀ ≤ 1/b (seed 000 §4).
@@ -169,7 +233,8 @@ class BMinSep(SamplingScheme):
     rate, min_sep = _rate_within_period(expected_batch_size, dataset_size, min_sep, 'min_sep',
                                         'b-min-sep sampling')
     p = min(1.0, rate / (1.0 - rate * (min_sep - 1)))
-    return cls(sampling_prob=p, iterations=iterations, min_sep=min_sep, warm_start=warm_start)
+    return cls(sampling_prob=p, iterations=iterations, min_sep=min_sep, warm_start=warm_start,
+               **_truncation(truncated_batch_size, dataset_size))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -238,12 +303,17 @@ class CyclicPoisson(SamplingScheme):
     iterations: n ≥ 1.
     cycle_length: T ≥ 1.
     partition: ``"independent"`` or ``"equal_split"``.
+    truncated_batch_size: B ≥ 1 or None; only with ``equal_split`` (each group
+      of ⌊m/T⌋ or ⌈m/T⌉ examples is then a truncated Poisson population).
+    dataset_size: required with ``truncated_batch_size`` (public), else None.
   """
 
   sampling_prob: float
   iterations: int
   cycle_length: int
   partition: Partition = 'independent'
+  truncated_batch_size: int | None = None
+  dataset_size: int | None = None
 
   PARTITIONS: ClassVar[tuple[str, ...]] = ('independent', 'equal_split')
 
@@ -252,6 +322,12 @@ class CyclicPoisson(SamplingScheme):
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('cycle_length', self.cycle_length, 1)
     _validate.one_of('partition', self.partition, self.PARTITIONS)
+    _check_truncation(self)
+    if self.truncates and self.partition != 'equal_split':
+      raise ValueError(
+          "truncated_batch_size needs partition='equal_split' for CyclicPoisson: with random "
+          "phases ('independent') the group sizes are random and no truncated accountant is "
+          'valid (seed 001 covers fixed, public group sizes)')
 
   @property
   def expected_participation_rate(self) -> float:
@@ -268,9 +344,11 @@ class CyclicPoisson(SamplingScheme):
   @classmethod
   def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
                                iterations: int, cycle_length: int,
-                               partition: Partition = 'independent') -> 'CyclicPoisson':
+                               partition: Partition = 'independent',
+                               truncated_batch_size: int | None = None) -> 'CyclicPoisson':
     """The scheme with p = T·p₀, p₀ = expected_batch_size / dataset_size (needs p₀ ≤ 1/T)."""
     rate, cycle_length = _rate_within_period(expected_batch_size, dataset_size, cycle_length,
                                              'cycle_length', 'cyclic Poisson sampling')
     return cls(sampling_prob=min(1.0, rate * cycle_length), iterations=iterations,
-               cycle_length=cycle_length, partition=partition)
+               cycle_length=cycle_length, partition=partition,
+               **_truncation(truncated_batch_size, dataset_size))

@@ -137,11 +137,18 @@ from jaxacct.montecarlo import estimator
 mech = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
     jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+# Truncated b-min-sep (seed 000 App. D): its Binomial batch-size draws must be invariant too.
+truncated = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True,
+                    truncated_batch_size=3, dataset_size=12),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
 runs = {}
 for per_call in (1, 2):
-  r = estimator.estimate_delta(jax.random.key(11), mech, [0.25, 0.5, 1.0, 2.0], 2300,
-                               block_size=128, blocks_per_call=per_call)
-  runs[per_call] = {d: [float(v).hex() for v in r.delta_hat[d]] for d in ('remove', 'add')}
+  for name, m in (('plain', mech), ('truncated', truncated)):
+    r = estimator.estimate_delta(jax.random.key(11), m, [0.25, 0.5, 1.0, 2.0], 2300,
+                                 block_size=128, blocks_per_call=per_call)
+    runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in r.delta_hat[d]]
+                                 for d in ('remove', 'add')}
 print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
 '''
 
@@ -156,6 +163,7 @@ def _run_with_devices(count):
 def test_bitwise_identical_on_one_and_four_devices():
   one, four = _run_with_devices(1), _run_with_devices(4)
   assert one['devices'] == 1 and four['devices'] == 4
-  reference = one['runs']['1']
-  for result in (one['runs']['2'], four['runs']['1'], four['runs']['2']):
-    assert result == reference
+  for name in ('plain', 'truncated'):
+    reference = one['runs'][f'{name}1']
+    for result in (one['runs'][f'{name}2'], four['runs'][f'{name}1'], four['runs'][f'{name}2']):
+      assert result == reference

@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import schemes
@@ -33,6 +35,9 @@ class KernelSpec(NamedTuple):
     partition: cyclic Poisson partition (``""`` otherwise).
     num_bands: len(c_col).
     dtype: kernel arithmetic dtype name (``"float64"`` or ``"float32"``).
+    truncated: batches are cut to ``truncated_batch_size`` (seed 000 App. D):
+      the outputs carry the other examples' batch sizes r and the pair is
+      P = N(C·x^P, σ²I), Q = N(C·x^Q, σ²I) (Corollary D.2).
   """
 
   kind: str
@@ -42,6 +47,21 @@ class KernelSpec(NamedTuple):
   partition: str
   num_bands: int
   dtype: str
+  truncated: bool = False
+
+
+class SchemeParams(NamedTuple):
+  """Traced (non-static) scheme parameters: new values do not recompile.
+
+  Attributes:
+    sampling_prob: p, float64 scalar.
+    truncated_batch_size: B, int64 scalar (0 when not truncated).
+    dataset_size: m, int64 scalar (0 when not truncated).
+  """
+
+  sampling_prob: jax.Array
+  truncated_batch_size: jax.Array
+  dataset_size: jax.Array
 
 
 @functools.singledispatch
@@ -71,9 +91,26 @@ def _(scheme: schemes.CyclicPoisson):
 
 
 def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
-  kind, period, warm, partition = _structure(mechanism.scheme)
+  """The static kernel description of ``mechanism``; refuses truncation without an MC kernel."""
+  scheme = mechanism.scheme
+  kind, period, warm, partition = _structure(scheme)
+  if scheme.truncates and kind != 'bminsep':
+    raise ValueError(
+        f'no Monte Carlo accountant for truncated {type(scheme).__name__}; truncated cyclic '
+        'Poisson (equal_split) is accounted deterministically by jaxacct.cyclic_poisson_pld '
+        '(seed 001 reduction)')
   return KernelSpec(kind, mechanism.iterations, period, warm, partition,
-                    mechanism.matrix.num_bands, np.dtype(dtype).name)
+                    mechanism.matrix.num_bands, np.dtype(dtype).name, scheme.truncates)
+
+
+def scheme_params(mechanism: MatrixMechanism) -> SchemeParams:
+  """The traced parameters of the mechanism's scheme, as device scalars."""
+  scheme = mechanism.scheme
+  truncates = scheme.truncates
+  return SchemeParams(
+      jnp.asarray(sampling_prob(mechanism), jnp.float64),
+      jnp.asarray(scheme.truncated_batch_size if truncates else 0, jnp.int64),
+      jnp.asarray(scheme.dataset_size if truncates else 0, jnp.int64))
 
 
 def sampling_prob(mechanism: MatrixMechanism) -> float:

@@ -63,36 +63,38 @@ class SigmaSweep:
 @functools.partial(jax.jit, static_argnames=('spec', 'direction', 'block_size', 'mesh'))
 def _block_components(block_ids, stream_key, p, matrix, *, spec: KernelSpec, direction: str,
                       block_size: int, mesh):
-  """(C·x, z) of whole blocks: two arrays (k, block_size, n) (C·x is 0 for add)."""
+  """(C·x, z, r) of whole blocks: arrays (k, block_size, n) (C·x is 0 for untruncated add; r
+  is None without truncation)."""
   def one_device(ids, stream_key, p, matrix):
     def one_block(block):
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
-      mean, z = sampling.draw_components(stream_key, indices, p, matrix, spec, direction)
-      return jnp.zeros_like(z) if mean is None else mean, z
+      mean, z, rest = sampling.draw_components(stream_key, indices, p, matrix, spec, direction)
+      return jnp.zeros_like(z) if mean is None else mean, z, rest
     return lax.map(one_block, ids)
   return sampling.per_device(one_device, mesh, 1)(block_ids, stream_key, p, matrix)
 
 
 @functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
-def _block_losses_for_sigmas(mean, z, sigmas, p, matrix, *, spec: KernelSpec, direction: str,
-                             mesh):
+def _block_losses_for_sigmas(mean, z, rest, sigmas, p, matrix, *, spec: KernelSpec,
+                             direction: str, mesh):
   """float64 losses (k, K, block_size) for K noise multipliers from shared draws.
 
   One pass of sliding dot products per block (d_m = Cᵀ(C·x), d_z = Cᵀz); the
   recursion runs once per σ on d = d_m + σ·d_z (lax.map: measured faster than vmap).
   """
-  def one_device(mean, z, sigmas, p, matrix):
+  def one_device(mean, z, rest, sigmas, p, matrix):
     c_col = matrix.c_col.astype(z.dtype)
     def one_block(draws):
-      mean_block, z_block = draws
+      mean_block, z_block, rest_block = draws
       dz = losses.sliding_dot_products(z_block, c_col)
       dm = losses.sliding_dot_products(mean_block, c_col)
       def one_sigma(sigma):
         d = dm + sigma.astype(dz.dtype) * dz
-        return losses.log_ratio_from_dots(spec, d, p, sigma, matrix).astype(jnp.float64)
+        return losses.log_ratio_from_dots(spec, d, p, sigma, matrix,
+                                          rest_block).astype(jnp.float64)
       return lax.map(one_sigma, sigmas)
-    return lax.map(one_block, (mean, z))
-  loss = sampling.per_device(one_device, mesh, 2)(mean, z, sigmas, p, matrix)
+    return lax.map(one_block, (mean, z, rest))
+  loss = sampling.per_device(one_device, mesh, 3)(mean, z, rest, sigmas, p, matrix)
   return loss if direction == 'remove' else -loss
 
 
@@ -175,9 +177,9 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
     stream_key = keys_lib.direction_key(purpose_key, direction)
     for block in range(0, total_blocks, call_blocks):
       ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
-      mean, z = _block_components(ids, stream_key, p, matrix, spec=spec, direction=direction,
-                                  block_size=block_size, mesh=mesh)
-      loss = _block_losses_for_sigmas(mean, z, sigmas_device, p, matrix, spec=spec,
+      mean, z, rest = _block_components(ids, stream_key, p, matrix, spec=spec,
+                                        direction=direction, block_size=block_size, mesh=mesh)
+      loss = _block_losses_for_sigmas(mean, z, rest, sigmas_device, p, matrix, spec=spec,
                                       direction=direction, mesh=mesh)
       used = min(call_blocks, total_blocks - block)
       remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)

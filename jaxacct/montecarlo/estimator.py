@@ -194,6 +194,8 @@ def _block_reductions(losses, num_samples, epsilons, edges, *, mesh):
 def _fingerprint(mechanism, spec, epsilons, edges, block_size, purpose, key_data) -> str:
   payload = repr((spec, float(mechanism.noise_multiplier),
                   float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
+                  getattr(mechanism.scheme, 'truncated_batch_size', None),
+                  getattr(mechanism.scheme, 'dataset_size', None),
                   tuple(np.asarray(mechanism.matrix.c_col, np.float64).tolist()),
                   tuple(epsilons), edges, block_size, purpose, key_data))
   return hashlib.sha256(payload.encode()).hexdigest()[:32]
@@ -313,7 +315,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   done = first_block * block_size * len(DIRECTIONS)
   for direction in DIRECTIONS:
     stream_key = keys_lib.direction_key(purpose_key, direction)
-    for block, used, block_losses in sampling.stream_blocks(
+    for block, used, block_losses, _ in sampling.stream_blocks(
         stream_key, mechanism, spec, direction, first_block=first_block, end_block=total_blocks,
         block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh):
       # Samples past num_samples in the last block are masked; shift indices to global ones.

@@ -17,7 +17,8 @@ Kernels are not jit-compiled here; ``sampling.py`` composes and jits them.
 
 References:
   seed 000: Dong & Ganesh, arXiv 2602.09338v2: Eq. (1) and Theorem 5.1 (cold
-  start), its warm-start corollary, §2.2–2.3 (balls-in-bins, cyclic Poisson).
+  start), its warm-start corollary, §2.2–2.3 (balls-in-bins, cyclic Poisson),
+  App. D (truncated b-min-sep: Corollary D.2 and the P/R, Q/R recursions).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
-from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec
+from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
 from jaxacct.montecarlo.participation import balls_in_bins_modes
 
 def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
@@ -139,22 +140,75 @@ def balls_in_bins_log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: in
   return jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=1) - jnp.log(cycle).astype(dtype)
 
 
-def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, sampling_prob: jax.Array,
-                        noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
-  """ln P(y)/Q(y) from the sliding dot products d = Cᵀy (N, n) (y enters only through d)."""
+def truncated_bminsep_log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array,
+                                params: SchemeParams, noise_multiplier: jax.Array, min_sep: int,
+                                warm_start: bool) -> jax.Array:
+  """ln P(y)/Q(y) of truncated b-min-sep given the other examples' batch sizes r (seed 000 App. D).
+
+  The pair of Corollary D.2 is compared through the reference R = N(0, σ²I)
+  (§D, spec 000 §5.3–5.4): with ℓ_i(μ) = (2μ d_i − μ² s_i)/(2σ²) and
+  t_i = B/(r_i + 1),
+
+    a^P_i = ℓ_i(1) if r_i < B else logaddexp(log t_i + ℓ_i(2), log(1 − t_i)),
+    a^Q_i = 0      if r_i < B else logaddexp(log t_i + ℓ_i(−1), log(1 − t_i)),
+
+  each runs the recursion of Eq. (1) (``bminsep_log_ratio``: the b − 1 barred
+  rounds after a participation hold also for Q/R and for truncated-away
+  participations), the warm-start combination is applied to P/R and to Q/R
+  separately, and ln P/Q = ln P/R − ln Q/R. Both recursions run as one scan of
+  2N rows.
+
+  Args:
+    d: sliding dot products Cᵀy, (N, n).
+    norms: truncated column squared norms s, (1, n).
+    rest: r, (N, n) integers.
+    params: p and B (traced).
+    noise_multiplier: σ (traced).
+    min_sep, warm_start: static.
+  """
+  dtype = d.dtype
+  two_var = (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+  truncation = rest >= params.truncated_batch_size
+  survival = (params.truncated_batch_size.astype(jnp.float64)
+              / (rest.astype(jnp.float64) + 1.0))
+  log_t = jnp.log(jnp.minimum(survival, 1.0)).astype(dtype)
+  log_not_t = jnp.log1p(-jnp.minimum(survival, 1.0)).astype(dtype)  # finite when r ≥ B
+  ell_one = (2.0 * d - norms) / two_var
+  ell_two = (4.0 * d - 4.0 * norms) / two_var
+  ell_minus_one = (-2.0 * d - norms) / two_var
+  a_p = jnp.where(truncation, jnp.logaddexp(log_t + ell_two, log_not_t), ell_one)
+  a_q = jnp.where(truncation, jnp.logaddexp(log_t + ell_minus_one, log_not_t), 0.0)
+  both = bminsep_log_ratio(jnp.concatenate([a_p, a_q.astype(dtype)]), params.sampling_prob,
+                           min_sep, warm_start)
+  num = d.shape[0]
+  return both[:num] - both[num:]
+
+
+def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
+                        noise_multiplier: jax.Array, matrix: BandedToeplitz,
+                        rest: jax.Array | None = None) -> jax.Array:
+  """ln P(y)/Q(y) from the sliding dot products d = Cᵀy (N, n) (y enters only through d).
+
+  ``rest`` is the other examples' batch sizes r (N, n) of a truncated scheme
+  (``None`` otherwise).
+  """
   dtype = d.dtype
   if spec.kind == 'balls_in_bins':
     modes = balls_in_bins_modes(spec.iterations, spec.period, matrix.c_col)
     return balls_in_bins_log_ratio(d, noise_multiplier, spec.period, modes)
   norms = matrix.column_squared_norms(spec.iterations).astype(dtype)[None, :]
+  if spec.truncated:
+    return truncated_bminsep_log_ratio(d, norms, rest, params, noise_multiplier, spec.period,
+                                       spec.warm_start)
   ell = (2.0 * d - norms) / (2.0 * jnp.square(noise_multiplier)).astype(dtype)
   if spec.kind == 'bminsep':
-    return bminsep_log_ratio(ell, sampling_prob, spec.period, spec.warm_start)
-  return cyclic_poisson_log_ratio(ell, sampling_prob, spec.period, spec.partition)
+    return bminsep_log_ratio(ell, params.sampling_prob, spec.period, spec.warm_start)
+  return cyclic_poisson_log_ratio(ell, params.sampling_prob, spec.period, spec.partition)
 
 
-def log_ratio(spec: KernelSpec, y: jax.Array, sampling_prob: jax.Array,
-              noise_multiplier: jax.Array, matrix: BandedToeplitz) -> jax.Array:
+def log_ratio(spec: KernelSpec, y: jax.Array, params: SchemeParams,
+              noise_multiplier: jax.Array, matrix: BandedToeplitz,
+              rest: jax.Array | None = None) -> jax.Array:
   """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``."""
   d = sliding_dot_products(y, matrix.c_col.astype(y.dtype))
-  return log_ratio_from_dots(spec, d, sampling_prob, noise_multiplier, matrix)
+  return log_ratio_from_dots(spec, d, params, noise_multiplier, matrix, rest)

@@ -6,7 +6,9 @@ the noiseless output mean C·x, batch-major ``(num_samples, iterations)``.
 Kernels are not jit-compiled here: ``sampling.py`` composes and jits them.
 
 Randomness per sample (folded from the sample's key by purpose): 0 → the
-per-round Bernoulli trials, 1 → the warm-start state / phase / bin. A
+per-round Bernoulli trials, 1 → the warm-start state / phase / bin; for
+truncated schemes 3 → the other examples' batch sizes (then by round),
+4 → survival of truncation, 5 → their warm-start history (noise uses 2). A
 Bernoulli(p) trial compares a raw 64-bit word with ⌊p·2⁶⁴⌋ (exact to 2⁻⁶⁴,
 cheaper than forming a float uniform).
 
@@ -22,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
-from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec
+from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
 
 
 def _bernoulli_trials(keys: jax.Array, length: int, sampling_prob: jax.Array) -> jax.Array:
@@ -46,26 +48,30 @@ def mean_of_separated_participations(x: jax.Array, c_col: jax.Array) -> jax.Arra
   """C·x for participations at least len(c_col) rounds apart, batch-major (N, n).
 
   Columns of separated participations do not overlap, so row r of C·x is
-  c[r − t] for the last participation t ≤ r with r − t < len(c), else 0.
+  x_t·c[r − t] for the last participation t ≤ r with r − t < len(c), else 0.
   Short bands use m shifted multiply-adds (fast, fused); long bands an O(n)
   ``cummax`` and gather instead of an O(n·m) product.
 
   Args:
-    x: bool ``(N, n)`` participation indicators, batch-major.
+    x: ``(N, n)`` participation indicators (bool) or weights (the truncated
+      pair's x^P ∈ {2, 1, 0}, x^Q ∈ {−1, 0}; a zero weight adds nothing, and
+      its separation from other participations is all that matters), batch-major.
     c_col: ``(m,)`` band of C.
   """
   num, n = x.shape
   m = c_col.shape[0]
+  weights = x.astype(c_col.dtype)
   if m < FFT_MIN_BANDS:
-    padded = jnp.pad(x.astype(c_col.dtype), ((0, 0), (m - 1, 0)))
+    padded = jnp.pad(weights, ((0, 0), (m - 1, 0)))
     mean = c_col[0] * padded[:, m - 1:]
     for k in range(1, m):
       mean = mean + c_col[k] * padded[:, m - 1 - k:m - 1 - k + n]
     return mean
   rounds = jnp.arange(n, dtype=jnp.int32)[None, :]
-  last = lax.cummax(jnp.where(x, rounds, jnp.int32(-m - 1)), axis=1)
+  last = lax.cummax(jnp.where(weights != 0, rounds, jnp.int32(-m - 1)), axis=1)
   gap = rounds - last
-  return jnp.where(gap < m, c_col[jnp.clip(gap, 0, m - 1)], 0.0)
+  weight = jnp.take_along_axis(weights, jnp.clip(last, 0, n - 1), axis=1)
+  return jnp.where(gap < m, weight * c_col[jnp.clip(gap, 0, m - 1)], 0.0)
 
 
 def bminsep_participation(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array) -> jax.Array:
@@ -142,9 +148,118 @@ def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) ->
   return jnp.where(k_star >= 0, strided_cumsum[jnp.clip(k_star, 0, None)], 0.0)
 
 
-def sample_mean(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array,
-                matrix: BandedToeplitz) -> jax.Array:
-  """C·x for one draw of the sensitive example's participation per key, batch-major (N, n)."""
+def _binomial(keys: jax.Array, counts: jax.Array, prob: jax.Array) -> jax.Array:
+  """One Binomial(count, prob) draw per key (jax.random.binomial: inversion / BTRS), int64."""
+  draws = jax.vmap(lambda k, c: jax.random.binomial(k, c, prob, dtype=jnp.float64))(
+      keys, counts.astype(jnp.float64))
+  return draws.astype(jnp.int64)
+
+
+def stationary_history(spec: KernelSpec, keys: jax.Array, params: SchemeParams) -> jax.Array:
+  """Warm-start history of the m − 1 other examples: (N, b − 1) counts, column k − 1 = state k.
+
+  Under Algorithm 2 every example is independently in state 0 (available) w.p.
+  1/(1 + (b−1)p) and in each barred state k ∈ {1, …, b−1} (it joined in virtual
+  round −k) w.p. p/(1 + (b−1)p); the counts are one multinomial draw, taken
+  as b − 1 conditional binomials (spec 000 §5.5).
+  """
+  b = spec.period
+  p = params.sampling_prob
+  others = params.dataset_size - 1
+  state_prob = p / (1.0 + (b - 1) * p)
+  history_keys = jax.vmap(lambda k: jax.random.fold_in(k, 5))(keys)
+
+  def draw(remaining, k):
+    # Pr[state k | not in states 1 … k − 1] for categories in the order 1, …, b − 1, 0.
+    conditional = jnp.minimum(state_prob / (1.0 - (k.astype(jnp.float64) - 1) * state_prob), 1.0)
+    count = _binomial(jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys), remaining,
+                      conditional)
+    return remaining - count, count
+
+  _, counts = lax.scan(draw, jnp.broadcast_to(others, keys.shape[:1]).astype(jnp.int64),
+                       jnp.arange(1, b, dtype=jnp.uint32))
+  return counts.T
+
+
+def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) -> jax.Array:
+  """The other examples' pre-truncation batch sizes r, batch-major int32 (N, n).
+
+  r_i ~ Binomial(k_i, p) with k_i = (m − 1) − Σ_{j=i−b+1}^{i−1} r_j: examples
+  sampled in the last b − 1 rounds are barred, including those truncated away
+  (seed 000 App. D; spec 000 §5.5). Cold start has no history; warm start
+  starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
+  b − 1 counts in a circular buffer (slot i mod (b − 1) holds r_{i−b+1}, the
+  count leaving the window after round i).
+  """
+  n, b = spec.iterations, spec.period
+  num = keys.shape[0]
+  p = params.sampling_prob
+  others = jnp.broadcast_to(params.dataset_size - 1, (num,)).astype(jnp.int64)
+  round_keys = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
+  if b == 1:
+    def draw_iid(_, i):
+      return None, _binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others, p)
+    _, rest = lax.scan(draw_iid, None, jnp.arange(n, dtype=jnp.uint32))
+    return rest.T.astype(jnp.int32)
+  if spec.warm_start:
+    history = stationary_history(spec, keys, params)  # column k − 1: joined in round −k
+    # Round −k lives in slot (−k) mod (b − 1).
+    slots = (-jnp.arange(1, b)) % (b - 1)
+    buffer = jnp.zeros((b - 1, num), jnp.int64).at[slots].set(history.T)
+  else:
+    buffer = jnp.zeros((b - 1, num), jnp.int64)
+
+  def step(carry, i):
+    buffer, blocked = carry
+    draws = _binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others - blocked, p)
+    slot = i % (b - 1)
+    leaving = lax.dynamic_index_in_dim(buffer, slot, keepdims=False)
+    buffer = lax.dynamic_update_index_in_dim(buffer, draws, slot, axis=0)
+    return (buffer, blocked + draws - leaving), draws
+
+  _, rest = lax.scan(step, (buffer, jnp.sum(buffer, axis=0)), jnp.arange(n, dtype=jnp.uint32))
+  return rest.T.astype(jnp.int32)
+
+
+def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: SchemeParams,
+                      direction: str) -> jax.Array:
+  """The coefficients x^P (``remove``) or x^Q (``add``) of Corollary D.2, (N, n) int8.
+
+  In a round where the sensitive example participates and r_i ≥ B (truncation),
+  it survives w.p. t_i = B/(r_i + 1); then x^P = 2 and x^Q = −1. Without
+  truncation x^P = 1, x^Q = 0; otherwise both are 0.
+  """
+  n = x.shape[1]
+  words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 4), (n,), jnp.uint64))(keys)
+  uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
+  bound = params.truncated_batch_size
+  truncation = rest >= bound
+  survives = uniform * (rest.astype(jnp.float64) + 1.0) < bound.astype(jnp.float64)
+  kept = x & truncation & survives
+  if direction == 'add':
+    return jnp.where(kept, -1, 0).astype(jnp.int8)
+  return jnp.where(kept, 2, jnp.where(x & ~truncation, 1, 0)).astype(jnp.int8)
+
+
+def sample_mean(spec: KernelSpec, keys: jax.Array, params: SchemeParams,
+                matrix: BandedToeplitz, direction: str = 'remove'):
+  """C·x of one draw of the sensitive example's participation per key, batch-major (N, n).
+
+  Returns ``(C·x, r)``: r is the (N, n) int32 array of the other examples'
+  batch sizes for truncated schemes (C·x is then C·x^P or C·x^Q of
+  Corollary D.2 by ``direction``), ``None`` otherwise (``add`` then has no signal
+  and callers skip this function).
+  """
+  if spec.truncated:
+    rest = rest_batch_sizes(spec, keys, params)
+    x = bminsep_participation(spec, keys, params.sampling_prob)
+    weights = truncated_weights(x, rest, keys, params, direction)
+    return mean_of_separated_participations(weights, matrix.c_col), rest
+  return _untruncated_mean(spec, keys, params.sampling_prob, matrix), None
+
+
+def _untruncated_mean(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Array,
+                      matrix: BandedToeplitz) -> jax.Array:
   c_col = matrix.c_col
   if spec.kind == 'balls_in_bins':
     bins = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.period))(_start_key(keys))

@@ -22,6 +22,7 @@ so memory does not grow with ``num_samples``.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -36,7 +37,7 @@ from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import losses, noise, participation
 from jaxacct.montecarlo import sharding as sharding_lib
-from jaxacct.montecarlo._spec import KernelSpec, kernel_spec, sampling_prob
+from jaxacct.montecarlo._spec import KernelSpec, SchemeParams, kernel_spec, scheme_params
 
 # Samples per block. Every compiled kernel evaluates whole blocks of one fixed
 # shape (lax.map over blocks), because XLA's floating-point code for an array
@@ -71,38 +72,44 @@ def default_blocks_per_call(block_size: int, iterations: int) -> int:
   return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
 
 
-def traced_params(mechanism: MatrixMechanism) -> tuple[jax.Array, jax.Array, BandedToeplitz]:
-  """(p, σ, matrix) as float64 device values: traced, so new values do not recompile."""
-  return (jnp.asarray(sampling_prob(mechanism), jnp.float64),
+def traced_params(mechanism: MatrixMechanism) -> tuple[SchemeParams, jax.Array, BandedToeplitz]:
+  """(scheme parameters, σ, matrix) as device values: traced, so new values do not recompile."""
+  return (scheme_params(mechanism),
           jnp.asarray(mechanism.noise_multiplier, jnp.float64),
           jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), mechanism.matrix))
 
 
-def draw_components(stream_key, indices, p, matrix, spec: KernelSpec, direction: str):
-  """(C·x, z) of the samples with global ``indices`` (N,), batch-major (N, n) each.
+def draw_components(stream_key, indices, params: SchemeParams, matrix, spec: KernelSpec,
+                    direction: str):
+  """(C·x, z, r) of the samples with global ``indices`` (N,), batch-major (N, n) each.
 
-  C·x is ``None`` for ``add`` (y ~ Q has no signal). The draws do not depend
-  on σ, so y(σ) = C·x + σ·z for several σ shares them (common random numbers).
+  C·x is ``None`` for ``add`` without truncation (y ~ Q has no signal); r (the
+  other examples' batch sizes) is ``None`` without truncation. The draws do
+  not depend on σ, so y(σ) = C·x + σ·z for several σ shares them (common
+  random numbers).
   """
   dtype = jnp.dtype(spec.dtype)
   sample_keys = keys_lib.keys_for_indices(stream_key, indices)
   noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
   z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
-  if direction == 'add':
-    return None, z
-  return participation.sample_mean(spec, sample_keys, p, matrix).astype(dtype), z
+  if direction == 'add' and not spec.truncated:
+    return None, z, None
+  mean, rest = participation.sample_mean(spec, sample_keys, params, matrix, direction)
+  return mean.astype(dtype), z, rest
 
 
-def draw_outputs(stream_key, indices, p, sigma, matrix, spec: KernelSpec,
-                 direction: str) -> jax.Array:
-  """Outputs y of the samples with global ``indices`` (N,) of a stream, batch-major (N, n).
+def draw_outputs(stream_key, indices, params: SchemeParams, sigma, matrix, spec: KernelSpec,
+                 direction: str) -> tuple[jax.Array, jax.Array | None]:
+  """Outputs (y, r) of the samples with global ``indices`` (N,) of a stream, batch-major (N, n).
 
-  y = C·x + σ·z for ``remove`` (x from the scheme's participation sampler), y = σ·z
-  for ``add``. Un-jitted device kernel.
+  y = C·x + σ·z with x from the scheme's participation sampler (``remove``) or
+  y = σ·z (``add``); under truncation x is x^P or x^Q of seed 000 Corollary D.2
+  and r the released batch sizes of the other examples (else ``None``).
+  Un-jitted device kernel.
   """
-  mean, z = draw_components(stream_key, indices, p, matrix, spec, direction)
+  mean, z, rest = draw_components(stream_key, indices, params, matrix, spec, direction)
   y = sigma.astype(z.dtype) * z
-  return y if mean is None else y + mean
+  return (y if mean is None else y + mean), rest
 
 
 def per_device(fn, mesh, num_sharded: int):
@@ -119,7 +126,7 @@ def per_device(fn, mesh, num_sharded: int):
 @functools.partial(jax.jit, static_argnames=('spec', 'direction', 'block_size', 'mesh'))
 def block_outputs(block_ids, stream_key, p, sigma, matrix, *, spec: KernelSpec, direction: str,
                   block_size: int, mesh):
-  """Outputs of whole blocks of a stream: (k, block_size, n), blocks sharded over ``mesh``."""
+  """Outputs (y, r) of whole blocks of a stream: (k, block_size, n) each, sharded over ``mesh``."""
   def one_device(ids, stream_key, p, sigma, matrix):
     def one_block(block):
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
@@ -129,30 +136,32 @@ def block_outputs(block_ids, stream_key, p, sigma, matrix, *, spec: KernelSpec, 
 
 
 @functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
-def block_losses(y, p, sigma, matrix, *, spec: KernelSpec, direction: str, mesh):
-  """float64 losses of whole blocks of outputs (k, block_size, n) → (k, block_size).
+def block_losses(outputs, p, sigma, matrix, *, spec: KernelSpec, direction: str, mesh):
+  """float64 losses of whole blocks of outputs (y, r), (k, block_size, n) → (k, block_size).
 
   ``remove``: ln P/Q; ``add``: ln Q/P = −ln P/Q (spec 000 §0).
   """
-  def one_device(y, p, sigma, matrix):
-    def one_block(y_block):
-      return losses.log_ratio(spec, y_block, p, sigma, matrix).astype(jnp.float64)
-    return lax.map(one_block, y)
-  loss = per_device(one_device, mesh, 1)(y, p, sigma, matrix)
+  def one_device(outputs, p, sigma, matrix):
+    def one_block(block):
+      y_block, rest_block = block
+      return losses.log_ratio(spec, y_block, p, sigma, matrix, rest_block).astype(jnp.float64)
+    return lax.map(one_block, outputs)
+  loss = per_device(one_device, mesh, 1)(outputs, p, sigma, matrix)
   return loss if direction == 'remove' else -loss
 
 
 def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, direction: str, *,
                   first_block: int, end_block: int, block_size: int,
                   blocks_per_call: int | None = None, mesh=None):
-  """Yields ``(first_block_of_call, used_blocks, losses)`` over blocks [first_block, end_block).
+  """Yields ``(first_block_of_call, used_blocks, losses, outputs)`` over blocks [first_block, end_block).
 
   Host driver shared by ``sample_privacy_losses`` and the estimator: each call
   evaluates ``blocks_per_call`` blocks on every device of ``mesh`` in two
   compiled stages (draws, then losses). On XLA:CPU the single fused program
   measured ~2× slower than the same work split at y (benchmarks/RESULTS.md).
-  ``losses`` is a device array (k, block_size); only its first ``used_blocks``
-  rows belong to the requested range.
+  ``losses`` is a device array (k, block_size) and ``outputs`` the (y, r)
+  it was computed from; only their first ``used_blocks`` rows belong to the
+  requested range.
   """
   mesh = sharding_lib.sample_mesh() if mesh is None else mesh
   if blocks_per_call is None:
@@ -162,16 +171,16 @@ def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, dire
   p, sigma, matrix = traced_params(mechanism)
   for block in range(first_block, end_block, call_blocks):
     ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
-    y = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
-                      block_size=block_size, mesh=mesh)
+    outputs = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
+                            block_size=block_size, mesh=mesh)
     yield block, min(call_blocks, end_block - block), block_losses(
-        y, p, sigma, matrix, spec=spec, direction=direction, mesh=mesh)
+        outputs, p, sigma, matrix, spec=spec, direction=direction, mesh=mesh), outputs
 
 
 @functools.partial(jax.jit, static_argnames=('spec',))
-def loss_of_outputs(y, p, sigma, matrix, *, spec: KernelSpec):
-  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n)."""
-  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix).astype(jnp.float64)
+def loss_of_outputs(y, rest, p, sigma, matrix, *, spec: KernelSpec):
+  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n) (and r, or None)."""
+  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix, rest).astype(jnp.float64)
 
 
 def _check_mechanism(mechanism) -> None:
@@ -227,37 +236,111 @@ def _prepare(key, mechanism, num_samples, direction, dtype):
 def losses_of_stream(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, num_samples: int,
                      direction: str) -> jax.Array:
   """Losses of samples 0 … num_samples − 1 of one (purpose, direction) stream, float64."""
+  return _collect(stream_key, mechanism, spec, num_samples, direction, keep_rest=False)[0]
+
+
+def _collect(stream_key, mechanism, spec, num_samples, direction, *, keep_rest: bool):
+  """(losses, r or None) of samples 0 … num_samples − 1 of a stream."""
   block_size = default_block_size(spec.iterations)
-  parts = [losses_[:used].reshape(-1) for _, used, losses_ in stream_blocks(
+  losses_parts, rest_parts = [], []
+  for _, used, block_loss, outputs in stream_blocks(
       stream_key, mechanism, spec, direction, first_block=0,
-      end_block=-(-num_samples // block_size), block_size=block_size)]
-  return jnp.concatenate(parts)[:num_samples]
+      end_block=-(-num_samples // block_size), block_size=block_size):
+    losses_parts.append(block_loss[:used].reshape(-1))
+    if keep_rest:
+      rest_parts.append(outputs[1][:used].reshape(-1, spec.iterations))
+  rest = jnp.concatenate(rest_parts)[:num_samples] if keep_rest else None
+  return jnp.concatenate(losses_parts)[:num_samples], rest
+
+
+class TruncatedSamples(NamedTuple):
+  """Privacy losses of a truncated scheme with the released batch sizes they were conditioned on.
+
+  Attributes:
+    losses: float64 ``(num_samples,)``.
+    rest_batch_sizes: int32 ``(num_samples, iterations)``: r_i, the number of
+      *other* examples sampled in round i before truncation.
+  """
+
+  losses: jax.Array
+  rest_batch_sizes: jax.Array
+
+
+@scoped_x64
+def sample_truncated_privacy_losses(key, mechanism: MatrixMechanism, num_samples: int,
+                                    direction: str, dtype=jnp.float64) -> TruncatedSamples:
+  """``sample_privacy_losses`` for a truncated scheme, also returning the drawn batch sizes r.
+
+  Under truncation the adversary of seed 000 App. D sees r (the other
+  examples' pre-truncation batch sizes; its law is the same under D and D′),
+  so every loss is conditioned on its own r: r_i ~ Binomial(k_i, p) from the
+  pool of examples not barred by the last b − 1 rounds (truncated-away ones
+  included); the sensitive example joins by the b-min-sep chain and survives a
+  truncated round w.p. B/(r_i + 1); y = C·x^P + σz (``remove``) or C·x^Q + σz
+  (``add``, **not** pure noise), Corollary D.2. Same draws and losses as
+  ``sample_privacy_losses`` with the same key.
+
+  Args and Raises: as ``sample_privacy_losses``; the scheme must truncate.
+
+  Returns:
+    ``TruncatedSamples(losses, rest_batch_sizes)``.
+
+  References:
+    Dong & Ganesh, arXiv 2602.09338v2, App. D (Lemma D.1, Corollary D.2).
+  """
+  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  if not spec.truncated:
+    raise ValueError(
+        f'sample_truncated_privacy_losses needs a truncated scheme (truncated_batch_size < '
+        f'dataset_size), got {mechanism.scheme!r}; use sample_privacy_losses')
+  losses_, rest = _collect(stream_key, mechanism, spec, num_samples, direction, keep_rest=True)
+  return TruncatedSamples(losses_, rest)
 
 
 @scoped_x64
 def sample_outputs(key, mechanism: MatrixMechanism, num_samples: int, direction: str,
-                   dtype=jnp.float64) -> jax.Array:
-  """The outputs y that ``sample_privacy_losses`` evaluates, batch-major (num_samples, n).
+                   dtype=jnp.float64) -> tuple[jax.Array, jax.Array | None]:
+  """The outputs (y, r) that ``sample_privacy_losses`` evaluates, batch-major (num_samples, n).
 
-  Same keys, same draws: ``privacy_loss(mechanism, sample_outputs(key, …), direction)``
-  equals ``sample_privacy_losses(key, …)`` up to float round-off. Meant for
-  inspection and tests; the fused sampler never materialises y on the host.
+  Same keys, same draws: ``privacy_loss(mechanism, y, direction,
+  rest_batch_sizes=r)`` equals ``sample_privacy_losses(key, …)`` up to float
+  round-off. r is ``None`` for untruncated schemes. Meant for inspection and
+  tests; the fused sampler never materialises y on the host.
 
   Args and Raises: as ``sample_privacy_losses``.
 
   Returns:
-    array of shape ``(num_samples, iterations)`` in the kernel ``dtype``.
+    y of shape ``(num_samples, iterations)`` in the kernel ``dtype``, and r
+    (int32, same shape) or ``None``.
   """
   stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
   p, sigma, matrix = traced_params(mechanism)
   mesh = sharding_lib.sample_mesh(jax.local_devices()[:1])
   block_size = default_block_size(spec.iterations)
-  parts = []
+  ys, rests = [], []
   for block in range(-(-num_samples // block_size)):
     ids = jnp.asarray([block], jnp.int64)
-    parts.append(block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
-                               block_size=block_size, mesh=mesh)[0])
-  return jnp.concatenate(parts)[:num_samples]
+    y, rest = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
+                            block_size=block_size, mesh=mesh)
+    ys.append(y[0])
+    rests.append(None if rest is None else rest[0])
+  rest = None if rests[0] is None else jnp.concatenate(rests)[:num_samples]
+  return jnp.concatenate(ys)[:num_samples], rest
+
+
+def _check_outputs(name: str, value, shape: tuple[int, int], integer: bool) -> jax.Array:
+  array = jnp.asarray(value)
+  kind_ok = (jnp.issubdtype(array.dtype, jnp.integer) if integer else
+             jnp.issubdtype(array.dtype, jnp.floating) or jnp.issubdtype(array.dtype, jnp.integer))
+  if not kind_ok:
+    raise TypeError(f'{name} must be an {"integer" if integer else "real"} array, '
+                    f'got dtype {array.dtype}')
+  if array.ndim != 2 or array.shape[1] != shape[1] or array.shape[0] < 1 or (
+      shape[0] and array.shape[0] != shape[0]):
+    rows = shape[0] or 'N >= 1'
+    raise ValueError(f'{name} must have shape (num_samples, iterations) = ({rows}, {shape[1]}), '
+                     f'got {tuple(array.shape)}')
+  return array
 
 
 @scoped_x64
@@ -273,39 +356,45 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     mechanism: the mechanism.
     y: outputs, shape ``(num_samples, iterations)`` (batch-major).
     direction: ``"remove"`` or ``"add"``.
-    rest_batch_sizes: the other examples' pre-truncation batch sizes, only for
-      truncated schemes; must be ``None`` for the schemes of this module.
+    rest_batch_sizes: required exactly for truncated schemes: the other
+      examples' pre-truncation batch sizes r, integers of the same shape as
+      ``y`` (part of the released output, seed 000 App. D).
 
   Returns:
     float64 array of shape ``(num_samples,)``.
 
   References:
-    Dong & Ganesh, arXiv 2602.09338v2, Eq. (1), Theorem 5.1, §2.2–2.3.
+    Dong & Ganesh, arXiv 2602.09338v2, Eq. (1), Theorem 5.1, §2.2–2.3, App. D.
   """
   _check_mechanism(mechanism)
   _validate.one_of('direction', direction, DIRECTIONS)
-  if rest_batch_sizes is not None:
-    raise ValueError(
-        f'rest_batch_sizes is only for truncated schemes; {type(mechanism.scheme).__name__} '
-        'is not truncated, pass rest_batch_sizes=None')
-  y = jnp.asarray(y)
-  if not jnp.issubdtype(y.dtype, jnp.floating) and not jnp.issubdtype(y.dtype, jnp.integer):
-    raise TypeError(f'y must be a real array, got dtype {y.dtype}')
-  y = y.astype(jnp.float64)
   n = mechanism.iterations
-  if y.ndim != 2 or y.shape[1] != n or y.shape[0] < 1:
-    raise ValueError(
-        f'y must have shape (num_samples, iterations) = (N >= 1, {n}), got {tuple(y.shape)}')
   spec = kernel_spec(mechanism, np.dtype(np.float64))
+  y = _check_outputs('y', y, (0, n), integer=False).astype(jnp.float64)
+  if spec.truncated != (rest_batch_sizes is not None):
+    raise ValueError(
+        f'rest_batch_sizes is required for truncated schemes and only for them; '
+        f'{type(mechanism.scheme).__name__} ' + ('truncates: pass the batch sizes r drawn with y'
+                                                  if spec.truncated else
+                                                  'is not truncated, pass rest_batch_sizes=None'))
+  rest = None
+  if spec.truncated:
+    rest = _check_outputs('rest_batch_sizes', rest_batch_sizes, y.shape, integer=True)
+    others = mechanism.scheme.dataset_size - 1
+    if bool(jnp.any((rest < 0) | (rest > others))):
+      raise ValueError(f'rest_batch_sizes must be in [0, dataset_size - 1 = {others}]')
+    rest = rest.astype(jnp.int32)
   p, sigma, matrix = traced_params(mechanism)
   num_samples = y.shape[0]
   chunk = _chunk_size(n, num_samples)
   parts = []
   for start in range(0, num_samples, chunk):
     block = y[start:start + chunk]
+    rest_block = None if rest is None else rest[start:start + chunk]
     count = block.shape[0]
     if count < chunk:  # pad to the compiled shape; padded rows are discarded
       block = jnp.pad(block, ((0, chunk - count), (0, 0)))
-    parts.append(loss_of_outputs(block, p, sigma, matrix, spec=spec)[:count])
+      rest_block = None if rest is None else jnp.pad(rest_block, ((0, chunk - count), (0, 0)))
+    parts.append(loss_of_outputs(block, rest_block, p, sigma, matrix, spec=spec)[:count])
   loss = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
   return loss if direction == 'remove' else -loss
