@@ -3,6 +3,11 @@
 Public API (re-exported; nothing is computed at import).
 """
 
+from jaxacct.deterministic.accountant import calibrate_deterministic as calibrate_deterministic
+from jaxacct.deterministic.accountant import mechanism_pld as mechanism_pld
+from jaxacct.deterministic.pld import cyclic_poisson_pld as cyclic_poisson_pld
+from jaxacct.deterministic.truncated_poisson import truncated_poisson_pld as truncated_poisson_pld
+from jaxacct.deterministic.truncated_poisson import truncation_regimes as truncation_regimes
 from jaxacct.guarantee import Guarantee as Guarantee
 from jaxacct.matrices import BandedToeplitz as BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism as MatrixMechanism
@@ -16,6 +21,7 @@ from jaxacct.montecarlo.evr import overall_delta as overall_delta
 from jaxacct.montecarlo.evr import verify as verify
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
+from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses
 from jaxacct.schemes import BallsInBins as BallsInBins
 from jaxacct.schemes import BMinSep as BMinSep
 from jaxacct.schemes import CyclicPoisson as CyclicPoisson
@@ -26,18 +32,24 @@ __all__ = [
     'BandedToeplitz',
     'base_delta',
     'BMinSep',
+    'calibrate_deterministic',
     'calibrate_noise_multiplier',
     'Calibration',
+    'cyclic_poisson_pld',
     'CyclicPoisson',
     'DeltaEstimate',
     'estimate_delta',
     'Guarantee',
     'MatrixMechanism',
+    'mechanism_pld',
     'minimum_samples',
     'overall_delta',
     'Poisson',
     'privacy_loss',
     'sample_privacy_losses',
+    'sample_truncated_privacy_losses',
+    'truncated_poisson_pld',
+    'truncation_regimes',
     'verify',
 ]
 

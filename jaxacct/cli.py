@@ -5,6 +5,11 @@
 - ``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
   (``calibrate_noise_multiplier``) at the config's (ε, δ).
 
+With ``accountant: pld`` (the default for truncated Poisson and truncated
+cyclic Poisson) both commands use the deterministic PLD accountant instead
+(``mechanism_pld``, ``calibrate_deterministic``): ``estimate`` reports the
+proven δ(ε) (max over directions) and ε(δ), ``calibrate`` the smallest σ.
+
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
 folder (JSON + PNG); ``--force`` runs an accelerator-scale config on CPU.
@@ -24,6 +29,7 @@ import numpy as np
 
 from jaxacct import config as config_lib
 from jaxacct import report
+from jaxacct.deterministic import accountant as deterministic
 from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
@@ -58,8 +64,30 @@ def _output_dir(args, raw) -> pathlib.Path:
       args.config).stem
 
 
+def _estimate_deterministic(args, raw, mechanism) -> dict:
+  adjacency = raw.get('adjacency', 'zero_out')
+  epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
+  pld_ = deterministic.mechanism_pld(mechanism, adjacency=adjacency)
+  deltas = [float(pld_.get_delta_for_epsilon(e)) for e in epsilons]
+  target = raw.get('calibration', {}).get('delta')
+  payload = {
+      'noise_multiplier': float(mechanism.noise_multiplier),
+      'epsilon': None if target is None else float(pld_.get_epsilon_for_delta(target)),
+      'delta': target, 'verified': True, 'method': 'deterministic', 'adjacency': adjacency,
+      'num_samples': 0, 'seed': None, 'epsilons': epsilons, 'delta_of_epsilon': deltas,
+  }
+  folder = _output_dir(args, raw)
+  report.write_json(folder, 'estimate.json', payload)
+  report.plot_delta_curve(folder, epsilons, deltas,
+                          f'δ(ε) by PLD ({adjacency}), σ = {mechanism.noise_multiplier:.4g}')
+  payload['report'] = str(folder)
+  return payload
+
+
 def _estimate(args, raw) -> dict:
   mechanism = config_lib.mechanism_from(raw)
+  if config_lib.accountant_from(raw, mechanism.scheme) == 'pld':
+    return _estimate_deterministic(args, raw, mechanism)
   mc = raw.get('monte_carlo', {})
   num_samples = int(mc.get('num_samples', 100_000))
   seed = int(mc.get('seed', 0))
@@ -92,6 +120,19 @@ def _calibrate(args, raw) -> dict:
     raise config_lib.ConfigError('calibrate needs calibration.epsilon and calibration.delta')
   scheme = config_lib.scheme_from(raw)
   matrix = config_lib.matrix_from(raw, scheme.iterations)
+  if config_lib.accountant_from(raw, scheme) == 'pld':
+    started = time.perf_counter()
+    adjacency = raw.get('adjacency', 'zero_out')
+    mechanism, g = deterministic.calibrate_deterministic(
+        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+        adjacency=adjacency)
+    payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
+               'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
+               'num_samples': 0, 'seed': None, 'seconds': time.perf_counter() - started}
+    folder = _output_dir(args, raw)
+    report.write_json(folder, 'calibration.json', payload)
+    payload['report'] = str(folder)
+    return payload
   seed = int(cal.get('seed', 0))
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                                  'estimation_samples', 'num_candidates') if k in cal}
@@ -102,7 +143,8 @@ def _calibrate(args, raw) -> dict:
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
-      'verified': g.verified, 'method': g.method, 'num_samples': g.num_samples, 'seed': seed,
+      'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
+      'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record,
   }
@@ -114,7 +156,17 @@ def _calibrate(args, raw) -> dict:
 
 
 def _print_human(command: str, payload: dict) -> None:
-  if command == 'estimate':
+  if payload['method'] == 'deterministic':
+    print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic PLD accountant '
+          f'({payload["adjacency"]} adjacency; a proven bound)')
+    if command == 'estimate':
+      print(f'{"epsilon":>8}  {"delta (max over directions)":>28}')
+      for eps, delta in zip(payload['epsilons'], payload['delta_of_epsilon']):
+        print(f'{eps:8.3f}  {delta:28.6e}')
+    if payload['epsilon'] is not None:
+      print(f'({payload["epsilon"]:.6g}, {payload["delta"]:.4g})-DP'
+            + (f' [{payload["seconds"]:.1f} s]' if 'seconds' in payload else ''))
+  elif command == 'estimate':
     print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
           f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee)')
     print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')

@@ -7,7 +7,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     iterations: int
     sampling_prob: float       # or expected_batch_size + dataset_size
     expected_batch_size: float
-    dataset_size: int
+    dataset_size: int          # public (kept in the scheme) only with truncated_batch_size
+    truncated_batch_size: int  # fixed batch size B (pad / cut to a uniformly random subset)
     min_sep: int               # bminsep
     warm_start: bool           # bminsep (default true)
     cycle_length: int          # balls_in_bins, cyclic_poisson
@@ -18,6 +19,9 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (seed 000 §7.1)
     normalize: bool            # divide c_col by its norm (default false)
   noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
+  accountant: auto | monte_carlo | pld   # pld: deterministic (Poisson, cyclic Poisson);
+                               # auto: pld for truncated Poisson / cyclic Poisson, else monte_carlo
+  adjacency: zero_out | add_remove | replace_one   # pld only (default zero_out)
   monte_carlo:                 # `estimate`
     num_samples: int           # per direction
     seed: int
@@ -56,9 +60,11 @@ _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
             'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson}
 SCHEMA: dict[str, Any] = {
     'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
-               'min_sep', 'warm_start', 'cycle_length', 'partition'),
+               'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition'),
     'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize'),
     'noise_multiplier': None,
+    'accountant': None,
+    'adjacency': None,
     'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                     'estimation_samples', 'num_candidates', 'seed'),
@@ -131,7 +137,11 @@ def scheme_from(raw: dict):
   if kind not in _SCHEMES:
     raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
   cls = _SCHEMES[kind]
-  if 'expected_batch_size' in scheme_cfg or 'dataset_size' in scheme_cfg:
+  if 'truncated_batch_size' in scheme_cfg and cls is schemes.BallsInBins:
+    raise ConfigError('scheme.truncated_batch_size: balls_in_bins has no truncated accountant; '
+                      'truncation is supported for bminsep, poisson and cyclic_poisson '
+                      '(equal_split)')
+  if 'expected_batch_size' in scheme_cfg:
     return cls.from_expected_batch_size(**scheme_cfg)
   return cls(**scheme_cfg)
 
@@ -150,6 +160,36 @@ def matrix_from(raw: dict, iterations: int) -> BandedToeplitz:
   if strategy.get('normalize', False):
     c_col = c_col / np.linalg.norm(c_col)
   return BandedToeplitz(c_col)
+
+
+ACCOUNTANTS = ('auto', 'monte_carlo', 'pld')
+ADJACENCIES = ('zero_out', 'add_remove', 'replace_one')
+
+
+def accountant_from(raw: dict, scheme) -> str:
+  """``"monte_carlo"`` or ``"pld"``: the config's choice, or for ``auto`` the tightest that applies.
+
+  ``auto`` picks the deterministic PLD accountant where it is exact and the
+  Monte Carlo one cannot do better: truncated Poisson (seed 001 pairs, tighter
+  than App. D of seed 000 with b = 1) and truncated cyclic Poisson (no MC kernel).
+  """
+  choice = raw.get('accountant', 'auto')
+  if choice not in ACCOUNTANTS:
+    raise ConfigError(f'accountant must be one of {", ".join(ACCOUNTANTS)}, got {choice!r}')
+  adjacency = raw.get('adjacency', 'zero_out')
+  if adjacency not in ADJACENCIES:
+    raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
+  if choice == 'auto':
+    deterministic = scheme.truncates and isinstance(scheme, (schemes.Poisson, schemes.CyclicPoisson))
+    choice = 'pld' if deterministic else 'monte_carlo'
+  if choice == 'pld' and not isinstance(scheme, (schemes.Poisson, schemes.CyclicPoisson)):
+    raise ConfigError(f'accountant: pld is available for poisson and cyclic_poisson schemes, not '
+                      f'{type(scheme).__name__}; use monte_carlo')
+  if choice == 'monte_carlo' and adjacency != 'zero_out':
+    raise ConfigError(f'adjacency: {adjacency} is only for accountant: pld; the Monte Carlo '
+                      'accountants are for zero-out adjacency (equal to add/remove without '
+                      'truncation)')
+  return choice
 
 
 def mechanism_from(raw: dict, noise_multiplier: float | None = None) -> MatrixMechanism:

@@ -7,6 +7,7 @@ from typing import Literal
 
 Method = Literal['verified_mc', 'fallback', 'deterministic', 'estimate', 'conjectural']
 METHODS: tuple[str, ...] = ('verified_mc', 'fallback', 'deterministic', 'estimate', 'conjectural')
+ADJACENCIES: tuple[str, ...] = ('zero_out', 'add_remove', 'replace_one')
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -28,6 +29,11 @@ class Guarantee:
     base_delta: the verification threshold δ_b (None if not verified).
     seed: the raw key words of the randomness used (None if none).
     attempts: verification runs charged by a union bound (1 normally).
+    adjacency: the neighbouring relation of the statement: ``"zero_out"`` (one
+      example replaced by one with zero gradient; the Monte Carlo accountants,
+      equal to add/remove without truncation), ``"add_remove"`` or
+      ``"replace_one"`` (deterministic accountants). Under truncation the
+      dataset size is public in every case.
   """
 
   epsilon: float
@@ -39,10 +45,13 @@ class Guarantee:
   base_delta: float | None = None
   seed: tuple[int, ...] | None = None
   attempts: int = 1
+  adjacency: str = 'zero_out'
 
   def __post_init__(self):
     if self.method not in METHODS:
       raise ValueError(f'method must be one of {", ".join(METHODS)}, got {self.method!r}')
+    if self.adjacency not in ADJACENCIES:
+      raise ValueError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {self.adjacency!r}')
 
   @property
   def verified(self) -> bool:

@@ -48,6 +48,23 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
   return path
 
 
+def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str) -> pathlib.Path:
+  """A proven δ(ε) curve (deterministic accountant) on a log scale."""
+  plt = _plt()
+  folder.mkdir(parents=True, exist_ok=True)
+  fig, ax = plt.subplots(figsize=(6, 4))
+  ax.plot(np.asarray(epsilons), np.maximum(np.asarray(deltas), 1e-300), marker='o')
+  ax.set_yscale('log')
+  ax.set_xlabel('ε')
+  ax.set_ylabel('δ(ε)')
+  ax.set_title(title)
+  fig.tight_layout()
+  path = folder / 'delta.png'
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path
+
+
 def plot_candidates(folder: pathlib.Path, record: dict, base_delta: float,
                     chosen: float) -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""

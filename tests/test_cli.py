@@ -67,3 +67,53 @@ def test_every_shipped_config_is_valid(path):
   scheme = config_lib.scheme_from(raw)
   assert scheme.iterations >= 1
   assert yaml.safe_load(path.read_text())['calibration']['delta'] < 1
+
+
+@pytest.mark.parametrize('name', ['truncated_poisson_dpsgd.yaml', 'truncated_cyclic_poisson.yaml'])
+def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
+  # accountant: auto picks the seed-001 PLD for truncated Poisson / cyclic Poisson.
+  small = ['--set', 'scheme.iterations=40']
+  assert cli.main(['estimate', str(CONFIGS / name), '--json', '--out', str(tmp_path)] + small) == 0
+  result = json.loads(capsys.readouterr().out)
+  assert REQUIRED <= result.keys()
+  assert result['method'] == 'deterministic' and result['verified'] is True
+  assert result['adjacency'] == 'zero_out'
+  deltas = result['delta_of_epsilon']
+  assert deltas == sorted(deltas, reverse=True) and 0 < deltas[0] < 1
+  assert (tmp_path / 'delta.png').is_file()
+  assert cli.main(['calibrate', str(CONFIGS / name), '--json', '--out', str(tmp_path)] + small) == 0
+  calibrated = json.loads(capsys.readouterr().out)
+  assert calibrated['method'] == 'deterministic' and calibrated['noise_multiplier'] > 0
+
+
+def test_truncated_bminsep_estimate_from_the_cli(tmp_path, capsys):
+  code = cli.main(['estimate', str(CONFIGS / 'truncated_bminsep_small.yaml'), '--json', '--out',
+                   str(tmp_path), '--set', 'monte_carlo.num_samples=2000', '--set',
+                   'scheme.iterations=40'])
+  assert code == 0
+  result = json.loads(capsys.readouterr().out)
+  assert result['method'] == 'estimate' and len(result['delta_hat']['add']) == 4
+
+
+@pytest.mark.parametrize('override, message', [
+    ('accountant=pld', 'accountant: pld is available for poisson and cyclic_poisson'),
+    ('adjacency=replace_one', 'adjacency: replace_one is only for accountant: pld'),
+    ('accountant=magic', 'accountant must be one of auto, monte_carlo, pld'),
+    ('scheme.truncated_batch_size=0', 'truncated_batch_size must be an integer >= 1, got 0'),
+])
+def test_bad_accountant_choices(override, message, capsys):
+  assert cli.main(['estimate', str(CONFIGS / 'truncated_bminsep_small.yaml'), '--set',
+                   override]) == 2
+  assert message in capsys.readouterr().err
+
+
+def test_truncation_refused_where_no_accountant_exists(capsys):
+  assert cli.main(['estimate', str(CONFIGS / 'truncated_cyclic_poisson.yaml'), '--set',
+                   'scheme.partition=independent']) == 2
+  assert "needs partition='equal_split'" in capsys.readouterr().err
+  assert cli.main(['estimate', str(CONFIGS / 'truncated_cyclic_poisson.yaml'), '--set',
+                   'adjacency=add_remove']) == 2
+  assert 'removing an example changes the dataset size' in capsys.readouterr().err
+  assert cli.main(['estimate', str(CONFIGS / 'truncated_cyclic_poisson.yaml'), '--set',
+                   'accountant=monte_carlo']) == 2
+  assert 'no Monte Carlo accountant for truncated CyclicPoisson' in capsys.readouterr().err

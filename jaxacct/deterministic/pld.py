@@ -63,7 +63,16 @@ def _(scheme: schemes.BallsInBins, matrix):
 
 @scoped_x64
 def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
-  """max over the scheme's participation patterns x of ‖C·x‖² (exact for these schemes)."""
+  """max over the scheme's participation patterns x of ‖C·x‖² (exact for these schemes).
+
+  Truncation (zero-out adjacency) does not change it: coupling the sampling
+  and truncation randomness under D and D′, the zero example ⊥ takes exactly
+  the batch slots the sensitive example takes, so the released sums differ by
+  C·x' with x' the rounds where it survived, a sub-pattern of a scheme pattern
+  x; with C ≥ 0 the cross terms are non-negative, so ‖C·x'‖ ≤ ‖C·x‖. (The
+  pair of seed 000 App. D, x^P = 2 vs x^Q = −1, is a dominating pair for
+  amplification, not the worst-case sensitivity.)
+  """
   return _sensitivity_squared(scheme, matrix)
 
 
@@ -151,17 +160,30 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
   Q, hence dominated by the worst phase in both directions (joint convexity of
   the hockey-stick divergence): the PLD bounds both partitions.
 
+  A truncating scheme (``scheme.truncates``: ``equal_split`` groups with
+  B < dataset size) is routed to
+  ``truncated_poisson.truncated_cyclic_poisson_pld`` (seed 001 reduction,
+  zero-out adjacency, worst over the group sizes).
+
   Returns:
     a ``dp_accounting.pld.privacy_loss_distribution.PrivacyLossDistribution``
-    (``get_epsilon_for_delta`` / ``get_delta_for_epsilon``).
+    (``get_epsilon_for_delta`` / ``get_delta_for_epsilon``); for a truncating
+    scheme with two group sizes, a ``truncated_poisson.WorstCasePLD`` with the
+    same two methods.
 
   References:
     Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS
-    2023 (cyclic Poisson amplification); Dong & Ganesh, arXiv 2602.09338v2, §3.
+    2023 (cyclic Poisson amplification); Dong & Ganesh, arXiv 2602.09338v2, §3;
+    Ganesh, arXiv 2508.15089, remark after Thm 3.1 (truncation).
   """
   from dp_accounting.pld import privacy_loss_distribution as pld_lib
   if not isinstance(scheme, schemes.CyclicPoisson):
     raise TypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+  if scheme.truncates:
+    from jaxacct.deterministic import truncated_poisson  # local: only truncating schemes need it
+    return truncated_poisson.truncated_cyclic_poisson_pld(
+        scheme, matrix, noise_multiplier, adjacency='zero_out',
+        value_discretization_interval=value_discretization_interval)
   if matrix.num_bands > scheme.cycle_length:
     raise ValueError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
                      f'got {matrix.num_bands}')

@@ -25,6 +25,7 @@ from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
 from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
+from jaxacct.montecarlo.binomial import binomial
 
 
 def _bernoulli_trials(keys: jax.Array, length: int, sampling_prob: jax.Array) -> jax.Array:
@@ -148,13 +149,6 @@ def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) ->
   return jnp.where(k_star >= 0, strided_cumsum[jnp.clip(k_star, 0, None)], 0.0)
 
 
-def _binomial(keys: jax.Array, counts: jax.Array, prob: jax.Array) -> jax.Array:
-  """One Binomial(count, prob) draw per key (jax.random.binomial: inversion / BTRS), int64."""
-  draws = jax.vmap(lambda k, c: jax.random.binomial(k, c, prob, dtype=jnp.float64))(
-      keys, counts.astype(jnp.float64))
-  return draws.astype(jnp.int64)
-
-
 def stationary_history(spec: KernelSpec, keys: jax.Array, params: SchemeParams) -> jax.Array:
   """Warm-start history of the m − 1 other examples: (N, b − 1) counts, column k − 1 = state k.
 
@@ -172,7 +166,7 @@ def stationary_history(spec: KernelSpec, keys: jax.Array, params: SchemeParams) 
   def draw(remaining, k):
     # Pr[state k | not in states 1 … k − 1] for categories in the order 1, …, b − 1, 0.
     conditional = jnp.minimum(state_prob / (1.0 - (k.astype(jnp.float64) - 1) * state_prob), 1.0)
-    count = _binomial(jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys), remaining,
+    count = binomial(jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys), remaining,
                       conditional)
     return remaining - count, count
 
@@ -198,7 +192,7 @@ def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) ->
   round_keys = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
   if b == 1:
     def draw_iid(_, i):
-      return None, _binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others, p)
+      return None, binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others, p)
     _, rest = lax.scan(draw_iid, None, jnp.arange(n, dtype=jnp.uint32))
     return rest.T.astype(jnp.int32)
   if spec.warm_start:
@@ -211,7 +205,7 @@ def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) ->
 
   def step(carry, i):
     buffer, blocked = carry
-    draws = _binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others - blocked, p)
+    draws = binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others - blocked, p)
     slot = i % (b - 1)
     leaving = lax.dynamic_index_in_dim(buffer, slot, keepdims=False)
     buffer = lax.dynamic_update_index_in_dim(buffer, draws, slot, axis=0)
