@@ -289,3 +289,22 @@ def test_schemes_without_a_truncated_accountant_refuse_truncation():
   assert kept.dataset_size == 1000 and kept.truncates
   assert jaxacct.BMinSep.from_expected_batch_size(
       expected_batch_size=10, dataset_size=1000, iterations=5, min_sep=2).dataset_size is None
+
+
+def test_batch_size_table_regimes():
+  # Speed only (exactness is tested in test_binomial.py), but the regimes must be the intended
+  # ones: a row per pool size for moderate pools, one row plus a small-mean remainder for the
+  # §7.4 production shape, none when no table of ≤ 2²⁰ entries covers the pool's 8-s.d. window.
+  from jaxacct.montecarlo import participation
+  rows = participation.batch_size_table(jaxacct.BMinSep(
+      sampling_prob=0.5, iterations=10, min_sep=16, truncated_batch_size=110, dataset_size=3200))
+  assert rows.cdf.shape[0] > 100 and int(rows.max_extra) == 0
+  production = participation.batch_size_table(jaxacct.BMinSep.from_expected_batch_size(
+      expected_batch_size=1793, dataset_size=14_745_600, iterations=10, min_sep=256,
+      truncated_batch_size=2048))
+  assert production.cdf.shape[0] == 1 and int(production.max_extra) * 1.25e-4 <= 4.0
+  assert participation.batch_size_table(jaxacct.BMinSep(
+      sampling_prob=0.2, iterations=10, min_sep=4, truncated_batch_size=30_000,
+      dataset_size=100_000)) is None
+  assert participation.batch_size_table(jaxacct.BMinSep(
+      sampling_prob=0.7, iterations=10, min_sep=2, truncated_batch_size=3, dataset_size=50)) is None

@@ -57,11 +57,14 @@ class SchemeParams(NamedTuple):
     sampling_prob: p, float64 scalar.
     truncated_batch_size: B, int64 scalar (0 when not truncated).
     dataset_size: m, int64 scalar (0 when not truncated).
+    batch_size_table: the fast path of the other examples' batch-size draws
+      (``binomial.InversionTable``) or None; its length is a static shape.
   """
 
   sampling_prob: jax.Array
   truncated_batch_size: jax.Array
   dataset_size: jax.Array
+  batch_size_table: object = None
 
 
 @functools.singledispatch
@@ -105,12 +108,14 @@ def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
 
 def scheme_params(mechanism: MatrixMechanism) -> SchemeParams:
   """The traced parameters of the mechanism's scheme, as device scalars."""
+  from jaxacct.montecarlo.participation import batch_size_table  # local: participation imports us
   scheme = mechanism.scheme
   truncates = scheme.truncates
   return SchemeParams(
       jnp.asarray(sampling_prob(mechanism), jnp.float64),
       jnp.asarray(scheme.truncated_batch_size if truncates else 0, jnp.int64),
-      jnp.asarray(scheme.dataset_size if truncates else 0, jnp.int64))
+      jnp.asarray(scheme.dataset_size if truncates else 0, jnp.int64),
+      batch_size_table(scheme) if truncates else None)
 
 
 def sampling_prob(mechanism: MatrixMechanism) -> float:

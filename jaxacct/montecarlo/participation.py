@@ -19,13 +19,16 @@ References:
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
 from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
-from jaxacct.montecarlo.binomial import binomial
+from jaxacct.montecarlo.binomial import (InversionTable, binomial, inversion_table, table_binomial,
+                                         table_uniforms)
 
 
 def _bernoulli_trials(keys: jax.Array, length: int, sampling_prob: jax.Array) -> jax.Array:
@@ -175,6 +178,43 @@ def stationary_history(spec: KernelSpec, keys: jax.Array, params: SchemeParams) 
   return counts.T
 
 
+# Table fast path for the batch-size draws: the pool size k is covered to 8 s.d., by one CDF row
+# per count if that takes at most _TABLE_MAX_ENTRIES entries, else by one row plus a remainder
+# Binomial(k − K, p) of mean at most _TABLE_MAX_EXTRA_MEAN (small p).
+_TABLE_WINDOW_SD = 8.0
+_TABLE_MAX_EXTRA_MEAN = 4.0
+_TABLE_MAX_ENTRIES = 1 << 20
+
+
+@functools.lru_cache(maxsize=32)  # schemes are frozen and hashable; building takes ~0.1 s
+def batch_size_table(scheme) -> InversionTable | None:
+  """Host: the ``InversionTable`` for a truncated scheme's batch-size draws, or None.
+
+  Under warm start each other example is barred independently w.p. (b − 1)p₀,
+  so the pool size is k = (m − 1) − Binomial(m − 1, (b − 1)p₀), mean μ and
+  s.d. s; the table covers k ∈ [μ − 8s, μ + 8s] (b = 1: k = m − 1 exactly).
+  Counts outside (cold-start rounds, far tails) fall back to the exact general
+  sampler, so the table only affects speed. None when p > 1/2 or no table of
+  at most 2²⁰ entries covers the window.
+  """
+  p = float(scheme.sampling_prob)
+  others = scheme.dataset_size - 1
+  if p > 0.5 or others < 1:
+    return None
+  barred = (scheme.min_sep - 1) * scheme.expected_participation_rate
+  mean = others * (1.0 - barred)
+  spread = _TABLE_WINDOW_SD * (others * barred * (1.0 - barred)) ** 0.5
+  base = max(0, int(mean - spread))
+  top = min(others, int(mean + spread) + 1)
+  row_length = 2 * (9.0 * (top * p * (1.0 - p)) ** 0.5 + 2.0) + 1.0
+  if (top - base + 1) * row_length <= _TABLE_MAX_ENTRIES:
+    return inversion_table(base, top - base + 1, p, 0)
+  max_extra = int(_TABLE_MAX_EXTRA_MEAN / p)
+  if base + max_extra < top:
+    return None
+  return inversion_table(base, 1, p, max_extra)
+
+
 def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) -> jax.Array:
   """The other examples' pre-truncation batch sizes r, batch-major int32 (N, n).
 
@@ -182,18 +222,29 @@ def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) ->
   sampled in the last b − 1 rounds are barred, including those truncated away
   (seed 000 App. D; spec 000 §5.5). Cold start has no history; warm start
   starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
-  b − 1 counts in a circular buffer (slot i mod (b − 1) holds r_{i−b+1}, the
-  count leaving the window after round i).
+  b − 1 counts in a circular buffer (before round i, slot i mod (b − 1) holds
+  r_{i−b+1}, the count leaving the window after round i; it is carried
+  alongside).
   """
   n, b = spec.iterations, spec.period
   num = keys.shape[0]
   p = params.sampling_prob
+  table = params.batch_size_table
   others = jnp.broadcast_to(params.dataset_size - 1, (num,)).astype(jnp.int64)
   round_keys = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
+  # Table path: all rounds' uniforms drawn up front; round keys only for the rare fallback.
+  uniforms = table_uniforms(round_keys, n) if table is not None else jnp.zeros((n, 0))
+
+  def draw(i, u, counts):
+    def keys_of_round():
+      return jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys)
+    if table is None:
+      return binomial(keys_of_round(), counts, p)
+    return table_binomial(u, counts, p, table, keys_of_round)
+
+  rounds = jnp.arange(n, dtype=jnp.uint32)
   if b == 1:
-    def draw_iid(_, i):
-      return None, binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others, p)
-    _, rest = lax.scan(draw_iid, None, jnp.arange(n, dtype=jnp.uint32))
+    _, rest = lax.scan(lambda _, xs: (None, draw(xs[0], xs[1], others)), None, (rounds, uniforms))
     return rest.T.astype(jnp.int32)
   if spec.warm_start:
     history = stationary_history(spec, keys, params)  # column k − 1: joined in round −k
@@ -203,15 +254,17 @@ def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) ->
   else:
     buffer = jnp.zeros((b - 1, num), jnp.int64)
 
-  def step(carry, i):
-    buffer, blocked = carry
-    draws = binomial(jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys), others - blocked, p)
-    slot = i % (b - 1)
-    leaving = lax.dynamic_index_in_dim(buffer, slot, keepdims=False)
-    buffer = lax.dynamic_update_index_in_dim(buffer, draws, slot, axis=0)
-    return (buffer, blocked + draws - leaving), draws
+  def step(carry, xs):
+    buffer, blocked, leaving = carry
+    i, u = xs
+    draws = draw(i, u, others - blocked)
+    buffer = lax.dynamic_update_index_in_dim(buffer, draws, i % (b - 1), axis=0)
+    # Read the next leaving count *after* the write: reading the slot before overwriting it
+    # made XLA copy the whole (b − 1, N) buffer every round (measured 6× slower at b = 256).
+    upcoming = lax.dynamic_index_in_dim(buffer, (i + 1) % (b - 1), keepdims=False)
+    return (buffer, blocked + draws - leaving, upcoming), draws
 
-  _, rest = lax.scan(step, (buffer, jnp.sum(buffer, axis=0)), jnp.arange(n, dtype=jnp.uint32))
+  _, rest = lax.scan(step, (buffer, jnp.sum(buffer, axis=0), buffer[0]), (rounds, uniforms))
   return rest.T.astype(jnp.int32)
 
 
