@@ -3,6 +3,8 @@
 Public API (re-exported; nothing is computed at import).
 """
 
+from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
+from jaxacct.batching.attribution import bound_contributions as bound_contributions
 from jaxacct.deterministic.accountant import calibrate_deterministic as calibrate_deterministic
 from jaxacct.deterministic.accountant import mechanism_pld as mechanism_pld
 from jaxacct.deterministic.pld import cyclic_poisson_pld as cyclic_poisson_pld
@@ -28,10 +30,12 @@ from jaxacct.schemes import CyclicPoisson as CyclicPoisson
 from jaxacct.schemes import Poisson as Poisson
 
 __all__ = [
+    'AttributionGraph',
     'BallsInBins',
     'BandedToeplitz',
     'base_delta',
     'BMinSep',
+    'bound_contributions',
     'calibrate_deterministic',
     'calibrate_noise_multiplier',
     'Calibration',

@@ -137,10 +137,6 @@ def scheme_from(raw: dict):
   if kind not in _SCHEMES:
     raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
   cls = _SCHEMES[kind]
-  if 'truncated_batch_size' in scheme_cfg and cls is schemes.BallsInBins:
-    raise ConfigError('scheme.truncated_batch_size: balls_in_bins has no truncated accountant; '
-                      'truncation is supported for bminsep, poisson and cyclic_poisson '
-                      '(equal_split)')
   if 'expected_batch_size' in scheme_cfg:
     return cls.from_expected_batch_size(**scheme_cfg)
   return cls(**scheme_cfg)

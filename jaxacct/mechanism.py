@@ -56,6 +56,9 @@ class MatrixMechanism:
       raise TypeError(f'scheme must be a jaxacct sampling scheme, got {self.scheme!r}')
     if not isinstance(self.matrix, BandedToeplitz):
       raise TypeError(f'matrix must be a jaxacct.BandedToeplitz, got {self.matrix!r}')
+    if _validate.real_number('noise_multiplier', self.noise_multiplier) == 0.0:
+      raise ValueError('noise_multiplier σ = 0 is not differentially private (no noise); '
+                       'pass σ > 0')
     _validate.positive_finite('noise_multiplier', self.noise_multiplier)
     limit = self.scheme.max_band_length
     if limit is not None and self.matrix.num_bands > limit:

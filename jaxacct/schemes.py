@@ -249,14 +249,21 @@ class BallsInBins(SamplingScheme):
   Attributes:
     iterations: n ≥ 1.
     cycle_length: T ≥ 1 (the epoch length in rounds).
+    truncated_batch_size, dataset_size: must stay None (no truncated accountant).
   """
 
   iterations: int
   cycle_length: int
+  truncated_batch_size: None = None
+  dataset_size: None = None
 
   def __post_init__(self):
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('cycle_length', self.cycle_length, 1)
+    if self.truncated_batch_size is not None or self.dataset_size is not None:
+      raise ValueError('BallsInBins has no truncated accountant: truncated_batch_size and '
+                       'dataset_size must be None (truncation is supported for Poisson, BMinSep '
+                       "and CyclicPoisson(partition='equal_split'))")
 
   @property
   def expected_participation_rate(self) -> float:

@@ -137,3 +137,17 @@ def test_table_lanes_are_independent_of_other_lanes():
   together = _table_draw(4, mixed, 0.1, table)
   np.testing.assert_array_equal(together[::2], _table_draw(4, np.full(N, 420), 0.1, table)[::2])
   np.testing.assert_array_equal(together[1::2], _table_draw(4, np.full(N, 470), 0.1, table)[1::2])
+
+
+def test_inversion_stops_at_the_cdf_rounding_plateau():
+  # u above the float CDF's plateau (≈ 1 − 4e-16) must not walk to k = count (1e5 steps).
+  u = jnp.asarray([1.0 - 2.0**-54, 0.5])
+  k = scoped_x64(lambda: binomial._invert(u, jnp.asarray([1e5, 1e5]), jnp.asarray(1e-4)))()
+  assert 10 < float(k[0]) < 60 and float(k[1]) == stats.binom.ppf(0.5, 100_000, 1e-4)
+
+
+def test_binomial_refuses_to_run_without_x64():
+  keys = jax.random.split(jax.random.key(0), 4)
+  with jax.enable_x64(False):
+    with pytest.raises(RuntimeError, match='need 64-bit types'):
+      binomial.binomial(keys, jnp.asarray([5, 5, 5, 5]), 0.3)

@@ -15,9 +15,14 @@ def test_positional_and_keyword_construction_agree():
       scheme=_bminsep(), matrix=jaxacct.BandedToeplitz(c_col=[1.0, 0.5]), noise_multiplier=1.0)
 
 
-@pytest.mark.parametrize('sigma', [0.0, -1.0, float('nan'), float('inf')])
-def test_noise_multiplier_must_be_positive_and_finite(sigma):
-  with pytest.raises(ValueError, match='noise_multiplier must be finite and > 0'):
+@pytest.mark.parametrize('sigma, message', [
+    (0.0, 'noise_multiplier σ = 0 is not differentially private'),
+    (-1.0, 'noise_multiplier must be finite and > 0'),
+    (float('nan'), 'noise_multiplier must be finite and > 0'),
+    (float('inf'), 'noise_multiplier must be finite and > 0'),
+])
+def test_noise_multiplier_must_be_positive_and_finite(sigma, message):
+  with pytest.raises(ValueError, match=message):
     jaxacct.MatrixMechanism(_bminsep(), jaxacct.BandedToeplitz([1.0]), sigma)
 
 

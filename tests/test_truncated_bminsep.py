@@ -280,9 +280,11 @@ def test_schemes_without_a_truncated_accountant_refuse_truncation():
   with pytest.raises(ValueError, match="needs partition='equal_split'"):
     jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=4, cycle_length=2,
                           truncated_batch_size=3, dataset_size=10)
-  with pytest.raises(TypeError, match='truncated_batch_size'):
+  with pytest.raises(ValueError, match='BallsInBins has no truncated accountant'):
     jaxacct.BallsInBins(iterations=4, cycle_length=2, truncated_batch_size=3,  # type: ignore
                         dataset_size=10)
+  with pytest.raises(ValueError, match='σ = 0 is not differentially private'):
+    jaxacct.MatrixMechanism(_mechanism().scheme, jaxacct.BandedToeplitz([1.0]), 0.0)
   # from_expected_batch_size keeps the dataset size only when truncating.
   kept = jaxacct.BMinSep.from_expected_batch_size(expected_batch_size=10, dataset_size=1000,
                                                   iterations=5, min_sep=2, truncated_batch_size=12)

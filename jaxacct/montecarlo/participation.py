@@ -231,9 +231,12 @@ def rest_batch_sizes(spec: KernelSpec, keys: jax.Array, params: SchemeParams) ->
   p = params.sampling_prob
   table = params.batch_size_table
   others = jnp.broadcast_to(params.dataset_size - 1, (num,)).astype(jnp.int64)
-  round_keys = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
-  # Table path: all rounds' uniforms drawn up front; round keys only for the rare fallback.
-  uniforms = table_uniforms(round_keys, n) if table is not None else jnp.zeros((n, 0))
+  rest_keys = jax.vmap(lambda k: jax.random.fold_in(k, 3))(keys)
+  # Separate subtrees: 0 → the table path's uniforms (all rounds, drawn up front), 1 → one key
+  # per round for the general sampler (the table path's rare fallback).
+  table_keys = jax.vmap(lambda k: jax.random.fold_in(k, 0))(rest_keys)
+  round_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(rest_keys)
+  uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
 
   def draw(i, u, counts):
     def keys_of_round():

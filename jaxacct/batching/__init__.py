@@ -1,0 +1,39 @@
+"""Host-side data preparation: attribution graphs and (later) batch iterators.
+
+Where the code runs: everything in ``jaxacct.batching`` is host code (NumPy and
+scipy.sparse, randomness from a ``np.random.Generator`` named ``rng``); nothing
+here touches JAX devices. It prepares the *public* inputs the accountant
+analyses, so what is trained is what is accounted: ``attribution`` holds the
+example → users hypergraph of the multi-attribution (user-level) setting and
+the greedy contribution bounding that precedes multi-attribution b-min-sep
+sampling (seed 000 §6, App. C). Batch iterators for every sampling scheme
+(pad/truncate to a fixed batch size) will live next to it.
+
+Notation (seed 000 = Dong & Ganesh, arXiv 2602.09338v2, §6 and App. C;
+Ganesh, McKenna, McMahan, Smith, Wu, "It's My Data Too", arXiv 2503.03622):
+
+==========================  ======  ==============================================
+API name                    paper   meaning
+==========================  ======  ==============================================
+``users_of(e)``             U(e)    users the example e is attributed to
+``examples_of(u)``          D_u     examples attributed to user u
+``neighbourhood(e)``        N(e)    {e' : U(e') ∩ U(e) ≠ ∅}, always including e
+``max_examples_per_user``   k_u     contribution bound: examples kept per user
+``max_neighbourhood_size``  k_e     optional bound on |N(e)| in the kept graph
+==========================  ======  ==============================================
+"""
+
+from __future__ import annotations
+
+from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
+from jaxacct.batching.attribution import BoundedAttribution as BoundedAttribution
+from jaxacct.batching.attribution import bound_contributions as bound_contributions
+from jaxacct.batching.attribution import (
+    rule_of_thumb_max_neighbourhood_size as rule_of_thumb_max_neighbourhood_size)
+
+__all__ = [
+    'AttributionGraph',
+    'BoundedAttribution',
+    'bound_contributions',
+    'rule_of_thumb_max_neighbourhood_size',
+]
