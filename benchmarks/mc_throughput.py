@@ -104,9 +104,18 @@ class Config:
   production: bool = False
   truncated_batch_size: int | None = None  # seed 000 App. D (with dataset_size)
   dataset_size: int | None = None
+  max_examples_per_user: int | None = None  # multi-attribution (seed 000 §6; no jax_privacy MC)
+
+  @property
+  def has_jax_privacy(self) -> bool:
+    return self.max_examples_per_user is None
 
   def mechanism(self, noise_multiplier: float = NOISE_MULTIPLIER) -> jaxacct.MatrixMechanism:
-    if self.kind == 'bminsep':
+    if self.max_examples_per_user is not None:
+      scheme = jaxacct.MultiAttributionBMinSep(
+          sampling_prob=self.sampling_prob, iterations=self.iterations, min_sep=self.period,
+          max_examples_per_user=self.max_examples_per_user)
+    elif self.kind == 'bminsep':
       scheme = jaxacct.BMinSep(sampling_prob=self.sampling_prob, iterations=self.iterations,
                                min_sep=self.period, warm_start=self.warm_start,
                                truncated_batch_size=self.truncated_batch_size,
@@ -145,6 +154,9 @@ def configs(quick: bool) -> list[Config]:
              s1000, jp1000, truncated_batch_size=110, dataset_size=3200),
       Config('production n=7200 b=256 p=.03 warm', 'bminsep', 7200, 256, 256, 0.03, True, s7200,
              jp7200, production=True),
+      # Issue 6: multi-attribution b-min-sep (Theorem 6.1), k_u examples per user, cold start.
+      *[Config(f'multi-attribution n=1000 b=16 k_u={k}', 'bminsep', 1000, 16, 16, 0.1, False,
+               s1000, jp1000, max_examples_per_user=k) for k in (1, 2, 4)],
       # Seed 000 §7.4 as run: truncated to B = 2048 over 14,745,600 examples, expected batch 1793.
       Config('truncated production n=7200 b=256 B=2048', 'bminsep', 7200, 256, 256,
              _PRODUCTION_P, True, s7200, jp7200, truncated_batch_size=2048,
@@ -234,7 +246,8 @@ def run_throughput(cfgs: list[Config], repeats: int, use_jp: bool, max_wait: flo
   for config in cfgs:
     mechanism = config.mechanism()
     c_col = fhu_coefficients(config.bands)
-    strategy = config.jp_strategy() if use_jp else None
+    use_jp_here = use_jp and config.has_jax_privacy
+    strategy = config.jp_strategy() if use_jp_here else None
     for direction in DIRECTIONS:
       if max_wait > 0:
         wait_for_idle(max_wait, log=log)
@@ -246,7 +259,7 @@ def run_throughput(cfgs: list[Config], repeats: int, use_jp: bool, max_wait: flo
         first = _timed(_jaxacct_call(config, mechanism, dtype, direction, 0))
         again = _timed(_jaxacct_call(config, mechanism, dtype, direction, 1))
         compile_s[dname] = max(0.0, first - again)
-      if use_jp:
+      if use_jp_here:
         _timed(_jp_call(config, strategy, c_col, direction, 0))
       best = {dname: float('inf') for dname, _ in DTYPES}
       best_jp = float('inf')
@@ -254,9 +267,9 @@ def run_throughput(cfgs: list[Config], repeats: int, use_jp: bool, max_wait: flo
         for dname, dtype in DTYPES:
           best[dname] = min(best[dname],
                             _timed(_jaxacct_call(config, mechanism, dtype, direction, 2 + r)))
-        if use_jp:
+        if use_jp_here:
           best_jp = min(best_jp, _timed(_jp_call(config, strategy, c_col, direction, 2 + r)))
-      us_jp = best_jp / config.jp_samples * 1e6 if use_jp else None
+      us_jp = best_jp / config.jp_samples * 1e6 if use_jp_here else None
       others = others_cores(snap, _cpu_snapshot())
       for dname, _ in DTYPES:
         row = Row(config.name, dname, direction, best[dname] / config.samples * 1e6, us_jp,

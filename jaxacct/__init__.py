@@ -27,6 +27,7 @@ from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sampl
 from jaxacct.schemes import BallsInBins as BallsInBins
 from jaxacct.schemes import BMinSep as BMinSep
 from jaxacct.schemes import CyclicPoisson as CyclicPoisson
+from jaxacct.schemes import MultiAttributionBMinSep as MultiAttributionBMinSep
 from jaxacct.schemes import Poisson as Poisson
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     'Guarantee',
     'MatrixMechanism',
     'mechanism_pld',
+    'MultiAttributionBMinSep',
     'minimum_samples',
     'overall_delta',
     'Poisson',

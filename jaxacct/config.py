@@ -3,7 +3,7 @@
 Schema (every key below; unknown keys are errors that name the key and the valid ones)::
 
   scheme:                      # the sampling scheme (public information)
-    type: bminsep | poisson | balls_in_bins | cyclic_poisson
+    type: bminsep | poisson | balls_in_bins | cyclic_poisson | multi_attribution
     iterations: int
     sampling_prob: float       # or expected_batch_size + dataset_size
     expected_batch_size: float
@@ -13,6 +13,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     warm_start: bool           # bminsep (default true)
     cycle_length: int          # balls_in_bins, cyclic_poisson
     partition: independent | equal_split   # cyclic_poisson
+    max_examples_per_user: int # multi_attribution (k_u after contribution bounding; give
+                               # sampling_prob: the batch size depends on the graph)
   strategy:                    # exactly one of c_col / square_root_bands / optimized_bands
     c_col: [floats]
     square_root_bands: int     # the square-root (FHU) coefficients
@@ -57,10 +59,12 @@ from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_ro
 from jaxacct.mechanism import MatrixMechanism
 
 _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
-            'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson}
+            'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson,
+            'multi_attribution': schemes.MultiAttributionBMinSep}
 SCHEMA: dict[str, Any] = {
     'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
-               'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition'),
+               'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition',
+               'max_examples_per_user'),
     'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize'),
     'noise_multiplier': None,
     'accountant': None,
@@ -138,6 +142,9 @@ def scheme_from(raw: dict):
     raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
   cls = _SCHEMES[kind]
   if 'expected_batch_size' in scheme_cfg:
+    if not hasattr(cls, 'from_expected_batch_size'):
+      raise ConfigError(f'scheme.expected_batch_size is not available for {kind} (the batch size '
+                        'depends on the attribution graph); give scheme.sampling_prob')
     return cls.from_expected_batch_size(**scheme_cfg)
   return cls(**scheme_cfg)
 

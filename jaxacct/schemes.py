@@ -359,3 +359,61 @@ class CyclicPoisson(SamplingScheme):
     return cls(sampling_prob=min(1.0, rate * cycle_length), iterations=iterations,
                cycle_length=cycle_length, partition=partition,
                **_truncation(truncated_batch_size, dataset_size))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MultiAttributionBMinSep(SamplingScheme):
+  """Multi-attribution b-min-sep sampling (seed 000 §6.2, Algorithm 3), user-level.
+
+  Every example is attributed to a public set of users. In round i each example
+  is put in an interim sample S_i with probability p; the batch is S_i minus
+  every example sharing a user with an example of S_{i−b+1}, …, S_{i−1}.
+  After contribution bounding (``jaxacct.bound_contributions``) every user has
+  at most k_u examples.
+
+  Accounting (Theorem 6.1, proven for Algorithm 3): a user's participation
+  vector is dominated by x with x_i ~ Binomial(k_u, p) when none of the
+  previous b − 1 rounds is positive, else 0, i.e. b-min-sep of the *user* with
+  per-round success probability p_u = 1 − (1 − p)^{k_u} and a zero-truncated
+  Binomial(k_u, p) multiplicity per participation. It is a cold-start
+  analysis; a warm start by burn-in (§6.4) is a post-processing of it, so the
+  same accounting holds. With k_u = 1 and one user per example it is exactly
+  cold-start ``BMinSep``. The guarantee is user-level: zero-out of all of one
+  user's examples.
+
+  Attributes:
+    sampling_prob: p ∈ (0, 1], the interim sampling probability.
+    iterations: n ≥ 1.
+    min_sep: b ≥ 1.
+    max_examples_per_user: k_u ≥ 1 (after contribution bounding).
+  """
+
+  sampling_prob: float
+  iterations: int
+  min_sep: int
+  max_examples_per_user: int
+
+  def __post_init__(self):
+    _validate.probability('sampling_prob', self.sampling_prob)
+    _validate.integer_at_least('iterations', self.iterations, 1)
+    _validate.integer_at_least('min_sep', self.min_sep, 1)
+    _validate.integer_at_least('max_examples_per_user', self.max_examples_per_user, 1)
+
+  @property
+  def user_sampling_prob(self) -> float:
+    """p_u = 1 − (1 − p)^{k_u}: an available user takes part in a round (Theorem 6.1)."""
+    return -math.expm1(self.max_examples_per_user * math.log1p(-float(self.sampling_prob))) \
+        if self.sampling_prob < 1 else 1.0
+
+  @property
+  def expected_participation_rate(self) -> float:
+    """Stationary rate of the *user's* participation rounds in the Theorem 6.1 model.
+
+    p_u / (1 + (b − 1)p_u); the per-example batch size depends on the graph.
+    """
+    p_u = self.user_sampling_prob
+    return p_u / (1.0 + (self.min_sep - 1) * p_u)
+
+  @property
+  def max_band_length(self) -> int:
+    return self.min_sep

@@ -117,3 +117,18 @@ def test_truncation_refused_where_no_accountant_exists(capsys):
   assert cli.main(['estimate', str(CONFIGS / 'truncated_cyclic_poisson.yaml'), '--set',
                    'accountant=monte_carlo']) == 2
   assert 'no Monte Carlo accountant for truncated CyclicPoisson' in capsys.readouterr().err
+
+
+def test_multi_attribution_scheme_from_a_config(tmp_path, capsys):
+  config = tmp_path / 'multi.yaml'
+  config.write_text(yaml.safe_dump({
+      'scheme': {'type': 'multi_attribution', 'iterations': 24, 'sampling_prob': 0.05,
+                 'min_sep': 4, 'max_examples_per_user': 2},
+      'strategy': {'square_root_bands': 4, 'normalize': True},
+      'noise_multiplier': 1.0, 'monte_carlo': {'num_samples': 2000, 'epsilons': [1.0, 2.0]},
+      'calibration': {'epsilon': 2.0, 'delta': 1e-3}}))
+  assert cli.main(['estimate', str(config), '--json', '--out', str(tmp_path)]) == 0
+  result = json.loads(capsys.readouterr().out)
+  assert result['method'] == 'estimate' and len(result['delta_hat']['remove']) == 2
+  assert cli.main(['estimate', str(config), '--set', 'scheme.expected_batch_size=10']) == 2
+  assert 'depends on the attribution graph' in capsys.readouterr().err

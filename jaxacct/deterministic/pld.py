@@ -48,6 +48,14 @@ def _(scheme: schemes.BMinSep, matrix):
 
 
 @_sensitivity_squared.register
+def _(scheme: schemes.MultiAttributionBMinSep, matrix):
+  # Up to k_u examples of the user in a round, rounds b apart; C ≥ 0, so all-k_u is the max.
+  k = scheme.max_examples_per_user
+  return float(k * k * min_sep_sensitivity_squared(matrix.c_col, scheme.min_sep,
+                                                    scheme.iterations))
+
+
+@_sensitivity_squared.register
 def _(scheme: schemes.CyclicPoisson, matrix):
   # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
   return float(np.sum(np.asarray(matrix.column_squared_norms(scheme.iterations))[::scheme.cycle_length]))

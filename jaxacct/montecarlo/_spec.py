@@ -38,6 +38,7 @@ class KernelSpec(NamedTuple):
     truncated: batches are cut to ``truncated_batch_size`` (seed 000 App. D):
       the outputs carry the other examples' batch sizes r and the pair is
       P = N(C·x^P, σ²I), Q = N(C·x^Q, σ²I) (Corollary D.2).
+    multiplicity: k_u of multi-attribution b-min-sep (Theorem 6.1; 1 otherwise).
   """
 
   kind: str
@@ -48,6 +49,7 @@ class KernelSpec(NamedTuple):
   num_bands: int
   dtype: str
   truncated: bool = False
+  multiplicity: int = 1
 
 
 class SchemeParams(NamedTuple):
@@ -84,6 +86,11 @@ def _(scheme: schemes.BMinSep):
 
 
 @_structure.register
+def _(scheme: schemes.MultiAttributionBMinSep):
+  return 'bminsep', scheme.min_sep, False, ''  # cold start (seed 000 §6.4)
+
+
+@_structure.register
 def _(scheme: schemes.BallsInBins):
   return 'balls_in_bins', scheme.cycle_length, False, ''
 
@@ -103,7 +110,8 @@ def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
         'Poisson (equal_split) is accounted deterministically by jaxacct.cyclic_poisson_pld '
         '(seed 001 reduction)')
   return KernelSpec(kind, mechanism.iterations, period, warm, partition,
-                    mechanism.matrix.num_bands, np.dtype(dtype).name, scheme.truncates)
+                    mechanism.matrix.num_bands, np.dtype(dtype).name, scheme.truncates,
+                    getattr(scheme, 'max_examples_per_user', 1))
 
 
 def scheme_params(mechanism: MatrixMechanism) -> SchemeParams:

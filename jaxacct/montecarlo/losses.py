@@ -29,7 +29,7 @@ from jax import lax
 
 from jaxacct.matrices import BandedToeplitz
 from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
-from jaxacct.montecarlo.participation import balls_in_bins_modes
+from jaxacct.montecarlo.participation import balls_in_bins_modes, multiplicity_log_weights
 
 def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
   """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; batch-major (N, n)."""
@@ -200,6 +200,24 @@ def _truncated_log_ratio(d, norms, rest, truncation, params, noise_multiplier, m
   return both[:num] - both[num:]
 
 
+def multi_attribution_log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: jax.Array,
+                                two_var: jax.Array, min_sep: int, multiplicity: int) -> jax.Array:
+  """ln P/Q of multi-attribution b-min-sep by Theorem 6.1's recursion (seed 000 §6.3), log space.
+
+  f_i = (1 − p)^{k_u} f_{i+1} + Σ_{j=1}^{k_u} Pr[Bin(k_u, p) = j]·N(j c_i)/N(0)·f_{i+b}
+  is Eq. (1) with p_u = 1 − (1 − p)^{k_u} in place of p and the per-round
+  log-likelihood ratio replaced by the zero-truncated mixture
+  a_i = logsumexp_j [log Pr[Bin = j | ≥ 1] + (2j d_i − j² s_i)/(2σ²)], so it
+  runs through ``bminsep_log_ratio`` (cold start).
+  """
+  dtype = d.dtype
+  log_p_u, log_weights = multiplicity_log_weights(sampling_prob, multiplicity)
+  j = jnp.arange(1, multiplicity + 1, dtype=dtype)
+  terms = (log_weights.astype(dtype)
+           + (2.0 * j * d[..., None] - jnp.square(j) * norms[..., None]) / two_var)
+  return bminsep_log_ratio(jax.nn.logsumexp(terms, axis=-1), jnp.exp(log_p_u), min_sep, False)
+
+
 def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
                         noise_multiplier: jax.Array, matrix: BandedToeplitz,
                         rest: jax.Array | None = None) -> jax.Array:
@@ -216,7 +234,11 @@ def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
   if spec.truncated:
     return truncated_bminsep_log_ratio(d, norms, rest, params, noise_multiplier, spec.period,
                                        spec.warm_start)
-  ell = (2.0 * d - norms) / (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+  two_var = (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+  if spec.multiplicity > 1:
+    return multi_attribution_log_ratio(d, norms, params.sampling_prob, two_var, spec.period,
+                                       spec.multiplicity)
+  ell = (2.0 * d - norms) / two_var
   if spec.kind == 'bminsep':
     return bminsep_log_ratio(ell, params.sampling_prob, spec.period, spec.warm_start)
   return cyclic_poisson_log_ratio(ell, params.sampling_prob, spec.period, spec.partition)

@@ -8,7 +8,8 @@ Kernels are not jit-compiled here: ``sampling.py`` composes and jits them.
 Randomness per sample (folded from the sample's key by purpose): 0 → the
 per-round Bernoulli trials, 1 → the warm-start state / phase / bin; for
 truncated schemes 3 → the other examples' batch sizes (then by round),
-4 → survival of truncation, 5 → their warm-start history (noise uses 2). A
+4 → survival of truncation, 5 → their warm-start history (noise uses 2);
+6 → the multiplicities of multi-attribution participations. A
 Bernoulli(p) trial compares a raw 64-bit word with ⌊p·2⁶⁴⌋ (exact to 2⁻⁶⁴,
 cheaper than forming a float uniform).
 
@@ -314,6 +315,44 @@ def _untruncated_mean(spec: KernelSpec, keys: jax.Array, sampling_prob: jax.Arra
   if spec.kind == 'balls_in_bins':
     bins = jax.vmap(lambda k: jax.random.randint(k, (), 0, spec.period))(_start_key(keys))
     return balls_in_bins_modes(spec.iterations, spec.period, c_col)[bins]
+  if spec.multiplicity > 1:
+    return mean_of_separated_participations(
+        multi_attribution_participation(spec, keys, sampling_prob), c_col)
   sampler = {'bminsep': bminsep_participation,
              'cyclic_poisson': cyclic_poisson_participation}[spec.kind]
   return mean_of_separated_participations(sampler(spec, keys, sampling_prob), c_col)
+
+
+def multiplicity_log_weights(sampling_prob: jax.Array, multiplicity: int) -> tuple[jax.Array,
+                                                                                   jax.Array]:
+  """(log p_u, log of the zero-truncated Binomial(k_u, p) pmf at j = 1 … k_u), float64.
+
+  p_u = 1 − (1 − p)^{k_u} = Pr[Binomial(k_u, p) ≥ 1] (seed 000 Theorem 6.1).
+  """
+  k = multiplicity
+  log_q = jnp.log1p(-sampling_prob)
+  log_p_u = jnp.log(-jnp.expm1(k * log_q))
+  j = jnp.arange(1, k + 1, dtype=jnp.float64)
+  log_choose = (jax.scipy.special.gammaln(k + 1.0) - jax.scipy.special.gammaln(j + 1.0)
+                - jax.scipy.special.gammaln(k - j + 1.0))
+  # (k − j)·log(1 − p) is 0·(−inf) = nan at p = 1 for j = k: use where.
+  log_pmf = log_choose + j * jnp.log(sampling_prob) + jnp.where(j < k, (k - j) * log_q, 0.0)
+  return log_p_u, log_pmf - log_p_u
+
+
+def multi_attribution_participation(spec: KernelSpec, keys: jax.Array,
+                                    sampling_prob: jax.Array) -> jax.Array:
+  """A user's participation counts x under Theorem 6.1's model, batch-major int (N, n).
+
+  The user's participation rounds are cold-start b-min-sep with p_u (geometric
+  gaps, ``bminsep_participation``); each carries an independent
+  zero-truncated Binomial(k_u, p) count, drawn by inversion of its k_u-entry CDF.
+  """
+  log_p_u, log_weights = multiplicity_log_weights(sampling_prob, spec.multiplicity)
+  rounds = bminsep_participation(spec, keys, jnp.exp(log_p_u))
+  words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, 6), (spec.iterations,),
+                                             jnp.uint64))(keys)
+  uniform = ((words >> 11).astype(jnp.float64) + 0.5) * 2.0**-53
+  cdf = jnp.cumsum(jnp.exp(log_weights))[:-1]  # Pr[count ≤ j], j = 1 … k_u − 1
+  counts = 1 + jnp.sum(uniform[..., None] > cdf, axis=-1)
+  return jnp.where(rounds, counts, 0)
