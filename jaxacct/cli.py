@@ -102,6 +102,7 @@ def _estimate(args, raw) -> dict:
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
+      'conjectural': mechanism.scheme.conjectural,
       'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
       'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
       'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},
@@ -168,7 +169,8 @@ def _print_human(command: str, payload: dict) -> None:
             + (f' [{payload["seconds"]:.1f} s]' if 'seconds' in payload else ''))
   elif command == 'estimate':
     print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
-          f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee)')
+          f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee'
+          + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '') + ')')
     print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
     for i, eps in enumerate(payload['epsilons']):
       cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'

@@ -15,6 +15,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     partition: independent | equal_split   # cyclic_poisson
     max_examples_per_user: int # multi_attribution (k_u after contribution bounding; give
                                # sampling_prob: the batch size depends on the graph)
+    exclusion: sampled | participated   # multi_attribution: Algorithm 3 (default) or 4
+    accept_conjecture_6_2: bool          # needed to account Algorithm 4 (results conjectural)
   strategy:                    # exactly one of c_col / square_root_bands / optimized_bands
     c_col: [floats]
     square_root_bands: int     # the square-root (FHU) coefficients
@@ -64,7 +66,7 @@ _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
 SCHEMA: dict[str, Any] = {
     'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
                'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition',
-               'max_examples_per_user'),
+               'max_examples_per_user', 'exclusion', 'accept_conjecture_6_2'),
     'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize'),
     'noise_multiplier': None,
     'accountant': None,

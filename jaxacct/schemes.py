@@ -73,6 +73,11 @@ class SamplingScheme(abc.ABC):
     return 'min_sep'
 
   @property
+  def conjectural(self) -> bool:
+    """True when the scheme's Monte Carlo accounting rests on an unproven conjecture."""
+    return False
+
+  @property
   def truncates(self) -> bool:
     """True when batches larger than ``truncated_batch_size`` < ``dataset_size`` are cut.
 
@@ -381,23 +386,43 @@ class MultiAttributionBMinSep(SamplingScheme):
   cold-start ``BMinSep``. The guarantee is user-level: zero-out of all of one
   user's examples.
 
+  Algorithm 4 (``exclusion="participated"``: exclusion by the realised
+  batches) also keeps every user b-min-sep, but Theorem 6.1's coupling fails
+  for it; accounting it by the same model rests on the unproven Conjecture
+  6.2. It is refused unless ``accept_conjecture_6_2=True``, and then every
+  verified result is labelled ``"conjectural"`` (the unamplified fallback
+  stays a proof: it only needs the min-sep property).
+
   Attributes:
     sampling_prob: p ∈ (0, 1], the interim sampling probability.
     iterations: n ≥ 1.
     min_sep: b ≥ 1.
     max_examples_per_user: k_u ≥ 1 (after contribution bounding).
+    exclusion: ``"sampled"`` (Algorithm 3) or ``"participated"`` (Algorithm 4).
+    accept_conjecture_6_2: allow accounting Algorithm 4 (results conjectural).
   """
 
   sampling_prob: float
   iterations: int
   min_sep: int
   max_examples_per_user: int
+  exclusion: Literal['sampled', 'participated'] = 'sampled'
+  accept_conjecture_6_2: bool = False
+
+  EXCLUSIONS: ClassVar[tuple[str, ...]] = ('sampled', 'participated')
 
   def __post_init__(self):
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('min_sep', self.min_sep, 1)
     _validate.integer_at_least('max_examples_per_user', self.max_examples_per_user, 1)
+    _validate.one_of('exclusion', self.exclusion, self.EXCLUSIONS)
+    if not isinstance(self.accept_conjecture_6_2, bool):
+      raise TypeError(f'accept_conjecture_6_2 must be a bool, got {self.accept_conjecture_6_2!r}')
+
+  @property
+  def conjectural(self) -> bool:
+    return self.exclusion == 'participated'
 
   @property
   def user_sampling_prob(self) -> float:

@@ -93,3 +93,23 @@ def test_user_rates_and_bad_inputs():
                                     max_examples_per_user=2.0)
   with pytest.raises(ValueError, match='c_col must have at most min_sep = 2 entries'):
     _mechanism(2, 2, [1.0, 0.5, 0.2])
+
+
+def test_algorithm_4_accounting_needs_the_conjecture_flag_and_is_labelled():
+  scheme = jaxacct.MultiAttributionBMinSep(sampling_prob=0.2, iterations=8, min_sep=2,
+                                           max_examples_per_user=2, exclusion='participated')
+  matrix = jaxacct.BandedToeplitz([1.0, 0.5])
+  with pytest.raises(ValueError, match='unproven Conjecture 6.2'):
+    jaxacct.sample_privacy_losses(jax.random.key(0), jaxacct.MatrixMechanism(scheme, matrix, 1.0),
+                                  10, 'remove')
+  accepted = jaxacct.MultiAttributionBMinSep(sampling_prob=0.2, iterations=8, min_sep=2,
+                                             max_examples_per_user=2, exclusion='participated',
+                                             accept_conjecture_6_2=True)
+  sigma_up = pld.unamplified_sigma(accepted, matrix, epsilon=1.0, delta=0.05)
+  candidates = [jaxacct.MatrixMechanism(accepted, matrix, s) for s in (0.8 * sigma_up, sigma_up)]
+  result = jaxacct.verify(jax.random.key(1), candidates, epsilon=1.0, delta=0.1)
+  assert result.index == 0  # amplification: below the unamplified σ passes
+  assert result.guarantee.method == 'conjectural' and not result.guarantee.verified
+  with pytest.raises(ValueError, match='exclusion must be one of'):
+    jaxacct.MultiAttributionBMinSep(sampling_prob=0.2, iterations=8, min_sep=2,
+                                    max_examples_per_user=2, exclusion='batches')

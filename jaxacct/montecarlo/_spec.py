@@ -103,6 +103,11 @@ def _(scheme: schemes.CyclicPoisson):
 def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
   """The static kernel description of ``mechanism``; refuses truncation without an MC kernel."""
   scheme = mechanism.scheme
+  if scheme.conjectural and not getattr(scheme, 'accept_conjecture_6_2', False):
+    raise ValueError(
+        "accounting Algorithm 4 (exclusion='participated') by Theorem 6.1's model rests on the "
+        'unproven Conjecture 6.2 of seed 000; pass accept_conjecture_6_2=True to accept it (results '
+        "are then labelled 'conjectural'), or use Algorithm 3 (exclusion='sampled')")
   kind, period, warm, partition = _structure(scheme)
   if scheme.truncates and kind != 'bminsep':
     raise ValueError(

@@ -605,6 +605,8 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   index = released_index(accepted)
   chosen = candidates[index]
   method = 'verified_mc' if index < len(candidates) - 1 else 'fallback'
+  if method == 'verified_mc' and chosen.scheme.conjectural:
+    method = 'conjectural'  # e.g. Algorithm 4 by Conjecture 6.2 (seed 000 §6.5)
   guarantee = Guarantee(
       epsilon=epsilon, delta=released_delta, method=method,
       noise_multiplier=float(chosen.noise_multiplier),
