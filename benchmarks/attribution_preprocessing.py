@@ -35,15 +35,6 @@ NUM_EXAMPLES, NUM_USERS, SEED = 10**6, 400_000, 0
 MATERIALISE_RAW_MAX_ENTRIES = 3 * 10**7
 
 
-def _synthetic_edges(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-  users_per_example = 1 + np.minimum(rng.zipf(2.5, NUM_EXAMPLES) - 1, 29)
-  popularity = rng.pareto(2.0, NUM_USERS) + 1.0
-  user_ids = rng.choice(NUM_USERS, size=int(users_per_example.sum()),
-                        p=popularity / popularity.sum())
-  example_ids = np.repeat(np.arange(NUM_EXAMPLES), users_per_example)
-  return example_ids, user_ids
-
-
 def _timed(fn, *args, **kwargs):
   start = time.perf_counter()
   result = fn(*args, **kwargs)
@@ -58,10 +49,11 @@ def main() -> None:
   print(f'machine: {platform.platform()}; {platform.processor() or platform.machine()}; '
         f'{os.cpu_count()} cpus; python {platform.python_version()}; numpy {np.__version__}; '
         f'scipy {scipy.__version__}')
-  (example_ids, user_ids), seconds = _timed(_synthetic_edges, np.random.default_rng(SEED))
-  print(f'synthetic edges: {example_ids.size} in {seconds:.2f} s (not part of the library)')
-
-  graph, seconds = _timed(attribution.AttributionGraph.from_edges, example_ids, user_ids,
+  synthetic, seconds = _timed(attribution.synthetic_power_law_graph, NUM_EXAMPLES, NUM_USERS,
+                              rng=SEED)
+  print(f'synthetic_power_law_graph (edges + from_edges): {seconds:.2f} s')
+  example_ids = np.repeat(np.arange(NUM_EXAMPLES), synthetic.example_degrees)
+  graph, seconds = _timed(attribution.AttributionGraph.from_edges, example_ids, synthetic.users,
                           num_examples=NUM_EXAMPLES, num_users=NUM_USERS)
   print(f'from_edges: {graph.num_examples} examples, {graph.num_users} users, '
         f'{graph.num_edges} distinct edges in {seconds:.2f} s')

@@ -103,6 +103,7 @@ def _estimate(args, raw) -> dict:
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
       'conjectural': mechanism.scheme.conjectural,
+      'sampling_prob': float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
       'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
       'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
       'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},

@@ -43,6 +43,12 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     seed: int
   report:
     output_dir: str            # default reports/<config name>
+  attribution:                 # multi_attribution on a synthetic multi-author graph (seed 000 §6):
+    num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
+    num_users: int             #   p for expected_batch_size by sampling_prob_for_batch_size
+    seed: int
+    expected_batch_size: float
+    max_neighbourhood_size: int   # optional k_e (App. C)
   accelerator_scale: bool      # refuse to run on CPU unless --force
   description: str
 """
@@ -75,6 +81,8 @@ SCHEMA: dict[str, Any] = {
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                     'estimation_samples', 'num_candidates', 'seed'),
     'report': ('output_dir',),
+    'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
+                    'max_neighbourhood_size'),
     'accelerator_scale': None,
     'description': None,
 }
@@ -143,12 +151,44 @@ def scheme_from(raw: dict):
   if kind not in _SCHEMES:
     raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
   cls = _SCHEMES[kind]
+  if 'attribution' in raw:
+    if cls is not schemes.MultiAttributionBMinSep:
+      raise ConfigError('the attribution section is for scheme.type multi_attribution')
+    scheme_cfg['sampling_prob'] = attribution_sampling_prob(raw)
   if 'expected_batch_size' in scheme_cfg:
     if not hasattr(cls, 'from_expected_batch_size'):
       raise ConfigError(f'scheme.expected_batch_size is not available for {kind} (the batch size '
                         'depends on the attribution graph); give scheme.sampling_prob')
     return cls.from_expected_batch_size(**scheme_cfg)
   return cls(**scheme_cfg)
+
+
+def attribution_sampling_prob(raw: dict) -> float:
+  """p of a config's multi-attribution run: graph → contribution bounding → p for the batch size.
+
+  The graph is synthetic (``synthetic_power_law_graph``); every step is seeded,
+  so the result is reproducible and public. A summary goes to stderr.
+  """
+  import sys
+  from jaxacct.batching import attribution, multi_attribution
+  cfg, scheme_cfg = raw['attribution'], raw['scheme']
+  for key in ('num_examples', 'num_users', 'expected_batch_size'):
+    if key not in cfg:
+      raise ConfigError(f'attribution.{key} is required')
+  seed = int(cfg.get('seed', 0))
+  graph = attribution.synthetic_power_law_graph(cfg['num_examples'], cfg['num_users'], rng=seed)
+  bounded = attribution.bound_contributions(
+      graph, max_examples_per_user=scheme_cfg.get('max_examples_per_user', 1),
+      max_neighbourhood_size=cfg.get('max_neighbourhood_size'), rng=seed)
+  p = multi_attribution.sampling_prob_for_batch_size(
+      bounded.graph, expected_batch_size=cfg['expected_batch_size'],
+      min_sep=scheme_cfg.get('min_sep', 1), rng=seed,
+      exclusion=scheme_cfg.get('exclusion', 'sampled'))
+  print(f'attribution: {graph.num_examples:,} examples, {graph.num_users:,} users; kept '
+        f'{bounded.num_kept:,} after bounding to {bounded.max_examples_per_user} per user; '
+        f'sampling_prob {p:.6g} for expected batch {cfg["expected_batch_size"]}',
+        file=sys.stderr)
+  return p
 
 
 def matrix_from(raw: dict, iterations: int) -> BandedToeplitz:

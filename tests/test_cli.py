@@ -132,3 +132,15 @@ def test_multi_attribution_scheme_from_a_config(tmp_path, capsys):
   assert result['method'] == 'estimate' and len(result['delta_hat']['remove']) == 2
   assert cli.main(['estimate', str(config), '--set', 'scheme.expected_batch_size=10']) == 2
   assert 'depends on the attribution graph' in capsys.readouterr().err
+
+
+def test_multi_attribution_config_on_a_synthetic_graph(tmp_path, capsys):
+  code = cli.main(['estimate', str(CONFIGS / 'multi_attribution.yaml'), '--json', '--out',
+                   str(tmp_path), '--set', 'monte_carlo.num_samples=2000', '--set',
+                   'attribution.num_examples=3000', '--set', 'attribution.num_users=1200',
+                   '--set', 'attribution.expected_batch_size=10'])
+  assert code == 0
+  captured = capsys.readouterr()
+  result = json.loads(captured.out)
+  assert result['method'] == 'estimate' and not result['conjectural']
+  assert 0 < result['sampling_prob'] < 1 and 'kept' in captured.err

@@ -134,3 +134,21 @@ def test_bad_arguments():
     multi_attribution_batches(graph, sampling_prob=0.1, min_sep=0, iterations=3, rng=0)
   with pytest.raises(TypeError, match='rng must be a np.random.Generator or an int seed'):
     multi_attribution_batches(graph, sampling_prob=0.1, min_sep=2, iterations=3, rng=None)
+
+
+def test_sampling_prob_for_batch_size_on_the_rising_branch():
+  from jaxacct.batching import attribution
+  from jaxacct.batching.multi_attribution import sampling_prob_for_batch_size
+  graph = attribution.synthetic_power_law_graph(2000, 800, rng=1)
+  p = sampling_prob_for_batch_size(graph, expected_batch_size=20, min_sep=4, rng=0, rounds=100,
+                                   burn_in=50)
+  sizes = [b.size for b in multi_attribution_batches(graph, sampling_prob=p, min_sep=4,
+                                                     iterations=100, rng=0, burn_in=50)]
+  assert 20 <= np.mean(sizes) < 21.5
+  # At p = 1 every sampled example bars its users' examples: batches collapse.
+  full = [b.size for b in multi_attribution_batches(graph, sampling_prob=1.0, min_sep=4,
+                                                    iterations=20, rng=0, burn_in=5)]
+  assert np.mean(full) < 20
+  with pytest.raises(ValueError, match='expected_batch_size must be <='):
+    sampling_prob_for_batch_size(graph, expected_batch_size=5000, min_sep=4, rng=0, rounds=20,
+                                 burn_in=5)

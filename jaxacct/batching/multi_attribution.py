@@ -96,3 +96,48 @@ def _ranges(counts: np.ndarray) -> np.ndarray:
     return np.zeros(0, np.int64)
   offsets = np.repeat(np.cumsum(counts) - counts, counts)
   return np.arange(total, dtype=np.int64) - offsets
+
+
+def sampling_prob_for_batch_size(graph: AttributionGraph, *, expected_batch_size: float,
+                                 min_sep: int, rng: int, exclusion: Exclusion = 'sampled',
+                                 rounds: int = 200, burn_in: int = 200,
+                                 tolerance: float = 1e-3) -> float:
+  """The smallest p whose empirical mean batch size (after ``burn_in`` rounds) reaches the target.
+
+  There is no closed form for multi-attribution sampling, so, as in seed 000
+  §6.4, p is searched on the empirical mean batch size over ``rounds``
+  rounds. The mean batch is not monotone in p: every sampled example bars its
+  users' examples, so at p = 1 almost every batch is empty. The search
+  therefore walks a geometric grid of p up to the first value that reaches the
+  target, then bisects below it (the rising branch). Every evaluation uses the
+  same seed (common random numbers). The answer is a function of the public
+  graph and a seed, and the accountant takes it as given.
+
+  Raises:
+    ValueError: no p reaches the target on this graph (the message gives the
+      largest mean batch seen).
+  """
+  target = _validate.positive_finite('expected_batch_size', expected_batch_size)
+  seed = _validate.integer_at_least('rng', rng, 0)
+
+  def mean_batch(p: float) -> float:
+    sizes = [batch.size for batch in multi_attribution_batches(
+        graph, sampling_prob=p, min_sep=min_sep, iterations=rounds, rng=seed,
+        exclusion=exclusion, burn_in=burn_in)]
+    return float(np.mean(sizes))
+
+  low, best = 0.0, 0.0
+  for high in np.geomspace(1e-6, 1.0, 49):  # ratio ~1.33 between grid points
+    size = mean_batch(float(high))
+    if size >= target:
+      break
+    low, best = float(high), max(best, size)
+  else:
+    raise ValueError(f'expected_batch_size must be <= {best:.1f} (the largest mean batch over '
+                     f'sampling_prob in [1e-6, 1] on this graph with min_sep = {min_sep}), got '
+                     f'{target}')
+  high = float(high)
+  while high - low > tolerance * high:
+    mid = 0.5 * (low + high)
+    low, high = (mid, high) if mean_batch(mid) < target else (low, mid)
+  return high
