@@ -21,6 +21,7 @@ from scipy import stats
 
 from jaxacct.batching import AttributionGraph
 from jaxacct.batching.multi_attribution import multi_attribution_batches
+from oracles import chi_square
 from oracles import multi_attribution as model
 
 
@@ -42,25 +43,11 @@ def _alg3_law(k, p, b, n):
   return dict(law)
 
 
-def _empirical(graph, exclusion, p, b, n, runs, examples):
-  counts = collections.Counter()
-  for seed in range(runs):
-    pattern = tuple(int(np.isin(batch, examples).sum()) for batch in multi_attribution_batches(
-        graph, sampling_prob=p, min_sep=b, iterations=n, rng=seed, exclusion=exclusion))
-    counts[pattern] += 1
-  return counts
-
-
-def _chi_square(counts, law, runs):
-  assert set(counts) <= set(law), 'impossible pattern'
-  keys = sorted(law)
-  expected = np.array([law[key] for key in keys]) * runs
-  observed = np.array([counts.get(key, 0) for key in keys], float)
-  keep = expected >= 5
-  obs, exp = observed[keep], expected[keep]
-  if not keep.all():
-    obs, exp = np.append(obs, observed[~keep].sum()), np.append(exp, expected[~keep].sum())
-  return stats.chisquare(obs, exp).pvalue
+def _patterns(graph, exclusion, p, b, n, runs, examples):
+  """Per-run tuples of how many of ``examples`` each round's batch holds."""
+  return [tuple(int(np.isin(batch, examples).sum()) for batch in multi_attribution_batches(
+      graph, sampling_prob=p, min_sep=b, iterations=n, rng=seed, exclusion=exclusion))
+          for seed in range(runs)]
 
 
 K, P, B, N, RUNS = 2, 0.45, 3, 4, 4000
@@ -74,8 +61,7 @@ def test_single_user_law(exclusion):
   else:
     patterns, probabilities = model.pattern_law(N, B, P, K)
     law = {tuple(row): q for row, q in zip(patterns.tolist(), probabilities)}
-  counts = _empirical(graph, exclusion, P, B, N, RUNS, np.arange(K))
-  assert _chi_square(counts, law, RUNS) > 1e-3
+  assert chi_square.p_value(_patterns(graph, exclusion, P, B, N, RUNS, np.arange(K)), law) > 1e-3
 
 
 def test_algorithm_3_differs_from_and_is_dominated_by_the_model():
@@ -98,7 +84,7 @@ def test_crowded_graph_user_is_dominated():
   lists = [[0], [0, 1], [1, 2], [2], [2, 3], [3]]
   graph = AttributionGraph.from_user_lists(lists)
   runs, n = 3000, 6
-  counts = _empirical(graph, 'sampled', P, B, n, runs, np.array([0, 1]))
+  counts = collections.Counter(_patterns(graph, 'sampled', P, B, n, runs, np.array([0, 1])))
   patterns, probabilities = model.pattern_law(n, B, P, 2)
   theorem = {tuple(row): q for row, q in zip(patterns.tolist(), probabilities)}
   for level in (1, 2, 3):

@@ -20,7 +20,7 @@ from scipy import integrate, stats
 
 import jaxacct
 from jaxacct.montecarlo import candidates, estimator, sampling
-from oracles import brute_force
+from oracles import brute_force, chi_square
 from oracles import truncated_brute_force as tbf
 
 TOL = 1e-10
@@ -118,20 +118,6 @@ def test_batch_size_at_least_dataset_size_is_untruncated():
     jaxacct.privacy_loss(mech, np.zeros((1, 10)), 'remove', rest_batch_sizes=np.zeros((1, 10)))
 
 
-def _chi_square_p_value(observed: dict, law: dict, total: int) -> float:
-  keys = sorted(law)
-  expected = np.array([law[k] for k in keys]) * total
-  counts = np.array([observed.get(k, 0) for k in keys], float)
-  assert sum(observed.get(k, 0) for k in observed if k not in law) == 0, 'impossible outcome'
-  # Pool cells with expected count < 5 into one (χ² approximation validity).
-  small = expected < 5
-  if small.any():
-    expected = np.append(expected[~small], expected[small].sum())
-    counts = np.append(counts[~small], counts[small].sum())
-  counts_scaled = counts * expected.sum() / counts.sum()
-  return float(stats.chisquare(counts_scaled, expected).pvalue)
-
-
 @pytest.mark.parametrize('warm', [False, True])
 @pytest.mark.parametrize('direction', ['remove', 'add'])
 def test_joint_law_of_batch_sizes_and_coefficients(warm, direction):
@@ -145,10 +131,7 @@ def test_joint_law_of_batch_sizes_and_coefficients(warm, direction):
   for (r, x_p, x_q), prob in tbf.truncated_sample_law(4, 0.5, 2, 1, 3, warm).items():
     coefficient = x_p if direction == 'remove' else x_q
     law[(r, coefficient)] = law.get((r, coefficient), 0.0) + prob
-  observed = {}
-  for r_row, x_row in zip(map(tuple, rest), map(tuple, x)):
-    observed[(r_row, x_row)] = observed.get((r_row, x_row), 0) + 1
-  assert _chi_square_p_value(observed, law, total) > 1e-3
+  assert chi_square.p_value(zip(map(tuple, rest), map(tuple, x)), law) > 1e-3
 
 
 @pytest.mark.parametrize('warm', [False, True])
