@@ -105,10 +105,11 @@ class Config:
   truncated_batch_size: int | None = None  # seed 000 App. D (with dataset_size)
   dataset_size: int | None = None
   max_examples_per_user: int | None = None  # multi-attribution (seed 000 §6; no jax_privacy MC)
+  dense_inverse_bands: int | None = None  # dense BISR C, r-min-sep bounds (App. B; not in jax_privacy)
 
   @property
   def has_jax_privacy(self) -> bool:
-    return self.max_examples_per_user is None
+    return self.max_examples_per_user is None and self.dense_inverse_bands is None
 
   def mechanism(self, noise_multiplier: float = NOISE_MULTIPLIER) -> jaxacct.MatrixMechanism:
     if self.max_examples_per_user is not None:
@@ -122,8 +123,11 @@ class Config:
                                dataset_size=self.dataset_size)
     else:
       scheme = jaxacct.BallsInBins(iterations=self.iterations, cycle_length=self.period)
-    return jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz(fhu_coefficients(self.bands)),
-                                   noise_multiplier)
+    if self.dense_inverse_bands is not None:
+      matrix = jaxacct.banded_inverse_square_root(self.iterations, self.dense_inverse_bands)
+    else:
+      matrix = jaxacct.BandedToeplitz(fhu_coefficients(self.bands))
+    return jaxacct.MatrixMechanism(scheme, matrix, noise_multiplier)
 
   def jp_strategy(self):
     if self.kind == 'bminsep':
@@ -157,6 +161,9 @@ def configs(quick: bool) -> list[Config]:
       # Issue 6: multi-attribution b-min-sep (Theorem 6.1), k_u examples per user, cold start.
       *[Config(f'multi-attribution n=1000 b=16 k_u={k}', 'bminsep', 1000, 16, 16, 0.1, False,
                s1000, jp1000, max_examples_per_user=k) for k in (1, 2, 4)],
+      # Issue 6: dense BISR C (C⁻¹ 4-banded) under r-min-sep, r = 16: App. B bounds, O(n²)/sample.
+      Config('r-min-sep dense BISR n=1000 r=16 (App. B)', 'bminsep', 1000, 16, 1000, 0.1, False,
+             s1000, jp1000, dense_inverse_bands=4),
       # Seed 000 §7.4 as run: truncated to B = 2048 over 14,745,600 examples, expected batch 1793.
       Config('truncated production n=7200 b=256 B=2048', 'bminsep', 7200, 256, 256,
              _PRODUCTION_P, True, s7200, jp7200, truncated_batch_size=2048,

@@ -11,6 +11,9 @@ from jaxacct.deterministic.pld import cyclic_poisson_pld as cyclic_poisson_pld
 from jaxacct.deterministic.truncated_poisson import truncated_poisson_pld as truncated_poisson_pld
 from jaxacct.deterministic.truncated_poisson import truncation_regimes as truncation_regimes
 from jaxacct.guarantee import Guarantee as Guarantee
+from jaxacct.lower_triangular import banded_inverse_square_root as banded_inverse_square_root
+from jaxacct.lower_triangular import LowerTriangular as LowerTriangular
+from jaxacct.lower_triangular import optimize_banded_inverse as optimize_banded_inverse
 from jaxacct.matrices import BandedToeplitz as BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism as MatrixMechanism
 from jaxacct.montecarlo.calibration import Calibration as Calibration
@@ -33,6 +36,7 @@ from jaxacct.schemes import Poisson as Poisson
 __all__ = [
     'AttributionGraph',
     'BallsInBins',
+    'banded_inverse_square_root',
     'BandedToeplitz',
     'base_delta',
     'BMinSep',
@@ -45,10 +49,12 @@ __all__ = [
     'DeltaEstimate',
     'estimate_delta',
     'Guarantee',
+    'LowerTriangular',
     'MatrixMechanism',
     'mechanism_pld',
     'MultiAttributionBMinSep',
     'minimum_samples',
+    'optimize_banded_inverse',
     'overall_delta',
     'Poisson',
     'privacy_loss',

@@ -4,6 +4,9 @@
   (``estimate_delta``) for the config's mechanism, with standard errors.
 - ``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
   (``calibrate_noise_multiplier``) at the config's (ε, δ).
+- ``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the
+  digits example (``jaxacct.training.digits``) on batches of the config's scheme
+  with that σ; reports test accuracy with the guarantee.
 
 With ``accountant: pld`` (the default for truncated Poisson and truncated
 cyclic Poisson) both commands use the deterministic PLD accountant instead
@@ -102,7 +105,7 @@ def _estimate(args, raw) -> dict:
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
-      'conjectural': mechanism.scheme.conjectural,
+      'conjectural': mechanism.scheme.conjectural, 'bounded': mechanism.bounded,
       'sampling_prob': float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
       'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
       'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
@@ -116,29 +119,25 @@ def _estimate(args, raw) -> dict:
   return payload
 
 
-def _calibrate(args, raw) -> dict:
+def _calibrated(raw) -> tuple:
+  """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
   cal = raw.get('calibration')
   if not cal or 'epsilon' not in cal or 'delta' not in cal:
     raise config_lib.ConfigError('calibrate needs calibration.epsilon and calibration.delta')
   scheme = config_lib.scheme_from(raw)
   matrix = config_lib.matrix_from(raw, scheme.iterations)
+  started = time.perf_counter()
   if config_lib.accountant_from(raw, scheme) == 'pld':
-    started = time.perf_counter()
-    adjacency = raw.get('adjacency', 'zero_out')
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        adjacency=adjacency)
+        adjacency=raw.get('adjacency', 'zero_out'))
     payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
                'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
                'num_samples': 0, 'seed': None, 'seconds': time.perf_counter() - started}
-    folder = _output_dir(args, raw)
-    report.write_json(folder, 'calibration.json', payload)
-    payload['report'] = str(folder)
-    return payload
+    return mechanism, g, payload, None
   seed = int(cal.get('seed', 0))
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                                  'estimation_samples', 'num_candidates') if k in cal}
-  started = time.perf_counter()
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
                                       progress=_Progress('verify'), **options)
@@ -146,19 +145,66 @@ def _calibrate(args, raw) -> dict:
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
       'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-      'num_samples': g.num_samples, 'seed': seed,
+      'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record,
   }
+  return result.mechanism, g, payload, result.record
+
+
+def _with_prefix_error(mechanism, payload: dict) -> dict:
+  """Adds the prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n of seed 000 §7.1 (compare schemes at equal ε)."""
+  payload['prefix_sum_mse'] = (mechanism.matrix.prefix_error(mechanism.iterations)
+                               * mechanism.noise_multiplier**2)
+  return payload
+
+
+def _calibrate(args, raw) -> dict:
+  mechanism, g, payload, record = _calibrated(raw)
+  _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
   report.write_json(folder, 'calibration.json', payload)
-  report.plot_candidates(folder, result.record, g.base_delta, g.noise_multiplier)
+  if record is not None:
+    report.plot_candidates(folder, record, g.base_delta, g.noise_multiplier)
+  payload['report'] = str(folder)
+  return payload
+
+
+def _train(args, raw) -> dict:
+  from jaxacct.training import digits  # local: needs the train extra (scikit-learn)
+  training = raw.get('training') or {}
+  if training.get('dataset', 'digits') != 'digits':
+    raise config_lib.ConfigError(f'training.dataset must be digits, got {training["dataset"]!r}')
+  data = digits.load_digits(float(training.get('test_fraction', 0.2)),
+                            int(training.get('split_seed', 0)))
+  m = data.x_train.shape[0]
+  declared = raw['scheme'].get('dataset_size')
+  if declared != m:
+    raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
+                                 f'scheme is accounted for it), got {declared}')
+  noise = bool(training.get('noise', True))
+  if noise:
+    mechanism, g, calibration, _ = _calibrated(raw)
+  else:
+    mechanism, g, calibration = config_lib.mechanism_from(raw, 1.0), None, None
+  started = time.perf_counter()
+  payload = digits.train_digits(
+      mechanism, g, data, clip_norm=float(training.get('clip_norm', 1.0)),
+      learning_rate=float(training.get('learning_rate', 0.5)),
+      momentum=float(training.get('momentum', 0.9)), hidden=int(training.get('hidden', 64)),
+      seed=int(training.get('seed', 0)), noise=noise)
+  payload['training_seconds'] = time.perf_counter() - started
+  payload['calibration'] = calibration
+  if noise:
+    _with_prefix_error(mechanism, payload)
+  folder = _output_dir(args, raw)
+  report.write_json(folder, 'training.json', payload)
   payload['report'] = str(folder)
   return payload
 
 
 def _print_human(command: str, payload: dict) -> None:
-  if payload['method'] == 'deterministic':
+  if command != 'train' and payload['method'] == 'deterministic':
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic PLD accountant '
           f'({payload["adjacency"]} adjacency; a proven bound)')
     if command == 'estimate':
@@ -171,17 +217,28 @@ def _print_human(command: str, payload: dict) -> None:
   elif command == 'estimate':
     print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
           f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee'
-          + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '') + ')')
+          + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '')
+          + ('; App. B BOUNDS: upper bounds on δ̂' if payload.get('bounded') else '') + ')')
     print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
     for i, eps in enumerate(payload['epsilons']):
       cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'
                for d in DIRECTIONS]
       print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
+  elif command == 'train':
+    privacy = ('no noise: NOT private' if payload['method'] == 'nonprivate' else
+               f'σ = {payload["noise_multiplier"]:.6g}, ({payload["epsilon"]:.6g}, '
+               f'{payload["delta"]:.4g})-DP [{payload["method"]}]')
+    print(f'test accuracy {payload["accuracy"]:.4f} after {payload["steps"]} steps '
+          f'(expected batch {payload["expected_batch_size"]:.4g}, shape '
+          f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')
   else:
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g} is ({payload["epsilon"]}, '
           f'{payload["delta"]:.4g})-DP [{payload["method"]}; verified={payload["verified"]}; '
+          + ('App. B loss bounds (upper bound); ' if payload.get('bounded') else '') +
           f'{payload["num_samples"]:,} verification samples per direction, base δ '
           f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')
+  if 'prefix_sum_mse' in payload:
+    print(f'prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n = {payload["prefix_sum_mse"]:.6g} (seed 000 §7.1)')
   print(f'report: {payload["report"]}')
 
 
@@ -189,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
   commands = parser.add_subparsers(dest='command', required=True)
   for name, help_text in (('estimate', 'Monte Carlo δ̂(ε), both directions'),
-                          ('calibrate', 'smallest σ verified by Estimate-Verify-Release')):
+                          ('calibrate', 'smallest σ verified by Estimate-Verify-Release'),
+                          ('train', 'calibrate σ, then train the digits example with it')):
     sub = commands.add_parser(name, help=help_text)
     sub.add_argument('config')
     sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
@@ -203,8 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     if raw.get('accelerator_scale') and not args.force and jax.default_backend() == 'cpu':
       raise config_lib.ConfigError(
           f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass --force')
-    payload = (_estimate if args.command == 'estimate' else _calibrate)(args, raw)
-  except (ValueError, TypeError, RuntimeError) as error:
+    payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train}[args.command](
+        args, raw)
+  except (ValueError, TypeError, RuntimeError, ImportError) as error:
     message = ' '.join(str(error).split())
     print(f'jaxacct: error: {message}', file=sys.stderr)
     return 2

@@ -17,11 +17,14 @@ Schema (every key below; unknown keys are errors that name the key and the valid
                                # sampling_prob: the batch size depends on the graph)
     exclusion: sampled | participated   # multi_attribution: Algorithm 3 (default) or 4
     accept_conjecture_6_2: bool          # needed to account Algorithm 4 (results conjectural)
-  strategy:                    # exactly one of c_col / square_root_bands / optimized_bands
+  strategy:                    # exactly one of c_col / square_root_bands / optimized_bands /
+                               #   inverse_square_root_bands / optimized_inverse_bands
     c_col: [floats]
     square_root_bands: int     # the square-root (FHU) coefficients
     optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (seed 000 §7.1)
     normalize: bool            # divide c_col by its norm (default false)
+    inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (seed 000 App. B bounds)
+    optimized_inverse_bands: int    # BandInvMF by optax, C >= 0, for the scheme's min_sep
   noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
   accountant: auto | monte_carlo | pld   # pld: deterministic (Poisson, cyclic Poisson);
                                # auto: pld for truncated Poisson / cyclic Poisson, else monte_carlo
@@ -43,6 +46,16 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     seed: int
   report:
     output_dir: str            # default reports/<config name>
+  training:                    # `train`: the digits example (jaxacct.training.digits)
+    dataset: digits            # scikit-learn's digits (scheme.dataset_size = training set size)
+    test_fraction: float       # default 0.2 (1437 training images)
+    split_seed: int            # default 0
+    clip_norm: float           # default 1.0
+    learning_rate: float       # SGD with momentum (default 0.5)
+    momentum: float            # default 0.9
+    hidden: int                # MLP width (default 64)
+    seed: int                  # batches and noise (default 0)
+    noise: bool                # false: non-private baseline (default true)
   attribution:                 # multi_attribution on a synthetic multi-author graph (seed 000 §6):
     num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
     num_users: int             #   p for expected_batch_size by sampling_prob_for_batch_size
@@ -63,6 +76,8 @@ import numpy as np
 import yaml
 
 from jaxacct import schemes
+from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_root,
+                                      optimize_banded_inverse)
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
 from jaxacct.mechanism import MatrixMechanism
 
@@ -73,7 +88,8 @@ SCHEMA: dict[str, Any] = {
     'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
                'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition',
                'max_examples_per_user', 'exclusion', 'accept_conjecture_6_2'),
-    'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize'),
+    'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize',
+                 'inverse_square_root_bands', 'optimized_inverse_bands'),
     'noise_multiplier': None,
     'accountant': None,
     'adjacency': None,
@@ -83,6 +99,8 @@ SCHEMA: dict[str, Any] = {
     'report': ('output_dir',),
     'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
                     'max_neighbourhood_size'),
+    'training': ('dataset', 'test_fraction', 'split_seed', 'clip_norm', 'learning_rate',
+                 'momentum', 'hidden', 'seed', 'noise'),
     'accelerator_scale': None,
     'description': None,
 }
@@ -191,11 +209,20 @@ def attribution_sampling_prob(raw: dict) -> float:
   return p
 
 
-def matrix_from(raw: dict, iterations: int) -> BandedToeplitz:
+STRATEGIES = ('c_col', 'square_root_bands', 'optimized_bands', 'inverse_square_root_bands',
+              'optimized_inverse_bands')
+
+
+def matrix_from(raw: dict, iterations: int) -> BandedToeplitz | LowerTriangular:
   strategy = raw['strategy']
-  given = [k for k in ('c_col', 'square_root_bands', 'optimized_bands') if k in strategy]
+  given = [k for k in STRATEGIES if k in strategy]
   if len(given) != 1:
-    raise ConfigError('strategy needs exactly one of c_col, square_root_bands, optimized_bands')
+    raise ConfigError(f'strategy needs exactly one of {", ".join(STRATEGIES)}')
+  if 'inverse_square_root_bands' in strategy:
+    return banded_inverse_square_root(iterations, strategy['inverse_square_root_bands'])
+  if 'optimized_inverse_bands' in strategy:
+    return optimize_banded_inverse(iterations, strategy['optimized_inverse_bands'],
+                                   min_sep=raw['scheme'].get('min_sep'))
   if 'c_col' in strategy:
     c_col = np.asarray(strategy['c_col'], float)
   elif 'square_root_bands' in strategy:

@@ -34,6 +34,10 @@ class Guarantee:
       equal to add/remove without truncation), ``"add_remove"`` or
       ``"replace_one"`` (deterministic accountants). Under truncation the
       dataset size is public in every case.
+    bounded: the privacy losses behind the statement are bounds, not exact
+      (seed 000 App. B r-min-sep bounds for a dense ``LowerTriangular`` C:
+      each direction's loss is over-stated, so ε and δ are upper bounds and
+      the statement is valid but may be loose).
   """
 
   epsilon: float
@@ -46,6 +50,7 @@ class Guarantee:
   seed: tuple[int, ...] | None = None
   attempts: int = 1
   adjacency: str = 'zero_out'
+  bounded: bool = False
 
   def __post_init__(self):
     if self.method not in METHODS:

@@ -106,21 +106,23 @@ def _materialize(c: jax.Array, n: int) -> jax.Array:
   return jnp.where(in_band, c[np.clip(diff, 0, m - 1)], jnp.zeros((), c.dtype))
 
 
-def _solve_ones(c: jax.Array, n: int) -> jax.Array:
-  """β = C⁻¹𝟏 by banded forward substitution, O(n·m) time, O(m) carry.
+def toeplitz_solve(band: jax.Array, rhs: jax.Array) -> jax.Array:
+  """x with T x = rhs for T lower-triangular Toeplitz with band ``band``, O(n·m) time, O(m) carry.
 
-  Row i of Cβ = 𝟏 reads c₀β_i + Σ_{k=1}^{m−1} c_k β_{i−k} = 1 (β_j = 0 for
-  j < 0). The carry holds (β_{i−1}, …, β_{i−m+1}).
+  Banded forward substitution: row i reads t₀x_i + Σ_{k=1}^{m−1} t_k x_{i−k} =
+  rhs_i (x_j = 0 for j < 0); the carry holds (x_{i−1}, …, x_{i−m+1}). With
+  rhs = e₀ this is the first column of T⁻¹ (the power-series inverse of the band).
   """
-  m = min(c.shape[0], n)  # bands below row n never enter the n×n system
-  c0, tail = c[0], c[1:m]
+  n = rhs.shape[0]
+  m = min(band.shape[0], n)  # bands below row n never enter the n×n system
+  t0, tail = band[0], band[1:m]
 
-  def step(previous, _):
-    beta_i = (1.0 - jnp.dot(tail, previous)) / c0
-    return jnp.concatenate([beta_i[None], previous])[:-1], beta_i
+  def step(previous, rhs_i):
+    x_i = (rhs_i - jnp.dot(tail, previous)) / t0
+    return jnp.concatenate([x_i[None], previous])[:-1], x_i
 
-  _, beta = lax.scan(step, jnp.zeros(m - 1, c.dtype), None, length=n)
-  return beta
+  _, x = lax.scan(step, jnp.zeros(m - 1, band.dtype), rhs.astype(band.dtype))
+  return x
 
 
 def _mean_prefix_error(c: jax.Array, n: int) -> jax.Array:
@@ -131,7 +133,7 @@ def _mean_prefix_error(c: jax.Array, n: int) -> jax.Array:
   matrices commute). Row i is (β_i, β_{i−1}, …, β₀, 0, …), with squared norm
   cumsum(β²)_i (reference-libraries.md §1.4, "MSE formula").
   """
-  beta = _solve_ones(c, n)
+  beta = toeplitz_solve(c, jnp.ones(n, c.dtype))  # β = C⁻¹𝟏
   return jnp.mean(jnp.cumsum(beta * beta))
 
 
@@ -257,6 +259,20 @@ class BandedToeplitz:
     """
     n = _iterations(iterations)
     return _materialize(_coefficients('c_col', self.c_col), n)
+
+  @property
+  def fingerprint(self) -> tuple:
+    """Hashable public identity of the strategy (ledgers and checkpoint fingerprints)."""
+    return tuple(np.asarray(self.c_col, np.float64).tolist())
+
+  @_scoped_x64
+  def prefix_error(self, iterations: int) -> float:
+    """(1/n)‖A C⁻¹‖_F²: times σ² it is the mean squared error of the noisy prefix sums.
+
+    Seed 000 §7.1 compares schemes at equal ε by ‖A C⁻¹‖_F²·σ²/n with σ the
+    calibrated noise multiplier for this C (not normalised).
+    """
+    return float(_mean_prefix_error(_coefficients('c_col', self.c_col), _iterations(iterations)))
 
   def __eq__(self, other: object) -> bool:
     if not isinstance(other, BandedToeplitz):
@@ -417,12 +433,13 @@ def _objective(c: jax.Array, n: int, b: int | None) -> jax.Array:
   return mean_error * _min_sep_sensitivity_squared(c, b, n)
 
 
-@functools.partial(jax.jit, static_argnames=('n', 'b', 'max_steps'))
-def _run_lbfgs(theta0: jax.Array, n: int, b: int | None, max_steps: int):
-  """L-BFGS (zoom line search) from theta0; returns (theta, loss, steps)."""
-  def loss_fn(theta):
-    return _objective(_band_from_params(theta), n, b)
+def minimize_lbfgs(loss_fn, theta0: jax.Array, max_steps: int):
+  """L-BFGS (optax, zoom line search) from theta0; returns (theta, loss, steps).
 
+  Un-jitted: callers jit a wrapper with their objective. Stops after
+  ``max_steps`` iterations or once the gradient is at round-off level relative
+  to the loss.
+  """
   solver = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(loss_fn)
 
@@ -438,12 +455,17 @@ def _run_lbfgs(theta0: jax.Array, n: int, b: int | None, max_steps: int):
     count = optax.tree_utils.tree_get(state, 'count')
     grad = optax.tree_utils.tree_get(state, 'grad')
     value = optax.tree_utils.tree_get(state, 'value')
-    # Stop once the gradient is at round-off level relative to the loss.
     converged = optax.tree_utils.tree_norm(grad) <= 1e-12 * jnp.abs(value)
     return (count == 0) | ((count < max_steps) & ~converged & jnp.isfinite(value))
 
   theta, state = lax.while_loop(keep_going, step, (theta0, solver.init(theta0)))
   return theta, loss_fn(theta), optax.tree_utils.tree_get(state, 'count')
+
+
+@functools.partial(jax.jit, static_argnames=('n', 'b', 'max_steps'))
+def _run_lbfgs(theta0: jax.Array, n: int, b: int | None, max_steps: int):
+  return minimize_lbfgs(lambda theta: _objective(_band_from_params(theta), n, b), theta0,
+                        max_steps)
 
 
 @_scoped_x64

@@ -7,8 +7,8 @@ analyses, so what is trained is what is accounted: ``attribution`` holds the
 example → users hypergraph of the multi-attribution (user-level) setting and
 the greedy contribution bounding that precedes multi-attribution b-min-sep
 sampling (seed 000 §6, App. C); ``multi_attribution`` samples its batches
-(Algorithms 3 and 4). Batch iterators for every sampling scheme
-(pad/truncate to a fixed batch size) will live next to it.
+(Algorithms 3 and 4); ``iterators.batches`` yields the batches of every
+sampling scheme, padded (and, for truncating schemes only, cut) to a fixed size.
 
 Notation (seed 000 = Dong & Ganesh, arXiv 2602.09338v2, §6 and App. C;
 Ganesh, McKenna, McMahan, Smith, Wu, "It's My Data Too", arXiv 2503.03622):
@@ -31,11 +31,17 @@ from jaxacct.batching.attribution import BoundedAttribution as BoundedAttributio
 from jaxacct.batching.attribution import bound_contributions as bound_contributions
 from jaxacct.batching.attribution import (
     rule_of_thumb_max_neighbourhood_size as rule_of_thumb_max_neighbourhood_size)
+from jaxacct.batching.iterators import Batch as Batch
+from jaxacct.batching.iterators import BatchIterator as BatchIterator
+from jaxacct.batching.iterators import batches as batches
 from jaxacct.batching.multi_attribution import (
     multi_attribution_batches as multi_attribution_batches)
 
 __all__ = [
     'AttributionGraph',
+    'Batch',
+    'batches',
+    'BatchIterator',
     'BoundedAttribution',
     'bound_contributions',
     'multi_attribution_batches',

@@ -55,6 +55,10 @@ def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
   adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
   d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)
   scheme, matrix, sigma = mechanism.scheme, mechanism.matrix, mechanism.noise_multiplier
+  if mechanism.bounded:
+    raise TypeError('a dense LowerTriangular strategy has no deterministic accountant here (its '
+                    'columns overlap across rounds); use the Monte Carlo accountant, which '
+                    'applies the r-min-sep bounds of seed 000 App. B')
   if isinstance(scheme, schemes.Poisson):
     sigma_eff = sigma / float(matrix.max_column_norm(scheme.iterations))
     if scheme.truncates:

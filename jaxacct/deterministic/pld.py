@@ -28,6 +28,7 @@ from scipy import special
 
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
+from jaxacct.lower_triangular import LowerTriangular, sensitivity_bound_squared
 from jaxacct.matrices import BandedToeplitz, min_sep_sensitivity_squared
 
 
@@ -80,7 +81,13 @@ def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
   x; with C ≥ 0 the cross terms are non-negative, so ‖C·x'‖ ≤ ‖C·x‖. (The
   pair of seed 000 App. D, x^P = 2 vs x^Q = −1, is a dominating pair for
   amplification, not the worst-case sensitivity.)
+
+  For a dense ``LowerTriangular`` C (Poisson: r = 1; BMinSep: r = min_sep) it
+  is the upper bound ``lower_triangular.sensitivity_bound_squared`` (seed 000
+  App. B), exact for r = 1.
   """
+  if isinstance(matrix, LowerTriangular):
+    return sensitivity_bound_squared(matrix.entries, getattr(scheme, 'min_sep', 1))
   return _sensitivity_squared(scheme, matrix)
 
 
@@ -187,6 +194,9 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
   from dp_accounting.pld import privacy_loss_distribution as pld_lib
   if not isinstance(scheme, schemes.CyclicPoisson):
     raise TypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+  if not isinstance(matrix, BandedToeplitz):
+    raise TypeError(f'matrix must be a jaxacct.BandedToeplitz (the cyclic-Poisson reduction needs '
+                    f'banded columns), got {matrix!r}')
   if scheme.truncates:
     from jaxacct.deterministic import truncated_poisson  # local: only truncating schemes need it
     return truncated_poisson.truncated_cyclic_poisson_pld(

@@ -39,6 +39,8 @@ class KernelSpec(NamedTuple):
       the outputs carry the other examples' batch sizes r and the pair is
       P = N(C·x^P, σ²I), Q = N(C·x^Q, σ²I) (Corollary D.2).
     multiplicity: k_u of multi-attribution b-min-sep (Theorem 6.1; 1 otherwise).
+    dense: C is a dense ``LowerTriangular`` matrix: the losses are the r-min-sep
+      bounds of seed 000 App. B (upper for ``remove``, lower for ``add``).
   """
 
   kind: str
@@ -50,6 +52,7 @@ class KernelSpec(NamedTuple):
   dtype: str
   truncated: bool = False
   multiplicity: int = 1
+  dense: bool = False
 
 
 class SchemeParams(NamedTuple):
@@ -116,7 +119,7 @@ def kernel_spec(mechanism: MatrixMechanism, dtype: np.dtype) -> KernelSpec:
         '(seed 001 reduction)')
   return KernelSpec(kind, mechanism.iterations, period, warm, partition,
                     mechanism.matrix.num_bands, np.dtype(dtype).name, scheme.truncates,
-                    getattr(scheme, 'max_examples_per_user', 1))
+                    getattr(scheme, 'max_examples_per_user', 1), mechanism.bounded)
 
 
 def scheme_params(mechanism: MatrixMechanism) -> SchemeParams:

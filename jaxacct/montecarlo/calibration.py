@@ -75,7 +75,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
 
   Args:
     scheme: the sampling scheme.
-    matrix: the strategy matrix (``BandedToeplitz``).
+    matrix: the strategy matrix (``BandedToeplitz``, or ``LowerTriangular`` for App. B bounds).
     epsilon: target ε.
     delta: target overall δ ∈ (0, 1).
     key: typed JAX key (estimation and verification use separate streams of it).

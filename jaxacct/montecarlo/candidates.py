@@ -83,15 +83,14 @@ def _block_losses_for_sigmas(mean, z, rest, sigmas, p, matrix, *, spec: KernelSp
   recursion runs once per σ on d = d_m + σ·d_z (lax.map: measured faster than vmap).
   """
   def one_device(mean, z, rest, sigmas, p, matrix):
-    c_col = matrix.c_col.astype(z.dtype)
     def one_block(draws):
       mean_block, z_block, rest_block = draws
-      dz = losses.sliding_dot_products(z_block, c_col)
-      dm = losses.sliding_dot_products(mean_block, c_col)
+      dz = losses.transpose_products(spec, z_block, matrix)
+      dm = losses.transpose_products(spec, mean_block, matrix)
       def one_sigma(sigma):
         d = dm + sigma.astype(dz.dtype) * dz
-        return losses.log_ratio_from_dots(spec, d, p, sigma, matrix,
-                                          rest_block).astype(jnp.float64)
+        return losses.log_ratio_from_dots(spec, d, p, sigma, matrix, rest_block,
+                                          direction).astype(jnp.float64)
       return lax.map(one_sigma, sigmas)
     return lax.map(one_block, (mean, z, rest))
   loss = sampling.per_device(one_device, mesh, 3)(mean, z, rest, sigmas, p, matrix)

@@ -196,7 +196,7 @@ def _fingerprint(mechanism, spec, epsilons, edges, block_size, purpose, key_data
                   float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
                   getattr(mechanism.scheme, 'truncated_batch_size', None),
                   getattr(mechanism.scheme, 'dataset_size', None),
-                  tuple(np.asarray(mechanism.matrix.c_col, np.float64).tolist()),
+                  mechanism.matrix.fingerprint,
                   tuple(epsilons), edges, block_size, purpose, key_data))
   return hashlib.sha256(payload.encode()).hexdigest()[:32]
 

@@ -574,7 +574,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
   # One ledger per (scheme, strategy, ε, δ): any verification run that differs in key,
   # candidates, N, δ_b or shared draws is another attempt at the same guarantee.
-  ledger_id = repr((first.scheme, tuple(np.asarray(first.matrix.c_col).tolist()), epsilon,
+  ledger_id = repr((first.scheme, first.matrix.fingerprint, epsilon,
                     float(delta)))
   run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws)))
   seen = _VERIFICATION_LEDGER.setdefault(ledger_id, [])
@@ -611,5 +611,6 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       epsilon=epsilon, delta=released_delta, method=method,
       noise_multiplier=float(chosen.noise_multiplier),
       delta_hat=None if method == 'fallback' else {d: delta_hat[d][index] for d in DIRECTIONS},
-      num_samples=n, base_delta=base, seed=key_data, attempts=attempts)
+      num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
+      bounded=chosen.bounded and method != 'fallback')
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base)

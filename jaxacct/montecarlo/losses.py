@@ -27,7 +27,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from jaxacct.matrices import BandedToeplitz
 from jaxacct.montecarlo._spec import FFT_MIN_BANDS, KernelSpec, SchemeParams
 from jaxacct.montecarlo.participation import balls_in_bins_modes, multiplicity_log_weights
 
@@ -218,15 +217,54 @@ def multi_attribution_log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: j
   return bminsep_log_ratio(jax.nn.logsumexp(terms, axis=-1), jnp.exp(log_p_u), min_sep, False)
 
 
-def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
-                        noise_multiplier: jax.Array, matrix: BandedToeplitz,
-                        rest: jax.Array | None = None) -> jax.Array:
-  """ln P(y)/Q(y) from the sliding dot products d = Cᵀy (N, n) (y enters only through d).
+def r_min_sep_log_ratio(d: jax.Array, terms, sampling_prob: jax.Array, two_var: jax.Array,
+                        min_sep: int, warm_start: bool, direction: str) -> jax.Array:
+  """Bounds on ln P/Q for dense non-negative C under r-min-sep (seed 000 App. B), log space.
 
-  ``rest`` is the other examples' batch sizes r (N, n) of a truncated scheme
-  (``None`` otherwise).
+  ``remove``: recursion (6), ℓ_i = (2⟨c_i, y⟩ − s_i)/(2σ²) with full columns
+  c_i, an upper bound on ln P/Q (Lemma B.1: the cross terms dropped from ‖Cx‖²
+  are ≥ 0). ``add``: ℓ_i lowered by M_i/σ² (``later_cross_term_bounds``), a
+  lower bound on ln P/Q, so the add loss −(this) is ≥ the exact ln Q/P. Each
+  bound is conservative only in its own direction (spec 000 §7 "Caution").
+  Both factorise over participations and run through Eq. (1)'s recursion
+  (which computes E_x Π_{i: x_i = 1} e^{ℓ_i} for the cold or warm r-min-sep chain).
+
+  Args:
+    d: ⟨c_i, y⟩ = (Cᵀy)_i, batch-major (N, n).
+    terms: ``lower_triangular.RMinSepTerms`` (traced).
+    sampling_prob: p. two_var: 2σ². min_sep: r (static).
+    warm_start: Algorithm 2 (static). direction: ``"remove"`` or ``"add"`` (static).
   """
   dtype = d.dtype
+  charge = terms.squared_norms
+  if direction == 'add':
+    charge = charge + 2.0 * terms.cross_bounds
+  ell = (2.0 * d - charge.astype(dtype)[None, :]) / two_var
+  return bminsep_log_ratio(ell, sampling_prob, min_sep, warm_start)
+
+
+def transpose_products(spec: KernelSpec, y: jax.Array, matrix) -> jax.Array:
+  """d = Cᵀy for batch-major y (N, n): sliding dot products (banded) or a matrix product (dense)."""
+  if spec.dense:
+    return y @ matrix.entries.astype(y.dtype)
+  return sliding_dot_products(y, matrix.c_col.astype(y.dtype))
+
+
+def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
+                        noise_multiplier: jax.Array, matrix,
+                        rest: jax.Array | None = None, direction: str = 'remove') -> jax.Array:
+  """ln P(y)/Q(y) from d = Cᵀy (N, n) (y enters only through d).
+
+  ``rest`` is the other examples' batch sizes r (N, n) of a truncated scheme
+  (``None`` otherwise). ``matrix`` is a ``BandedToeplitz``, or for ``spec.dense``
+  ``RMinSepTerms``, whose result is the App. B bound matching ``direction``
+  (upper for ``remove``, lower for ``add``); banded results ignore ``direction``.
+  """
+  dtype = d.dtype
+  two_var = (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+  if spec.dense:
+    return r_min_sep_log_ratio(d, matrix, params.sampling_prob, two_var, spec.period,
+                               spec.warm_start, direction)
   if spec.kind == 'balls_in_bins':
     modes = balls_in_bins_modes(spec.iterations, spec.period, matrix.c_col)
     return balls_in_bins_log_ratio(d, noise_multiplier, spec.period, modes)
@@ -234,7 +272,6 @@ def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
   if spec.truncated:
     return truncated_bminsep_log_ratio(d, norms, rest, params, noise_multiplier, spec.period,
                                        spec.warm_start)
-  two_var = (2.0 * jnp.square(noise_multiplier)).astype(dtype)
   if spec.multiplicity > 1:
     return multi_attribution_log_ratio(d, norms, params.sampling_prob, two_var, spec.period,
                                        spec.multiplicity)
@@ -245,8 +282,11 @@ def log_ratio_from_dots(spec: KernelSpec, d: jax.Array, params: SchemeParams,
 
 
 def log_ratio(spec: KernelSpec, y: jax.Array, params: SchemeParams,
-              noise_multiplier: jax.Array, matrix: BandedToeplitz,
-              rest: jax.Array | None = None) -> jax.Array:
-  """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``."""
-  d = sliding_dot_products(y, matrix.c_col.astype(y.dtype))
-  return log_ratio_from_dots(spec, d, params, noise_multiplier, matrix, rest)
+              noise_multiplier: jax.Array, matrix,
+              rest: jax.Array | None = None, direction: str = 'remove') -> jax.Array:
+  """ln P(y)/Q(y) for batch-major outputs y (N, n) of the mechanism described by ``spec``.
+
+  For a dense C (``spec.dense``) it is the App. B bound for ``direction``.
+  """
+  d = transpose_products(spec, y, matrix)
+  return log_ratio_from_dots(spec, d, params, noise_multiplier, matrix, rest, direction)

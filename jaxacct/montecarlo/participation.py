@@ -293,14 +293,18 @@ def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: Sc
 
 
 def sample_mean(spec: KernelSpec, keys: jax.Array, params: SchemeParams,
-                matrix: BandedToeplitz, direction: str = 'remove'):
+                matrix, direction: str = 'remove'):
   """C·x of one draw of the sensitive example's participation per key, batch-major (N, n).
 
   Returns ``(C·x, r)``: r is the (N, n) int32 array of the other examples'
   batch sizes for truncated schemes (C·x is then C·x^P or C·x^Q of
   Corollary D.2 by ``direction``), ``None`` otherwise (``add`` then has no signal
-  and callers skip this function).
+  and callers skip this function). ``matrix`` is a ``BandedToeplitz`` or, for
+  ``spec.dense``, ``lower_triangular.RMinSepTerms``.
   """
+  if spec.dense:  # RMinSepTerms: C·x = x Cᵀ row-wise (seed 000 App. B; x is r-separated)
+    entries = matrix.entries.astype(spec.dtype)
+    return bminsep_participation(spec, keys, params.sampling_prob).astype(spec.dtype) @ entries.T, None
   if spec.truncated:
     rest = rest_batch_sizes(spec, keys, params)
     x = bminsep_participation(spec, keys, params.sampling_prob)

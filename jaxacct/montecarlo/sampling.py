@@ -32,7 +32,6 @@ from jax.sharding import PartitionSpec
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import losses, noise, participation
@@ -72,11 +71,19 @@ def default_blocks_per_call(block_size: int, iterations: int) -> int:
   return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
 
 
-def traced_params(mechanism: MatrixMechanism) -> tuple[SchemeParams, jax.Array, BandedToeplitz]:
-  """(scheme parameters, σ, matrix) as device values: traced, so new values do not recompile."""
+def traced_params(mechanism: MatrixMechanism):
+  """(scheme parameters, σ, matrix) as device values: traced, so new values do not recompile.
+
+  The matrix is the ``BandedToeplitz`` itself, or for a dense ``LowerTriangular``
+  its ``RMinSepTerms`` (C, column norms, cross-term bounds; seed 000 App. B),
+  computed once on the host.
+  """
+  matrix = mechanism.matrix
+  if mechanism.bounded:
+    matrix = matrix.kernel_terms(getattr(mechanism.scheme, 'min_sep', 1))
   return (scheme_params(mechanism),
           jnp.asarray(mechanism.noise_multiplier, jnp.float64),
-          jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), mechanism.matrix))
+          jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), matrix))
 
 
 def draw_components(stream_key, indices, params: SchemeParams, matrix, spec: KernelSpec,
@@ -144,7 +151,8 @@ def block_losses(outputs, p, sigma, matrix, *, spec: KernelSpec, direction: str,
   def one_device(outputs, p, sigma, matrix):
     def one_block(block):
       y_block, rest_block = block
-      return losses.log_ratio(spec, y_block, p, sigma, matrix, rest_block).astype(jnp.float64)
+      return losses.log_ratio(spec, y_block, p, sigma, matrix, rest_block,
+                              direction).astype(jnp.float64)
     return lax.map(one_block, outputs)
   loss = per_device(one_device, mesh, 1)(outputs, p, sigma, matrix)
   return loss if direction == 'remove' else -loss
@@ -177,10 +185,14 @@ def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, dire
         outputs, p, sigma, matrix, spec=spec, direction=direction, mesh=mesh), outputs
 
 
-@functools.partial(jax.jit, static_argnames=('spec',))
-def loss_of_outputs(y, rest, p, sigma, matrix, *, spec: KernelSpec):
-  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n) (and r, or None)."""
-  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix, rest).astype(jnp.float64)
+@functools.partial(jax.jit, static_argnames=('spec', 'direction'))
+def loss_of_outputs(y, rest, p, sigma, matrix, *, spec: KernelSpec, direction: str):
+  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n) (and r, or None).
+
+  ``direction`` picks the App. B bound for a dense C (ignored otherwise).
+  """
+  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix, rest,
+                          direction).astype(jnp.float64)
 
 
 def _check_mechanism(mechanism) -> None:
@@ -395,6 +407,7 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     if count < chunk:  # pad to the compiled shape; padded rows are discarded
       block = jnp.pad(block, ((0, chunk - count), (0, 0)))
       rest_block = None if rest is None else jnp.pad(rest_block, ((0, chunk - count), (0, 0)))
-    parts.append(loss_of_outputs(block, rest_block, p, sigma, matrix, spec=spec)[:count])
+    parts.append(loss_of_outputs(block, rest_block, p, sigma, matrix, spec=spec,
+                                 direction=direction)[:count])
   loss = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
   return loss if direction == 'remove' else -loss

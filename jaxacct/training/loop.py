@@ -1,0 +1,132 @@
+"""The DP-BandMF training loop on the batches the accountant analysed (host orchestration)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxacct import _validate
+from jaxacct.batching.iterators import BatchIterator
+from jaxacct.guarantee import Guarantee
+from jaxacct.matrices import BandedToeplitz
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.training import step as step_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+  """The trained state and the privacy statement that covers it.
+
+  Attributes:
+    state: the final ``TrainState`` (parameters, optimiser state, noise history, step).
+    guarantee: the guarantee of the mechanism trained with (None when noise was off:
+      such a run is not private).
+    mechanism: the mechanism whose batches and σ were used.
+    normalizer: the public constant the noisy sums were divided by.
+  """
+
+  state: step_lib.TrainState
+  guarantee: Guarantee | None
+  mechanism: MatrixMechanism
+  normalizer: float
+
+
+def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool) -> int:
+  if not isinstance(mechanism, MatrixMechanism):
+    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  if not isinstance(mechanism.matrix, BandedToeplitz):
+    raise TypeError('training streams C⁻¹Z for a banded Toeplitz C; got '
+                    f'{type(mechanism.matrix).__name__}')
+  if not isinstance(batch_iterator, BatchIterator):
+    raise TypeError(f'batch_iterator must come from jaxacct.batching.batches, got '
+                    f'{batch_iterator!r}')
+  if batch_iterator.scheme != mechanism.scheme:
+    raise ValueError('batch_iterator and mechanism disagree: the batches are sampled by '
+                     f'{batch_iterator.scheme!r} but the mechanism was accounted for '
+                     f'{mechanism.scheme!r}; train with the scheme that was accounted')
+  if batch_iterator.iterations != mechanism.iterations:
+    raise ValueError(f'batch_iterator has {batch_iterator.iterations} rounds but the mechanism '
+                     f'{mechanism.iterations}')
+  if batch_iterator.batch_size is None:
+    raise ValueError('batch_iterator needs a fixed batch_size (one XLA shape for every step)')
+  m = len(jax.tree_util.tree_leaves(inputs)[0])
+  if m != batch_iterator.dataset_size:
+    raise ValueError(f'the data has {m} examples but batch_iterator was built for '
+                     f'dataset_size = {batch_iterator.dataset_size}')
+  _validate.positive_finite('clip_norm', clip_norm)
+  if guarantee is not None and noise and not np.isclose(guarantee.noise_multiplier,
+                                                       mechanism.noise_multiplier, rtol=0):
+    raise ValueError(f'guarantee is for σ = {guarantee.noise_multiplier}, the mechanism has σ = '
+                     f'{mechanism.noise_multiplier}')
+  return m
+
+
+def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformation,
+          mechanism: MatrixMechanism, batch_iterator: BatchIterator, inputs: Any, labels: Any, *,
+          clip_norm: float, key: jax.Array, guarantee: Guarantee | None = None,
+          noise: bool = True, state: step_lib.TrainState | None = None,
+          on_step: Callable[[step_lib.TrainState], None] | None = None) -> TrainResult:
+  """Trains with DP-BandMF on ``batch_iterator``'s batches with the mechanism's σ and C.
+
+  Every step gathers the batch (fixed shape, mask), clips per example to
+  ``clip_norm``, adds σ·clip_norm·(C⁻¹Z)_t and divides by the public expected
+  batch size p₀·m; see ``jaxacct.training.step``.
+
+  Args:
+    loss_fn: ``loss_fn(params, x, y)`` → per-example real scalar (one example,
+      no batch axis).
+    params: initial parameters (pytree).
+    optimizer: any optax transformation.
+    mechanism: the accounted mechanism, e.g. ``calibrate_noise_multiplier(...).mechanism``.
+    batch_iterator: ``jaxacct.batching.batches(mechanism.scheme, m, rng, batch_size=K)``.
+    inputs, labels: arrays (or pytrees) with the m examples on the leading axis.
+    clip_norm: κ > 0.
+    key: JAX key of the run; the noise uses its "training" stream only.
+    guarantee: the statement returned with the result (e.g. the calibration's).
+    noise: False trains without noise (a non-private baseline; no guarantee).
+    state: resume from this state (its ``step`` must be 0 unless the iterator
+      is replayed from the same seed: the loop skips the first ``step`` batches).
+    on_step: called with the state after every step (host; e.g. checkpointing).
+
+  Returns:
+    ``TrainResult``.
+
+  Raises:
+    ValueError / TypeError: mismatched iterator and mechanism, data of the wrong
+      size, clip_norm ≤ 0, a loss that is not a per-example scalar.
+
+  References:
+    Dong, Ganesh, arXiv 2602.09338v2, §2–3 (DP-BandMF with b-min-sep batches);
+    Choquette-Choo et al., NeurIPS 2023 (banded matrix factorisation).
+  """
+  m = _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise)
+  step_lib.check_per_example_loss(loss_fn, params, inputs, labels)
+  normalizer = mechanism.scheme.expected_participation_rate * m
+  if normalizer < 1.0:
+    raise ValueError(f'the expected batch size p₀·m = {normalizer:.4g} is below one example: the '
+                     'dataset is smaller than the scheme expects')
+  c_col = jnp.asarray(mechanism.matrix.c_col, jnp.float32)
+  if state is None:
+    state = step_lib.init_state(params, optimizer, int(c_col.shape[0]))
+  training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
+  traced = dict(training_key=training_key, c_col=c_col,
+                noise_scale=jnp.asarray(mechanism.noise_multiplier * clip_norm if noise else 0.0,
+                                        jnp.float32),
+                clip_norm=jnp.asarray(clip_norm, jnp.float32),
+                normalizer=jnp.asarray(normalizer, jnp.float32))
+  skip = int(state.step)
+  for i, batch in enumerate(batch_iterator):
+    if i < skip:
+      continue
+    take = jax.tree_util.tree_map(lambda a: a[batch.indices], (inputs, labels))
+    state = step_lib.train_step(state, *take, jnp.asarray(batch.mask), loss_fn=loss_fn,
+                                optimizer=optimizer, **traced)
+    if on_step is not None:
+      on_step(state)
+  return TrainResult(state, guarantee if noise else None, mechanism, float(normalizer))
