@@ -33,6 +33,7 @@ import numpy as np
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
+from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
@@ -182,6 +183,10 @@ def _train(args, raw) -> dict:
   if declared != m:
     raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
                                  f'scheme is accounted for it), got {declared}')
+  if not isinstance(config_lib.matrix_from(raw, config_lib.scheme_from(raw).iterations),
+                    BandedToeplitz):
+    raise config_lib.ConfigError('jaxacct train streams C⁻¹Z for banded Toeplitz strategies; '
+                                 'the banded-inverse strategies are for accounting only here')
   noise = bool(training.get('noise', True))
   if noise:
     mechanism, g, calibration, _ = _calibrated(raw)
@@ -192,7 +197,7 @@ def _train(args, raw) -> dict:
       mechanism, g, data, clip_norm=float(training.get('clip_norm', 1.0)),
       learning_rate=float(training.get('learning_rate', 0.5)),
       momentum=float(training.get('momentum', 0.9)), hidden=int(training.get('hidden', 64)),
-      seed=int(training.get('seed', 0)), noise=noise)
+      seed=None if training.get('seed') is None else int(training['seed']), noise=noise)
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration
   if noise:
@@ -228,6 +233,10 @@ def _print_human(command: str, payload: dict) -> None:
     privacy = ('no noise: NOT private' if payload['method'] == 'nonprivate' else
                f'σ = {payload["noise_multiplier"]:.6g}, ({payload["epsilon"]:.6g}, '
                f'{payload["delta"]:.4g})-DP [{payload["method"]}]')
+    if payload['seed'] is not None and payload['method'] != 'nonprivate':
+      print(f'warning: training.seed = {payload["seed"]} is in the config: anyone with it can '
+            'regenerate the noise and batches, so this model must not be released as private',
+            file=sys.stderr)
     print(f'test accuracy {payload["accuracy"]:.4f} after {payload["steps"]} steps '
           f'(expected batch {payload["expected_batch_size"]:.4g}, shape '
           f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')

@@ -54,7 +54,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     learning_rate: float       # SGD with momentum (default 0.5)
     momentum: float            # default 0.9
     hidden: int                # MLP width (default 64)
-    seed: int                  # batches and noise (default 0)
+    seed: int                  # batches and noise; omit it in a private run (OS entropy, not
+                               # reported): a known seed regenerates the noise
     noise: bool                # false: non-private baseline (default true)
   attribution:                 # multi_attribution on a synthetic multi-author graph (seed 000 §6):
     num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
@@ -218,6 +219,9 @@ def matrix_from(raw: dict, iterations: int) -> BandedToeplitz | LowerTriangular:
   given = [k for k in STRATEGIES if k in strategy]
   if len(given) != 1:
     raise ConfigError(f'strategy needs exactly one of {", ".join(STRATEGIES)}')
+  if 'normalize' in strategy and any(k in strategy for k in STRATEGIES[3:]):
+    raise ConfigError('strategy.normalize applies to banded c_col strategies only (the banded-inverse '
+                      'strategies are built at their own scale)')
   if 'inverse_square_root_bands' in strategy:
     return banded_inverse_square_root(iterations, strategy['inverse_square_root_bands'])
   if 'optimized_inverse_bands' in strategy:

@@ -256,7 +256,8 @@ def later_cross_term_bounds(entries: Any, min_sep: int) -> np.ndarray:
 
   Computed per row i of the Gram matrix G = CᵀC (entries ≥ 0 since C ≥ 0) by
   the dynamic programme V_i(j) = max(V_i(j+1), G_ij + V_i(j+r)), all i at once:
-  O(n²) time. The result is inflated by a relative 4n·2⁻⁵² so that floating
+  O(n³) for G, O(n²) for the programme, (n + r)·n float64 of memory (dense C
+  is for n up to a few thousand). The result is inflated by a relative 4n·2⁻⁵² so that floating
   point rounding cannot make it smaller than the exact maximum.
 
   Args:

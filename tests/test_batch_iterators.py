@@ -140,6 +140,9 @@ def test_same_seed_replays_and_multi_attribution_batches_come_through():
   scheme = jaxacct.BMinSep(sampling_prob=0.2, iterations=10, min_sep=3)
   first = [b.indices.tolist() for b in batches(scheme, 50, 7)]
   assert first == [b.indices.tolist() for b in batches(scheme, 50, 7)]
+  again = batches(scheme, 50, np.random.default_rng(7))  # one iterator, two passes: a replay
+  assert [b.indices.tolist() for b in again] == [b.indices.tolist() for b in again]
+  assert first != [b.indices.tolist() for b in batches(scheme, 50, 8)]
   graph = jaxacct.AttributionGraph.from_user_lists([[0], [0, 1], [2], [3]], num_users=4)
   multi = jaxacct.MultiAttributionBMinSep(sampling_prob=0.5, iterations=6, min_sep=2,
                                           max_examples_per_user=2)

@@ -63,6 +63,17 @@ def _linear_loss(params, x, y):
   return 0.5 * jnp.square(jnp.dot(params['w'], x) + params['b'] - y)
 
 
+def test_padding_contributes_zero_even_when_its_gradient_is_not_finite():
+  x = np.array([[1.0, 2.0, 3.0], [np.inf, 0.0, 0.0]])
+  params = {'w': np.ones(3), 'b': np.array(0.0)}
+  got = step_lib.clipped_gradient_sum(_linear_loss, params, x, np.zeros(2), np.array([True, False]),
+                                      100.0)
+  want = step_lib.clipped_gradient_sum(_linear_loss, params, x[:1], np.zeros(1), np.array([True]),
+                                       100.0)
+  np.testing.assert_allclose(got['w'], want['w'])
+  assert np.all(np.isfinite(got['w']))
+
+
 def test_clipped_masked_sum_equals_a_hand_computed_one():
   rng = np.random.default_rng(0)
   x, y = rng.normal(size=(5, 3)) * 3, rng.normal(size=5)
@@ -147,3 +158,13 @@ def test_resumed_run_reproduces_the_uninterrupted_one():
   for leaf in ('w', 'b'):
     np.testing.assert_array_equal(np.asarray(full.state.params[leaf]),
                                   np.asarray(resumed.state.params[leaf]))
+  # Resuming on the same iterator object replays its batches (no mixing of two runs).
+  it = batches(scheme, 40, 9, batch_size=20)
+  cut = jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism, it, x, y,
+                               state=saved[0], **run)
+  np.testing.assert_array_equal(np.asarray(cut.state.params['w']), np.asarray(full.state.params['w']))
+  wrong = saved[0]._replace(noise=saved[0].noise._replace(
+      history=jax.tree_util.tree_map(lambda h: h[:0], saved[0].noise.history)))
+  with pytest.raises(ValueError, match='bands'):
+    jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
+                           batches(scheme, 40, 9, batch_size=20), x, y, state=wrong, **run)

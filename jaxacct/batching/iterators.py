@@ -69,6 +69,14 @@ def _generator(rng) -> np.random.Generator:
   raise TypeError(f'rng must be a np.random.Generator or a non-negative int seed, got {rng!r}')
 
 
+def _seed_sequence(generator: np.random.Generator) -> np.random.SeedSequence:
+  """A child seed sequence of ``generator`` (advances its spawn counter, not its stream)."""
+  seed = getattr(generator.bit_generator, 'seed_seq', None)
+  if isinstance(seed, np.random.SeedSequence):
+    return seed.spawn(1)[0]
+  return np.random.SeedSequence(generator.integers(0, 2**63, size=4))
+
+
 class _EligiblePool:
   """The eligible examples as the prefix ``order[:size]`` of a permutation of range(m).
 
@@ -163,14 +171,17 @@ def _cyclic_poisson_rounds(scheme: schemes.CyclicPoisson, m: int, rng) -> Iterat
 class BatchIterator:
   """Re-iterable batches of ``scheme`` over ``dataset_size`` examples (see ``batches``).
 
-  Every ``iter()`` restarts from a generator spawned from the seed sequence of
-  ``rng`` in order, so two loops over the same iterator see independent batches
-  (use ``batches(...)`` again with the same seed to replay a run).
+  Every ``iter()`` replays the same batches: the iterator holds one seed
+  sequence (spawned from ``rng`` once, at construction) and each pass starts a
+  fresh generator from it. A resumed loop that skips the first t batches thus
+  continues the very run it interrupted (mixing rounds of two different runs
+  would break the min-sep the accountant assumes). For another run, build a
+  new iterator.
   """
 
   scheme: schemes.SamplingScheme
   dataset_size: int
-  rng: np.random.Generator
+  seed: np.random.SeedSequence
   batch_size: int | None
   graph: AttributionGraph | None = None
 
@@ -202,7 +213,7 @@ class BatchIterator:
 
   def __iter__(self) -> Iterator[Batch]:
     capacity = self.batch_size
-    for i, ids in enumerate(self._rounds(self.rng.spawn(1)[0])):
+    for i, ids in enumerate(self._rounds(np.random.default_rng(self.seed))):
       ids = np.sort(ids)
       if capacity is None:
         yield Batch(ids, np.ones(ids.size, bool), int(ids.size))
@@ -228,7 +239,9 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
     dataset_size: m; must equal ``scheme.dataset_size`` for a truncating scheme,
       and ``graph.num_examples`` for multi-attribution.
     rng: ``np.random.Generator`` or int seed (for independent streams pass
-      generators from ``np.random.Generator.spawn``).
+      generators from ``np.random.Generator.spawn``). The batches are
+      secret in a private run: use OS entropy (``np.random.default_rng()``), not
+      a published seed.
     batch_size: fixed batch shape K (pad with a mask; a larger batch raises).
       A truncating scheme fixes K = ``truncated_batch_size`` (None or equal).
     graph: the attribution graph, required for ``MultiAttributionBMinSep``.
@@ -264,4 +277,4 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
   elif isinstance(scheme, (schemes.BallsInBins, schemes.CyclicPoisson)) and m < scheme.cycle_length:
     raise ValueError(f'dataset_size must be >= cycle_length = {scheme.cycle_length} (every bin '
                      f'or group needs examples), got {m}')
-  return BatchIterator(scheme, m, generator, batch_size, graph)
+  return BatchIterator(scheme, m, _seed_sequence(generator), batch_size, graph)

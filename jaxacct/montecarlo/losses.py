@@ -246,7 +246,8 @@ def r_min_sep_log_ratio(d: jax.Array, terms, sampling_prob: jax.Array, two_var: 
 def transpose_products(spec: KernelSpec, y: jax.Array, matrix) -> jax.Array:
   """d = Cᵀy for batch-major y (N, n): sliding dot products (banded) or a matrix product (dense)."""
   if spec.dense:
-    return y @ matrix.entries.astype(y.dtype)
+    # HIGHEST: TPU/GPU default matmuls round to bf16/TF32, far coarser than the kernel dtype.
+    return jnp.matmul(y, matrix.entries.astype(y.dtype), precision=lax.Precision.HIGHEST)
   return sliding_dot_products(y, matrix.c_col.astype(y.dtype))
 
 

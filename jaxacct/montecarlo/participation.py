@@ -304,7 +304,8 @@ def sample_mean(spec: KernelSpec, keys: jax.Array, params: SchemeParams,
   """
   if spec.dense:  # RMinSepTerms: C·x = x Cᵀ row-wise (seed 000 App. B; x is r-separated)
     entries = matrix.entries.astype(spec.dtype)
-    return bminsep_participation(spec, keys, params.sampling_prob).astype(spec.dtype) @ entries.T, None
+    x = bminsep_participation(spec, keys, params.sampling_prob).astype(spec.dtype)
+    return jnp.matmul(x, entries.T, precision=lax.Precision.HIGHEST), None
   if spec.truncated:
     rest = rest_batch_sizes(spec, keys, params)
     x = bminsep_participation(spec, keys, params.sampling_prob)

@@ -362,7 +362,9 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
 
   ``direction="remove"``: ln P(y)/Q(y) (for y ~ P); ``"add"``: ln Q(y)/P(y)
   (for y ~ Q). Evaluated in float64 whatever the dtype of ``y`` (float32
-  inputs are upcast, never the reverse).
+  inputs are upcast, never the reverse). For a dense ``LowerTriangular`` C it
+  is the App. B bound of seed 000 that is conservative for ``direction`` (≥ the
+  exact loss), not the exact loss.
 
   Args:
     mechanism: the mechanism.

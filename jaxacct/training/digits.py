@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+import secrets
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -98,12 +99,17 @@ def fixed_batch_size(expected_batch_size: float) -> int:
 
 def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: DigitsData, *,
                  clip_norm: float = 1.0, learning_rate: float = 0.5, momentum: float = 0.9,
-                 hidden: int = 64, seed: int = 0, noise: bool = True) -> dict:
+                 hidden: int = 64, seed: int | None = None, noise: bool = True) -> dict:
   """Trains the MLP with ``mechanism`` on ``data`` and reports test accuracy.
 
-  Batches come from ``batches(mechanism.scheme, m, seed)``; noise from the
-  training stream of ``jax.random.key(seed)``; the optimiser is SGD with
-  momentum on the privatised gradient (post-processing).
+  Batches come from ``batches(mechanism.scheme, m, ·)`` and noise from the
+  training stream of a JAX key, both derived from ``seed``; the optimiser is
+  SGD with momentum on the privatised gradient (post-processing).
+
+  ``seed=None`` (the default) draws the seed from OS entropy and does not
+  report it: the guarantee assumes the noise and batches are secret. A given
+  seed makes the run reproducible, and anyone who knows it can regenerate the
+  noise: use it for experiments, never for a released model.
 
   Returns:
     dict with ``accuracy``, ``epsilon``, ``delta``, ``noise_multiplier``,
@@ -112,6 +118,9 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
   """
   m = data.x_train.shape[0]
   scheme = mechanism.scheme
+  secret = seed is None
+  if secret:
+    seed = secrets.randbits(63)
   expected = scheme.expected_participation_rate * m
   shape = scheme.truncated_batch_size if scheme.truncates else fixed_batch_size(expected)
   iterator = batches(scheme, m, np.random.default_rng([seed, 1]), batch_size=shape)
@@ -128,7 +137,7 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
       'noise_multiplier': float(mechanism.noise_multiplier) if noise else 0.0,
       'method': 'nonprivate' if g is None else g.method,
       'steps': int(result.state.step), 'expected_batch_size': result.normalizer,
-      'batch_shape': shape,
+      'batch_shape': shape, 'seed': None if secret else seed,
   }
 
 

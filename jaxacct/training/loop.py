@@ -67,6 +67,17 @@ def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool)
   return m
 
 
+def _check_resumed(state, num_bands: int, iterations: int) -> None:
+  if not isinstance(state, step_lib.TrainState):
+    raise TypeError(f'state must be a jaxacct.training.TrainState, got {type(state).__name__}')
+  rows = {int(leaf.shape[0]) for leaf in jax.tree_util.tree_leaves(state.noise.history)}
+  if rows and rows != {num_bands - 1}:
+    raise ValueError(f'state.noise holds {rows.pop()} past rows but the strategy has {num_bands} '
+                     f'bands (needs {num_bands - 1}): the state is from another mechanism')
+  if not 0 <= int(state.step) <= iterations:
+    raise ValueError(f'state.step must be in [0, iterations = {iterations}], got {int(state.step)}')
+
+
 def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformation,
           mechanism: MatrixMechanism, batch_iterator: BatchIterator, inputs: Any, labels: Any, *,
           clip_norm: float, key: jax.Array, guarantee: Guarantee | None = None,
@@ -87,7 +98,8 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
     batch_iterator: ``jaxacct.batching.batches(mechanism.scheme, m, rng, batch_size=K)``.
     inputs, labels: arrays (or pytrees) with the m examples on the leading axis.
     clip_norm: κ > 0.
-    key: JAX key of the run; the noise uses its "training" stream only.
+    key: JAX key of the run, which must be secret (e.g. from OS entropy): the noise
+      is its "training" stream, and whoever knows the key can remove it.
     guarantee: the statement returned with the result (e.g. the calibration's).
     noise: False trains without noise (a non-private baseline; no guarantee).
     state: resume from this state (its ``step`` must be 0 unless the iterator
@@ -114,6 +126,7 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   c_col = jnp.asarray(mechanism.matrix.c_col, jnp.float32)
   if state is None:
     state = step_lib.init_state(params, optimizer, int(c_col.shape[0]))
+  _check_resumed(state, c_col.shape[0], mechanism.iterations)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
   traced = dict(training_key=training_key, c_col=c_col,
                 noise_scale=jnp.asarray(mechanism.noise_multiplier * clip_norm if noise else 0.0,

@@ -72,7 +72,8 @@ def correlated_noise(c_col: jax.Array, state: NoiseState, z: Any) -> tuple[Any, 
   tail = c_col[1:]
 
   def row(z_leaf, history):
-    correction = jnp.tensordot(tail.astype(z_leaf.dtype), history, axes=1)
+    correction = jnp.tensordot(tail.astype(z_leaf.dtype), history, axes=1,
+                               precision=jax.lax.Precision.HIGHEST)
     w = (z_leaf - correction) / c_col[0].astype(z_leaf.dtype)
     return w, jnp.concatenate([w[None], history], axis=0)[:history.shape[0]]
 

@@ -55,10 +55,15 @@ def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: An
   leaves = jax.tree_util.tree_leaves(grads)
   squared = sum(jnp.sum(jnp.reshape(jnp.square(g), (g.shape[0], -1)), axis=1) for g in leaves)
   norms = jnp.sqrt(squared)
-  # where(): a zero gradient gets factor 1 (not 0/0); padding gets exactly 0.
+  # where(): a zero gradient gets factor 1 (not 0/0); padded slots are zeroed in the gradient
+  # itself too, so a non-finite gradient there cannot leak into the sum as 0·inf = NaN.
   scale = jnp.where(mask, jnp.minimum(1.0, clip_norm / jnp.where(norms > 0, norms, 1.0)), 0.0)
-  return jax.tree_util.tree_map(
-      lambda g: jnp.tensordot(scale.astype(g.dtype), g, axes=1), grads)
+
+  def masked_sum(g):
+    g = jnp.where(jnp.reshape(mask, (-1,) + (1,) * (g.ndim - 1)), g, jnp.zeros((), g.dtype))
+    return jnp.tensordot(scale.astype(g.dtype), g, axes=1, precision=jax.lax.Precision.HIGHEST)
+
+  return jax.tree_util.tree_map(masked_sum, grads)
 
 
 def init_state(params: Any, optimizer: optax.GradientTransformation, num_bands: int) -> TrainState:
