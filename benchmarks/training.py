@@ -94,12 +94,12 @@ def noise(dims, bands_list) -> None:
     params = {'w': jnp.zeros((d,), jnp.float32)}
     for bands in bands_list:
       c_col = jnp.asarray(jaxacct.matrices.square_root_coefficients(bands), jnp.float32)
-      state = noise_lib.init_noise_state(bands, params)
+      state = noise_lib.init_noise_state((bands, 1), params)
 
       @jax.jit
       def ours(state, t, c_col=c_col):
         z = noise_lib.standard_normal_like(noise_lib.step_key(key, t), params)
-        return noise_lib.correlated_noise(c_col, state, z)
+        return noise_lib.correlated_noise(c_col, jnp.ones(1, jnp.float32), state, z)
 
       mine = _min_time(ours, state, jnp.int32(3))
       line = f'  d = {d:>9,}  bands = {bands:>3}: jaxacct {mine * 1e6:9.1f}'
@@ -125,8 +125,9 @@ def train_step(repeats: int) -> None:
   print('\ntraining step, digits MLP 64-64-10 (4,810 parameters), batch shape 136 (64 real):')
   for bands in (1, 8):
     c_col = jnp.asarray(jaxacct.matrices.square_root_coefficients(bands), jnp.float32)
-    state = step_lib.init_state(params, optimizer, bands)
-    traced = dict(training_key=jax.random.key(1), c_col=c_col, noise_scale=jnp.float32(1.0),
+    state = step_lib.init_state(params, optimizer, (bands, 1))
+    traced = dict(training_key=jax.random.key(1), c_col=c_col, inverse_band=jnp.ones(1, jnp.float32),
+                  noise_scale=jnp.float32(1.0),
                   clip_norm=jnp.float32(1.0), normalizer=jnp.float32(64.0))
     fn = lambda s: step_lib.train_step(s, x, y, mask, loss_fn=loss, optimizer=optimizer, **traced)
     t = _min_time(fn, state, repeats=repeats)

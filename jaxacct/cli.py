@@ -33,7 +33,6 @@ import numpy as np
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
-from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
@@ -173,6 +172,7 @@ def _calibrate(args, raw) -> dict:
 
 def _train(args, raw) -> dict:
   from jaxacct.training import digits  # local: needs the train extra (scikit-learn)
+  from jaxacct.training.loop import noise_bands
   training = raw.get('training') or {}
   if training.get('dataset', 'digits') != 'digits':
     raise config_lib.ConfigError(f'training.dataset must be digits, got {training["dataset"]!r}')
@@ -183,10 +183,7 @@ def _train(args, raw) -> dict:
   if declared != m:
     raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
                                  f'scheme is accounted for it), got {declared}')
-  if not isinstance(config_lib.matrix_from(raw, config_lib.scheme_from(raw).iterations),
-                    BandedToeplitz):
-    raise config_lib.ConfigError('jaxacct train streams C⁻¹Z for banded Toeplitz strategies; '
-                                 'the banded-inverse strategies are for accounting only here')
+  noise_bands(config_lib.matrix_from(raw, config_lib.scheme_from(raw).iterations))  # streamable?
   noise = bool(training.get('noise', True))
   if noise:
     mechanism, g, calibration, _ = _calibrated(raw)

@@ -33,6 +33,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import linalg
 
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
@@ -151,6 +152,16 @@ class LowerTriangular:
     n = self.iterations
     prefix = np.linalg.solve(self.entries.T, np.tril(np.ones((n, n))).T).T  # A C⁻¹
     return float(np.sum(prefix * prefix) / n)
+
+  def inverse_band(self) -> np.ndarray | None:
+    """h if C⁻¹ is lower-triangular Toeplitz (C⁻¹[i + k, i] = h_k, k < len(h)), else None.
+
+    Entries of C⁻¹ below 1e-12·max|C⁻¹| count as zero (the rounding level of
+    recomputing an inverse band from C), so len(h) is the band of a banded
+    inverse (BISR, BandInvMF) and up to n for any other Toeplitz C. Training
+    streams C⁻¹Z from h with O(len(h)·d) memory (``jaxacct.training.noise``).
+    """
+    return _inverse_band(self)
 
   def kernel_terms(self, min_sep: int) -> 'RMinSepTerms':
     """The arrays the r-min-sep kernels need (C, s, M), computed once per (C, r) on the host."""
@@ -297,6 +308,19 @@ def sensitivity_bound_squared(entries: Any, min_sep: int) -> float:
   r = _validate.integer_at_least('min_sep', min_sep, 1)
   weights = np.sum(c * c, axis=0) + 2.0 * later_cross_term_bounds(c, r)
   return float(_separated_max(weights[:, None], r)[0, 0])
+
+
+@functools.lru_cache(maxsize=8)
+def _inverse_band(matrix: LowerTriangular) -> np.ndarray | None:
+  n = matrix.iterations
+  inverse = linalg.solve_triangular(matrix.entries, np.eye(n), lower=True)
+  scale = float(np.max(np.abs(inverse)))
+  column = inverse[:, 0]
+  length = int(np.max(np.nonzero(np.abs(column) > 1e-12 * scale)[0])) + 1
+  band = column[:length]
+  if np.max(np.abs(inverse - _toeplitz_matrix(np.pad(band, (0, n - length))))) > 1e-12 * scale:
+    return None
+  return band
 
 
 @functools.lru_cache(maxsize=8)

@@ -19,24 +19,32 @@ from jaxacct.training import step as step_lib
 C_COL = np.array([1.0, 0.6, 0.3])
 
 
-def _stream(key, params, steps, c_col=C_COL):
-  state = noise_lib.init_noise_state(len(c_col), params)
+def _stream(key, params, steps, c_col=C_COL, inverse_band=(1.0,)):
+  state = noise_lib.init_noise_state((len(c_col), len(inverse_band)), params)
   rows, zs = [], []
   for t in range(steps):
     z = noise_lib.standard_normal_like(noise_lib.step_key(key, jnp.asarray(t)), params)
-    w, state = noise_lib.correlated_noise(jnp.asarray(c_col), state, z)
+    w, state = noise_lib.correlated_noise(jnp.asarray(c_col), jnp.asarray(inverse_band), state, z)
     rows.append(w)
     zs.append(z)
   return rows, zs
 
 
-def test_streamed_noise_equals_the_dense_solve():
+@pytest.mark.parametrize('form', ['banded C', 'banded inverse (BISR)'])
+def test_streamed_noise_equals_the_dense_solve(form):
   n = 8
   params = {'a': jnp.zeros(3), 'b': jnp.zeros((2, 2))}
+  if form == 'banded C':
+    bands = dict(c_col=C_COL)
+    c = np.asarray(jaxacct.BandedToeplitz(C_COL).materialize(n))
+  else:
+    bisr = jaxacct.banded_inverse_square_root(n, 3)
+    bands = dict(c_col=(1.0,), inverse_band=bisr.inverse_band())
+    c = bisr.entries
+    np.testing.assert_allclose(bisr.inverse_band(), [1.0, -0.5, -0.125], rtol=1e-12)
   with jax.enable_x64(True):
     params = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64), params)
-    rows, zs = _stream(jax.random.key(1), params, n)
-    c = np.asarray(jaxacct.BandedToeplitz(C_COL).materialize(n))
+    rows, zs = _stream(jax.random.key(1), params, n, **bands)
     for leaf in ('a', 'b'):
       z = np.stack([np.asarray(r[leaf]).ravel() for r in zs])
       w = np.stack([np.asarray(r[leaf]).ravel() for r in rows])
@@ -96,10 +104,11 @@ def test_noise_off_step_is_sgd_on_the_clipped_mean():
   x, y = rng.normal(size=(4, 3)).astype(np.float32), rng.normal(size=4).astype(np.float32)
   params = {'w': jnp.ones(3), 'b': jnp.zeros(())}
   optimizer = optax.sgd(0.1)
-  state = step_lib.init_state(params, optimizer, 3)
+  state = step_lib.init_state(params, optimizer, (3, 1))
   mask = jnp.array([True, True, True, False])
   new = step_lib.train_step(state, x, y, mask, loss_fn=_linear_loss, optimizer=optimizer,
                             training_key=jax.random.key(0), c_col=jnp.asarray(C_COL, jnp.float32),
+                            inverse_band=jnp.ones(1, jnp.float32),
                             noise_scale=jnp.float32(0.0), clip_norm=jnp.float32(1.0),
                             normalizer=jnp.float32(2.5))
   total = step_lib.clipped_gradient_sum(_linear_loss, params, x, y, mask, 1.0)
@@ -115,6 +124,22 @@ def _setup(m=40, n=5):
   rng = np.random.default_rng(0)
   data = rng.normal(size=(m, 3)).astype(np.float32), rng.normal(size=m).astype(np.float32)
   return scheme, mechanism, data
+
+
+def test_dense_strategies_train_only_when_their_inverse_is_banded():
+  scheme, _, (x, y) = _setup(n=6)
+  params = {'w': jnp.zeros(3), 'b': jnp.zeros(())}
+  kwargs = dict(clip_norm=1.0, key=jax.random.key(0))
+  bisr = jaxacct.MatrixMechanism(scheme, jaxacct.banded_inverse_square_root(6, 2), 1.0)
+  result = jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), bisr,
+                                  batches(scheme, 40, 0, batch_size=20), x, y, **kwargs)
+  assert int(result.state.step) == 6
+  dense = np.tril(np.ones((6, 6))) + np.diag(np.arange(1.0, 7.0))  # not Toeplitz: no band
+  assert jaxacct.LowerTriangular(dense).inverse_band() is None
+  other = jaxacct.MatrixMechanism(scheme, jaxacct.LowerTriangular(dense), 1.0)
+  with pytest.raises(TypeError, match='banded'):
+    jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), other,
+                           batches(scheme, 40, 0, batch_size=20), x, y, **kwargs)
 
 
 def test_loop_checks_its_inputs():
@@ -164,7 +189,40 @@ def test_resumed_run_reproduces_the_uninterrupted_one():
                                state=saved[0], **run)
   np.testing.assert_array_equal(np.asarray(cut.state.params['w']), np.asarray(full.state.params['w']))
   wrong = saved[0]._replace(noise=saved[0].noise._replace(
-      history=jax.tree_util.tree_map(lambda h: h[:0], saved[0].noise.history)))
+      w_history=jax.tree_util.tree_map(lambda h: h[:0], saved[0].noise.w_history)))
   with pytest.raises(ValueError, match='bands'):
     jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
                            batches(scheme, 40, 9, batch_size=20), x, y, state=wrong, **run)
+
+
+_DEVICE_SCRIPT = r'''
+import json, jax, jax.numpy as jnp, numpy as np, optax, jaxacct, jaxacct.training
+from jaxacct.batching import batches
+scheme = jaxacct.BMinSep(sampling_prob=0.2, iterations=6, min_sep=2)
+mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0, 0.5]), 1.0)
+rng = np.random.default_rng(0)
+x, y = rng.normal(size=(40, 3)).astype(np.float32), rng.normal(size=40).astype(np.float32)
+loss = lambda p, a, b: 0.5 * jnp.square(jnp.dot(p['w'], a) - b)
+out = {}
+for count in (1, 2):
+  result = jaxacct.training.train(loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
+                                  batches(scheme, 40, 1, batch_size=20), x, y, clip_norm=1.0,
+                                  key=jax.random.key(2), devices=jax.devices()[:count])
+  out[count] = np.asarray(result.state.params['w']).tolist()
+  out[f'{count} used'] = len(result.state.params['w'].sharding.device_set)
+print(json.dumps({'devices': len(jax.devices()), 'w': out}))
+'''
+
+
+def test_two_devices_train_the_same_model_as_one():
+  import json, os, pathlib, subprocess, sys
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
+  root = pathlib.Path(__file__).resolve().parents[1]
+  env['PYTHONPATH'] = os.pathsep.join([str(root), env.get('PYTHONPATH', '')])
+  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
+                       text=True, check=True, cwd=root)
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  assert result['devices'] == 2 and result['w']['2 used'] == 2 and result['w']['1 used'] == 1
+  # Same batches and noise; only the cross-device sum order differs (float32 rounding).
+  np.testing.assert_allclose(result['w']['2'], result['w']['1'], rtol=1e-5, atol=1e-6)
+  assert np.any(np.asarray(result['w']['1']) != 0)

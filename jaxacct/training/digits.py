@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxacct import schemes
+from jaxacct import _validate, schemes
 from jaxacct.batching.iterators import batches
 from jaxacct.deterministic.accountant import calibrate_deterministic
 from jaxacct.guarantee import Guarantee
@@ -91,10 +91,12 @@ def accuracy(params: Any, hidden: int, x: np.ndarray, y: np.ndarray) -> float:
   return float(jnp.mean(jnp.argmax(logits, axis=-1) == jnp.asarray(y)))
 
 
-def fixed_batch_size(expected_batch_size: float) -> int:
-  """Batch shape for untruncated schemes: E + 8√E + 8 (a larger batch raises; its chance is
-  below 1e-12 per round for the Binomial-like sizes of these schemes)."""
-  return int(math.ceil(expected_batch_size + 8.0 * math.sqrt(expected_batch_size) + 8.0))
+def fixed_batch_size(expected_batch_size: float, multiple_of: int = 1) -> int:
+  """Batch shape for untruncated schemes: E + 8√E + 8, rounded up to a multiple of
+  ``multiple_of`` (the devices the batch is sharded over). A larger batch raises; its chance
+  is below 1e-12 per round for the Binomial-like sizes of these schemes."""
+  size = math.ceil(expected_batch_size + 8.0 * math.sqrt(expected_batch_size) + 8.0)
+  return int(-(-size // multiple_of) * multiple_of)
 
 
 def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: DigitsData, *,
@@ -120,14 +122,21 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
   scheme = mechanism.scheme
   secret = seed is None
   if secret:
-    seed = secrets.randbits(63)
+    # A full 64-bit key from OS entropy (jax.random.key(int) keeps only 32 bits without x64)
+    # and an OS-entropy generator for the batches.
+    key = jax.random.wrap_key_data(np.frombuffer(secrets.token_bytes(8), np.uint32).copy())
+    rng = np.random.default_rng()
+  else:
+    seed = _validate.integer_at_least('seed', seed, 0)
+    key, rng = jax.random.key(seed), np.random.default_rng([seed, 1])
   expected = scheme.expected_participation_rate * m
-  shape = scheme.truncated_batch_size if scheme.truncates else fixed_batch_size(expected)
-  iterator = batches(scheme, m, np.random.default_rng([seed, 1]), batch_size=shape)
-  params = MLP(hidden).init(jax.random.fold_in(jax.random.key(seed), 7), data.x_train[:1])
+  shape = (scheme.truncated_batch_size if scheme.truncates
+           else fixed_batch_size(expected, jax.local_device_count()))
+  iterator = batches(scheme, m, rng, batch_size=shape)
+  params = MLP(hidden).init(jax.random.fold_in(key, 7), data.x_train[:1])
   result = train(per_example_loss(hidden), params, optax.sgd(learning_rate, momentum=momentum),
                  mechanism, iterator, data.x_train, data.y_train, clip_norm=clip_norm,
-                 key=jax.random.key(seed), guarantee=guarantee, noise=noise)
+                 key=key, guarantee=guarantee, noise=noise)
   g = result.guarantee
   return {
       'accuracy': accuracy(result.state.params, hidden, data.x_test, data.y_test),

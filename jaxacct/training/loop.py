@@ -9,13 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxacct import _validate
 from jaxacct.batching.iterators import BatchIterator
 from jaxacct.guarantee import Guarantee
+from jaxacct.lower_triangular import LowerTriangular
 from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import sharding
 from jaxacct.training import step as step_lib
 
 
@@ -40,9 +43,6 @@ class TrainResult:
 def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool) -> int:
   if not isinstance(mechanism, MatrixMechanism):
     raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
-  if not isinstance(mechanism.matrix, BandedToeplitz):
-    raise TypeError('training streams C⁻¹Z for a banded Toeplitz C; got '
-                    f'{type(mechanism.matrix).__name__}')
   if not isinstance(batch_iterator, BatchIterator):
     raise TypeError(f'batch_iterator must come from jaxacct.batching.batches, got '
                     f'{batch_iterator!r}')
@@ -60,29 +60,57 @@ def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool)
     raise ValueError(f'the data has {m} examples but batch_iterator was built for '
                      f'dataset_size = {batch_iterator.dataset_size}')
   _validate.positive_finite('clip_norm', clip_norm)
-  if guarantee is not None and noise and not np.isclose(guarantee.noise_multiplier,
-                                                       mechanism.noise_multiplier, rtol=0):
+  if guarantee is not None and noise and guarantee.noise_multiplier != mechanism.noise_multiplier:
     raise ValueError(f'guarantee is for σ = {guarantee.noise_multiplier}, the mechanism has σ = '
                      f'{mechanism.noise_multiplier}')
   return m
 
 
-def _check_resumed(state, num_bands: int, iterations: int) -> None:
+def noise_bands(matrix) -> tuple[np.ndarray, np.ndarray]:
+  """(c_col, inverse_band) of the streamed noise: (c, (1,)) for banded C, ((1,), h) for banded C⁻¹."""
+  if isinstance(matrix, BandedToeplitz):
+    return np.asarray(matrix.c_col), np.ones(1)
+  if isinstance(matrix, LowerTriangular):
+    band = matrix.inverse_band()
+    if band is not None:
+      return np.ones(1), band
+  raise TypeError('training streams C⁻¹Z when C or C⁻¹ is banded Toeplitz; this '
+                  f'{type(matrix).__name__} is not Toeplitz, so its C⁻¹ has no band to stream')
+
+
+def _check_resumed(state, band_lengths: tuple[int, int], iterations: int) -> None:
   if not isinstance(state, step_lib.TrainState):
     raise TypeError(f'state must be a jaxacct.training.TrainState, got {type(state).__name__}')
-  rows = {int(leaf.shape[0]) for leaf in jax.tree_util.tree_leaves(state.noise.history)}
-  if rows and rows != {num_bands - 1}:
-    raise ValueError(f'state.noise holds {rows.pop()} past rows but the strategy has {num_bands} '
-                     f'bands (needs {num_bands - 1}): the state is from another mechanism')
+  for name, history, length in (('w_history', state.noise.w_history, band_lengths[0]),
+                                ('z_history', state.noise.z_history, band_lengths[1])):
+    rows = {int(leaf.shape[0]) for leaf in jax.tree_util.tree_leaves(history)}
+    if rows and rows != {length - 1}:
+      raise ValueError(f'state.noise.{name} holds {rows.pop()} past rows but the strategy\'s bands '
+                       f'need {length - 1}: the state is from another mechanism')
   if not 0 <= int(state.step) <= iterations:
     raise ValueError(f'state.step must be in [0, iterations = {iterations}], got {int(state.step)}')
+
+
+def _placement(devices, batch_size: int, state, traced):
+  """Shards the batch axis over ``devices`` (state and scalars replicated); identity on one device."""
+  mesh = sharding.sample_mesh(devices)
+  if mesh.size == 1:
+    return lambda tree: tree, state, traced
+  if batch_size % mesh.size:
+    raise ValueError(f'the batch shape {batch_size} must be a multiple of the {mesh.size} devices '
+                     'it is sharded over (choose batch_size accordingly, or pass devices=)')
+  replicated = NamedSharding(mesh, PartitionSpec())
+  batch_sharding = sharding.sample_sharding(mesh)
+  return (lambda tree: jax.device_put(tree, batch_sharding),
+          jax.device_put(state, replicated), jax.device_put(traced, replicated))
 
 
 def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformation,
           mechanism: MatrixMechanism, batch_iterator: BatchIterator, inputs: Any, labels: Any, *,
           clip_norm: float, key: jax.Array, guarantee: Guarantee | None = None,
           noise: bool = True, state: step_lib.TrainState | None = None,
-          on_step: Callable[[step_lib.TrainState], None] | None = None) -> TrainResult:
+          on_step: Callable[[step_lib.TrainState], None] | None = None,
+          devices=None) -> TrainResult:
   """Trains with DP-BandMF on ``batch_iterator``'s batches with the mechanism's σ and C.
 
   Every step gathers the batch (fixed shape, mask), clips per example to
@@ -105,6 +133,13 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
     state: resume from this state (its ``step`` must be 0 unless the iterator
       is replayed from the same seed: the loop skips the first ``step`` batches).
     on_step: called with the state after every step (host; e.g. checkpointing).
+    devices: devices to shard the batch axis over (default: all local devices;
+      the batch shape must be a multiple of their number). Per-example
+      gradients are computed where their examples live and summed across
+      devices; parameters, optimiser and noise state are replicated (the noise
+      is drawn from the same key on every device, so it is identical). The sum
+      order differs between device counts, so results agree to float rounding,
+      not bitwise.
 
   Returns:
     ``TrainResult``.
@@ -123,22 +158,24 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   if normalizer < 1.0:
     raise ValueError(f'the expected batch size p₀·m = {normalizer:.4g} is below one example: the '
                      'dataset is smaller than the scheme expects')
-  c_col = jnp.asarray(mechanism.matrix.c_col, jnp.float32)
+  c_col, inverse_band = (jnp.asarray(band, jnp.float32) for band in noise_bands(mechanism.matrix))
+  band_lengths = (int(c_col.shape[0]), int(inverse_band.shape[0]))
   if state is None:
-    state = step_lib.init_state(params, optimizer, int(c_col.shape[0]))
-  _check_resumed(state, c_col.shape[0], mechanism.iterations)
+    state = step_lib.init_state(params, optimizer, band_lengths)
+  _check_resumed(state, band_lengths, mechanism.iterations)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
-  traced = dict(training_key=training_key, c_col=c_col,
+  traced = dict(training_key=training_key, c_col=c_col, inverse_band=inverse_band,
                 noise_scale=jnp.asarray(mechanism.noise_multiplier * clip_norm if noise else 0.0,
                                         jnp.float32),
                 clip_norm=jnp.asarray(clip_norm, jnp.float32),
                 normalizer=jnp.asarray(normalizer, jnp.float32))
+  place_batch, state, traced = _placement(devices, batch_iterator.batch_size, state, traced)
   skip = int(state.step)
   for i, batch in enumerate(batch_iterator):
     if i < skip:
       continue
     take = jax.tree_util.tree_map(lambda a: a[batch.indices], (inputs, labels))
-    state = step_lib.train_step(state, *take, jnp.asarray(batch.mask), loss_fn=loss_fn,
+    state = step_lib.train_step(state, *place_batch((*take, batch.mask)), loss_fn=loss_fn,
                                 optimizer=optimizer, **traced)
     if on_step is not None:
       on_step(state)

@@ -9,7 +9,8 @@ with clip(g, κ) = g·min(1, κ/‖g‖₂), W_t row t of C⁻¹Z (``noise``), �
 calibrated noise multiplier, κ = ``clip_norm`` and B̄ a *public* constant (the
 expected batch size): dividing by the realised batch size would leak it.
 Padded slots are multiplied by exactly zero. With C = I (one band) this is
-DP-SGD.
+DP-SGD. C is banded Toeplitz (BandMF) or has a banded Toeplitz inverse (BISR,
+BandInvMF).
 """
 
 from __future__ import annotations
@@ -66,18 +67,24 @@ def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: An
   return jax.tree_util.tree_map(masked_sum, grads)
 
 
-def init_state(params: Any, optimizer: optax.GradientTransformation, num_bands: int) -> TrainState:
-  """Step-0 state for a band of ``num_bands`` coefficients."""
-  return TrainState(params, optimizer.init(params), noise_lib.init_noise_state(num_bands, params),
+def init_state(params: Any, optimizer: optax.GradientTransformation,
+               band_lengths: tuple[int, int]) -> TrainState:
+  """Step-0 state for bands of lengths (len(c_col), len(inverse_band)) (``noise``)."""
+  return TrainState(params, optimizer.init(params),
+                    noise_lib.init_noise_state(band_lengths, params),
                     jnp.zeros((), jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnames=('loss_fn', 'optimizer'))
+@functools.partial(jax.jit, static_argnames=('loss_fn', 'optimizer'))  # sharding follows the inputs
 def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
                loss_fn: Callable, optimizer: optax.GradientTransformation,
-               training_key: jax.Array, c_col: jax.Array, noise_scale: jax.Array,
+               training_key: jax.Array, c_col: jax.Array, inverse_band: jax.Array,
+               noise_scale: jax.Array,
                clip_norm: jax.Array, normalizer: jax.Array) -> TrainState:
   """One DP-BandMF step (module docstring); ``noise_scale`` = σ·κ (0 turns noise off).
+
+  ``c_col`` / ``inverse_band``: the band of C (with ``inverse_band = (1,)``) or of
+  C⁻¹ (with ``c_col = (1,)``); see ``noise.correlated_noise``.
 
   Floats and the band are traced: a new σ, κ or band of the same length does
   not recompile. The noise of step t depends only on (training_key, t) and the
@@ -89,7 +96,7 @@ def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
   """
   total = clipped_gradient_sum(loss_fn, state.params, inputs, labels, mask, clip_norm)
   z = noise_lib.standard_normal_like(noise_lib.step_key(training_key, state.step), state.params)
-  w, noise_state = noise_lib.correlated_noise(c_col, state.noise, z)
+  w, noise_state = noise_lib.correlated_noise(c_col, inverse_band, state.noise, z)
   grad = jax.tree_util.tree_map(
       lambda g, n: (g + noise_scale.astype(g.dtype) * n) / normalizer.astype(g.dtype), total, w)
   updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
