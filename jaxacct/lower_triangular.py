@@ -160,6 +160,9 @@ class LowerTriangular:
     recomputing an inverse band from C), so len(h) is the band of a banded
     inverse (BISR, BandInvMF) and up to n for any other Toeplitz C. Training
     streams C⁻¹Z from h with O(len(h)·d) memory (``jaxacct.training.noise``).
+
+    References:
+      Kalinin, Lampert, arXiv 2505.12128 (banded-inverse factorisations).
     """
     return _inverse_band(self)
 
@@ -282,7 +285,7 @@ def later_cross_term_bounds(entries: Any, min_sep: int) -> np.ndarray:
     Dong, Ganesh, arXiv 2602.09338v2, App. B, Lemma B.1 (the upper bound this
     complements); spec 000 §7 ("Caution": the add direction needs a lower bound).
   """
-  c = np.asarray(entries, dtype=np.float64)
+  c = _entries(entries)  # the claim needs C ≥ 0 lower-triangular: checked, O(n²)
   r = _validate.integer_at_least('min_sep', min_sep, 1)
   n = c.shape[0]
   gram = c.T @ c
@@ -304,7 +307,7 @@ def sensitivity_bound_squared(entries: Any, min_sep: int) -> float:
   References:
     Dong, Ganesh, arXiv 2602.09338v2, App. B; spec 000 §7.
   """
-  c = np.asarray(entries, dtype=np.float64)
+  c = _entries(entries)
   r = _validate.integer_at_least('min_sep', min_sep, 1)
   weights = np.sum(c * c, axis=0) + 2.0 * later_cross_term_bounds(c, r)
   return float(_separated_max(weights[:, None], r)[0, 0])

@@ -55,6 +55,8 @@ def test_bad_arguments_are_rejected():
     jaxacct.banded_inverse_square_root(4, 5)
   with pytest.raises(ValueError, match='min_sep'):
     lt.later_cross_term_bounds(np.eye(3), 0)
+  with pytest.raises(ValueError, match='non-negative'):
+    lt.sensitivity_bound_squared([[1.0, 0.0], [-1.0, 1.0]], 1)
   with pytest.raises(TypeError, match='tracer'):
     jax.jit(lambda c: jaxacct.LowerTriangular(c))(np.eye(2))
   dense = jaxacct.LowerTriangular(np.eye(4))
