@@ -33,7 +33,7 @@ import numpy as np
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
-from jaxacct.mechanism import DIRECTIONS
+from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
 
@@ -119,13 +119,22 @@ def _estimate(args, raw) -> dict:
   return payload
 
 
-def _calibrated(raw) -> tuple:
-  """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
+def _strategy(raw) -> tuple:
+  """(scheme, matrix) of the config, built once (an optimised band costs an L-BFGS run)."""
+  scheme = config_lib.scheme_from(raw)
+  return scheme, config_lib.matrix_from(raw, scheme.iterations)
+
+
+def _calibration_section(raw) -> dict:
   cal = raw.get('calibration')
   if not cal or 'epsilon' not in cal or 'delta' not in cal:
     raise config_lib.ConfigError('calibrate needs calibration.epsilon and calibration.delta')
-  scheme = config_lib.scheme_from(raw)
-  matrix = config_lib.matrix_from(raw, scheme.iterations)
+  return cal
+
+
+def _calibrated(raw, scheme, matrix) -> tuple:
+  """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
+  cal = _calibration_section(raw)
   started = time.perf_counter()
   if config_lib.accountant_from(raw, scheme) == 'pld':
     mechanism, g = deterministic.calibrate_deterministic(
@@ -160,7 +169,8 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 
 def _calibrate(args, raw) -> dict:
-  mechanism, g, payload, record = _calibrated(raw)
+  _calibration_section(raw)  # a config error before the strategy is built
+  mechanism, g, payload, record = _calibrated(raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
   report.write_json(folder, 'calibration.json', payload)
@@ -183,12 +193,15 @@ def _train(args, raw) -> dict:
   if declared != m:
     raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
                                  f'scheme is accounted for it), got {declared}')
-  noise_bands(config_lib.matrix_from(raw, config_lib.scheme_from(raw).iterations))  # streamable?
   noise = bool(training.get('noise', True))
   if noise:
-    mechanism, g, calibration, _ = _calibrated(raw)
+    _calibration_section(raw)
+  scheme, matrix = _strategy(raw)
+  noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
+  if noise:
+    mechanism, g, calibration, _ = _calibrated(raw, scheme, matrix)
   else:
-    mechanism, g, calibration = config_lib.mechanism_from(raw, 1.0), None, None
+    mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
   started = time.perf_counter()
   payload = digits.train_digits(
       mechanism, g, data, clip_norm=float(training.get('clip_norm', 1.0)),
