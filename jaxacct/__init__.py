@@ -23,7 +23,7 @@ from jaxacct.montecarlo.estimator import estimate_delta as estimate_delta
 from jaxacct.montecarlo.evr import base_delta as base_delta
 from jaxacct.montecarlo.evr import minimum_samples as minimum_samples
 from jaxacct.montecarlo.evr import overall_delta as overall_delta
-from jaxacct.montecarlo.evr import verify as verify
+from jaxacct.montecarlo.verification import verify as verify
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
 from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+import json
 
-Method = Literal['verified_mc', 'fallback', 'deterministic', 'estimate', 'conjectural']
-METHODS: tuple[str, ...] = ('verified_mc', 'fallback', 'deterministic', 'estimate', 'conjectural')
-ADJACENCIES: tuple[str, ...] = ('zero_out', 'add_remove', 'replace_one')
+from jaxacct.conventions import ADJACENCIES, METHODS, PROVEN_METHODS, Adjacency, Method
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -22,7 +20,7 @@ class Guarantee:
       deterministic accountant at δ_b; the released δ is still δ_overall),
       ``"deterministic"`` (a closed-form / PLD accountant), ``"estimate"``
       (Monte Carlo estimate only: **not** a guarantee), ``"conjectural"``
-      (rests on an unproven conjecture).
+      (rests on an unproven conjecture). See ``jaxacct.conventions.Method``.
     noise_multiplier: σ of the mechanism the statement is about.
     delta_hat: per-direction MC estimates at ε (``{"remove": …, "add": …}``) or None.
     num_samples: MC samples per direction behind the statement (0 if none).
@@ -38,11 +36,15 @@ class Guarantee:
       (seed 000 App. B r-min-sep bounds for a dense ``LowerTriangular`` C:
       each direction's loss is over-stated, so ε and δ are upper bounds and
       the statement is valid but may be loose).
+    accountant: the name of the deterministic accountant that proved the
+      statement (``"pld"``, ``"unamplified_gaussian"``, …; for ``fallback`` the
+      accountant that proved the last candidate), or None for Monte Carlo
+      statements that no deterministic accountant proved.
   """
 
   epsilon: float
   delta: float
-  method: Method
+  method: Method | str
   noise_multiplier: float
   delta_hat: dict | None = None
   num_samples: int = 0
@@ -51,14 +53,37 @@ class Guarantee:
   attempts: int = 1
   adjacency: str = 'zero_out'
   bounded: bool = False
+  accountant: str | None = None
 
   def __post_init__(self):
     if self.method not in METHODS:
       raise ValueError(f'method must be one of {", ".join(METHODS)}, got {self.method!r}')
     if self.adjacency not in ADJACENCIES:
       raise ValueError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {self.adjacency!r}')
+    # Plain strings inside, whatever enum or str was passed: equality, hashing and JSON agree.
+    object.__setattr__(self, 'method', Method(self.method).value)
+    object.__setattr__(self, 'adjacency', Adjacency(self.adjacency).value)
 
   @property
   def verified(self) -> bool:
     """True when the statement is a proven guarantee (verified MC, fallback or deterministic)."""
-    return self.method in ('verified_mc', 'fallback', 'deterministic')
+    return self.method in PROVEN_METHODS
+
+  def to_dict(self) -> dict:
+    """A JSON-ready dict of every field plus ``verified`` (seed as a list of ints)."""
+    record = dataclasses.asdict(self)
+    record['seed'] = None if self.seed is None else [int(w) for w in self.seed]
+    record['verified'] = self.verified
+    return record
+
+  def to_json(self) -> str:
+    """The statement as one JSON object (``to_dict``); ``from_json`` reads it back."""
+    return json.dumps(self.to_dict(), sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text: str) -> 'Guarantee':
+    record = json.loads(text)
+    record.pop('verified', None)
+    if record.get('seed') is not None:
+      record['seed'] = tuple(record['seed'])
+    return cls(**record)

@@ -38,6 +38,7 @@ from scipy import linalg
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import minimize_lbfgs, toeplitz_solve
+from jaxacct.strategy import Strategy
 
 __all__ = [
     'LowerTriangular',
@@ -77,7 +78,7 @@ def _entries(values: Any) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class LowerTriangular:
+class LowerTriangular(Strategy):
   """Dense lower-triangular, entrywise non-negative strategy matrix C (n×n).
 
   A JAX pytree whose only leaf is ``entries``. Accounted by the r-min-sep
@@ -103,6 +104,7 @@ class LowerTriangular:
   """
 
   entries: np.ndarray
+  exact = False  # class attribute (not a field): Monte Carlo losses are App. B bounds
 
   def __post_init__(self):
     object.__setattr__(self, 'entries', _entries(self.entries))
@@ -140,11 +142,40 @@ class LowerTriangular:
     self._check_iterations(iterations)
     return jnp.asarray(self.entries)
 
-  @property
+  @functools.cached_property
   def fingerprint(self) -> tuple:
-    """Hashable public identity (ledgers and checkpoint fingerprints)."""
+    """Hashable public identity (ledgers and checkpoint fingerprints); hashed once."""
     return ('lower_triangular', self.iterations,
             hashlib.sha256(np.ascontiguousarray(self.entries).tobytes()).hexdigest())
+
+  def check_scheme(self, scheme) -> None:
+    """App. B bounds the loss of the r-min-sep chain (Poisson r = 1, BMinSep r = min_sep)."""
+    if scheme.min_sep_chain is None:
+      raise ValueError(
+          f'a LowerTriangular strategy is accounted by the r-min-sep bounds of seed 000 App. B, '
+          f'for Poisson or BMinSep(min_sep=r) schemes; got {type(scheme).__name__}')
+    if scheme.truncates:
+      raise ValueError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
+                       'App. D assumes banded C); drop truncated_batch_size or use BandedToeplitz')
+    if self.iterations != scheme.iterations:
+      raise ValueError(f'the LowerTriangular matrix is {self.iterations}×{self.iterations} but '
+                       f'the scheme has iterations = {scheme.iterations}; they must be equal')
+
+  def kernel_view(self, scheme) -> 'RMinSepTerms':
+    return self.kernel_terms(scheme.min_sep_chain)
+
+  def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
+    """``sensitivity_bound_squared``: an upper bound, exact for r = 1 (App. B)."""
+    self._check_iterations(iterations)
+    return sensitivity_bound_squared(self.entries, min_sep)
+
+  def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:
+    """((1,), h) when C⁻¹ is banded Toeplitz with band h (BISR, BandInvMF), else TypeError."""
+    band = self.inverse_band()
+    if band is None:
+      raise TypeError('training streams C⁻¹Z when C or C⁻¹ is banded Toeplitz; this '
+                      'LowerTriangular is not Toeplitz, so its C⁻¹ has no band to stream')
+    return np.ones(1), band
 
   def prefix_error(self, iterations: int | None = None) -> float:
     """(1/n)‖A C⁻¹‖_F² (times σ²: the MSE of the noisy prefix sums, seed 000 §7.1)."""
@@ -229,7 +260,11 @@ jax.tree_util.register_pytree_with_keys(LowerTriangular, _flatten_with_keys, _un
 
 
 class RMinSepTerms(NamedTuple):
-  """Device inputs of the r-min-sep kernels (a pytree; values are traced).
+  """Kernel view of a dense C for an r-min-sep scheme (``strategy.StrategyView``; traced).
+
+  Losses computed with it are the App. B bounds conservative for the direction asked:
+  ``remove`` charges s_i (recursion (6), an upper bound on ln P/Q), ``add`` charges
+  s_i + 2M_i (a lower bound on ln P/Q, so the add loss ln Q/P is over-stated).
 
   Attributes:
     entries: C, (n, n).
@@ -240,6 +275,22 @@ class RMinSepTerms(NamedTuple):
   entries: Any
   squared_norms: Any
   cross_bounds: Any
+  exact = False
+
+  def transpose_products(self, y: jax.Array) -> jax.Array:
+    # HIGHEST: TPU/GPU default matmuls round to bf16/TF32, far coarser than the kernel dtype.
+    return jnp.matmul(y, self.entries.astype(y.dtype), precision=jax.lax.Precision.HIGHEST)
+
+  def separated_mean(self, x: jax.Array, dtype) -> jax.Array:
+    # C·x = x Cᵀ row-wise (x is r-separated, but a dense product needs no separation).
+    return jnp.matmul(x.astype(dtype), self.entries.astype(dtype).T,
+                      precision=jax.lax.Precision.HIGHEST)
+
+  def charge(self, direction: str, iterations: int) -> jax.Array:
+    del iterations  # the view is for one n
+    if direction == 'add':
+      return self.squared_norms + 2.0 * self.cross_bounds
+    return self.squared_norms
 
 
 def _separated_max(weights: np.ndarray, min_sep: int) -> np.ndarray:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,6 +50,7 @@ from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64 as _scoped_x64
+from jaxacct.strategy import Strategy
 
 __all__ = [
     'BandedToeplitz',
@@ -151,8 +152,102 @@ def _min_sep_sensitivity_squared(c: jax.Array, b: int, n: int) -> jax.Array:
   return jnp.sum(_column_squared_norms(c, n)[::b])
 
 
+# Band length from which products with the band use O(n log n) FFTs / O(n) gathers
+# instead of m shifted multiply-adds. Measured on a 2-core CPU at n = 7200
+# (benchmarks/RESULTS.md): shifted sums win at 64 bands, FFT at 256.
+FFT_MIN_BANDS = 128
+
+
+def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
+  """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; batch-major (N, n)."""
+  n = y.shape[1]
+  m = c_col.shape[0]
+  if m < FFT_MIN_BANDS:
+    padded = jnp.pad(y, ((0, 0), (0, m - 1)))
+    d = c_col[0] * y
+    for k in range(1, m):
+      d = d + c_col[k] * padded[:, k:k + n]
+    return d
+  # Cross-correlation by FFT: zero padding to ≥ n + m − 1 avoids wrap-around.
+  length = 1 << (n + m - 2).bit_length()
+  spectrum = jnp.fft.rfft(y, length, axis=1) * jnp.conj(jnp.fft.rfft(c_col, length))[None, :]
+  return jnp.fft.irfft(spectrum, length, axis=1)[:, :n].astype(y.dtype)
+
+
+def mean_of_separated_participations(x: jax.Array, c_col: jax.Array) -> jax.Array:
+  """C·x for participations at least len(c_col) rounds apart, batch-major (N, n).
+
+  Columns of separated participations do not overlap, so row r of C·x is
+  x_t·c[r − t] for the last participation t ≤ r with r − t < len(c), else 0.
+  Short bands use m shifted multiply-adds (fast, fused); long bands an O(n)
+  ``cummax`` and gather instead of an O(n·m) product.
+
+  Args:
+    x: ``(N, n)`` participation indicators (bool) or weights (the truncated
+      pair's x^P ∈ {2, 1, 0}, x^Q ∈ {−1, 0}; a zero weight adds nothing, and
+      its separation from other participations is all that matters), batch-major.
+    c_col: ``(m,)`` band of C.
+  """
+  num, n = x.shape
+  m = c_col.shape[0]
+  weights = x.astype(c_col.dtype)
+  if m < FFT_MIN_BANDS:
+    padded = jnp.pad(weights, ((0, 0), (m - 1, 0)))
+    mean = c_col[0] * padded[:, m - 1:]
+    for k in range(1, m):
+      mean = mean + c_col[k] * padded[:, m - 1 - k:m - 1 - k + n]
+    return mean
+  rounds = jnp.arange(n, dtype=jnp.int32)[None, :]
+  last = lax.cummax(jnp.where(weights != 0, rounds, jnp.int32(-m - 1)), axis=1)
+  gap = rounds - last
+  weight = jnp.take_along_axis(weights, jnp.clip(last, 0, n - 1), axis=1)
+  return jnp.where(gap < m, weight * c_col[jnp.clip(gap, 0, m - 1)], 0.0)
+
+
+def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) -> jax.Array:
+  """The T mode vectors m_j = C·1[i ≡ j (mod T)], shape (T, n), in O(T·n).
+
+  Exact also when len(c) > T (the shifted copies of c then overlap): row r of
+  m_j is Σ c_k over k ≤ min(r, m−1) with k ≡ r − j (mod T), read from strided
+  cumulative sums of c (seed 000 §2.3).
+  """
+  n, cycle = iterations, cycle_length
+  m = c_col.shape[0]
+  padded = jnp.pad(c_col, (0, -(-m // cycle) * cycle - m))
+  strided_cumsum = jnp.cumsum(padded.reshape(-1, cycle), axis=0).reshape(-1)
+  bins = jnp.arange(cycle)[:, None]
+  rounds = jnp.arange(n)[None, :]
+  k_max = jnp.minimum(rounds, m - 1)
+  k_star = k_max - jnp.mod(k_max - (rounds - bins), cycle)
+  return jnp.where(k_star >= 0, strided_cumsum[jnp.clip(k_star, 0, None)], 0.0)
+
+
+class BandedView(NamedTuple):
+  """Kernel view of a banded Toeplitz C (``strategy.StrategyView``): the traced band.
+
+  Losses computed with it are exact (seed 000 Eq. (1), Thm 5.1; §2.2–2.3).
+  """
+
+  c_col: jax.Array
+  exact = True
+
+  def transpose_products(self, y: jax.Array) -> jax.Array:
+    return sliding_dot_products(y, self.c_col.astype(y.dtype))
+
+  def separated_mean(self, x: jax.Array, dtype) -> jax.Array:
+    del dtype  # computed in the band's float64; the caller casts to the kernel dtype
+    return mean_of_separated_participations(x, self.c_col)
+
+  def charge(self, direction: str, iterations: int) -> jax.Array:
+    del direction  # exact: the same column norms in both directions
+    return _column_squared_norms(self.c_col, iterations)
+
+  def phase_modes(self, iterations: int, period: int) -> jax.Array:
+    return balls_in_bins_modes(iterations, period, self.c_col)
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
-class BandedToeplitz:
+class BandedToeplitz(Strategy):
   """Lower-triangular banded Toeplitz strategy matrix ``C[i + k, i] = c_col[k]``.
 
   The object is a JAX pytree whose only leaf is ``c_col``: pass it through
@@ -187,6 +282,7 @@ class BandedToeplitz:
   """
 
   c_col: np.ndarray
+  exact = True  # class attribute (not a field): Monte Carlo losses are exact
 
   def __post_init__(self):
     if _is_tracer(self.c_col):
@@ -260,10 +356,32 @@ class BandedToeplitz:
     n = _iterations(iterations)
     return _materialize(_coefficients('c_col', self.c_col), n)
 
-  @property
+  @functools.cached_property
   def fingerprint(self) -> tuple:
     """Hashable public identity of the strategy (ledgers and checkpoint fingerprints)."""
     return tuple(np.asarray(self.c_col, np.float64).tolist())
+
+  def check_scheme(self, scheme) -> None:
+    """Exact accounting needs len(c_col) ≤ the scheme's band limit (seed 000 §4.1: m_c ≤ b)."""
+    limit = scheme.max_band_length
+    if limit is not None and self.num_bands > limit:
+      raise ValueError(
+          f'c_col must have at most {scheme.band_limit_name} = {limit} entries for '
+          f'{type(scheme).__name__} (columns of consecutive participations would overlap and '
+          f'the exact recursion would be wrong), got len(c_col) = {self.num_bands}')
+
+  def kernel_view(self, scheme) -> BandedView:
+    del scheme  # one view serves every scheme: the band itself
+    return BandedView(self.c_col)
+
+  @_scoped_x64
+  def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
+    """Σ_j s_{j·b}, j < ⌈n/b⌉: exact max of ‖C·x‖² over b-separated x (needs m ≤ b)."""
+    return float(min_sep_sensitivity_squared(self.c_col, min_sep, iterations))
+
+  def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:
+    """(c_col, (1,)): W = C⁻¹Z streams by Σ c_k W_{t−k} = Z_t (``training.noise``)."""
+    return np.asarray(self.c_col), np.ones(1)
 
   @_scoped_x64
   def prefix_error(self, iterations: int) -> float:
@@ -281,7 +399,7 @@ class BandedToeplitz:
     return mine.shape == theirs.shape and bool(np.array_equal(mine, theirs))
 
   def __hash__(self) -> int:
-    return hash((BandedToeplitz, tuple(float(v) for v in np.asarray(self.c_col))))
+    return hash((BandedToeplitz, self.fingerprint))
 
 
 def _flatten_with_keys(matrix: BandedToeplitz):

@@ -17,16 +17,12 @@ Conventions (shared with jax_privacy and dp_accounting so users can switch):
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
 
 from jaxacct import _validate
-from jaxacct import schemes
-from jaxacct.lower_triangular import LowerTriangular
-from jaxacct.matrices import BandedToeplitz
+from jaxacct.conventions import DIRECTIONS as DIRECTIONS
+from jaxacct.conventions import Direction as Direction
 from jaxacct.schemes import SamplingScheme
-
-Direction = Literal['remove', 'add']
-DIRECTIONS: tuple[str, ...] = ('remove', 'add')
+from jaxacct.strategy import Strategy, check_strategy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,47 +49,23 @@ class MatrixMechanism:
   """
 
   scheme: SamplingScheme
-  matrix: BandedToeplitz | LowerTriangular
+  matrix: Strategy
   noise_multiplier: float
 
   def __post_init__(self):
     if not isinstance(self.scheme, SamplingScheme):
       raise TypeError(f'scheme must be a jaxacct sampling scheme, got {self.scheme!r}')
-    if not isinstance(self.matrix, (BandedToeplitz, LowerTriangular)):
-      raise TypeError(f'matrix must be a jaxacct.BandedToeplitz or jaxacct.LowerTriangular, got '
-                      f'{self.matrix!r}')
+    check_strategy(self.matrix)
     if _validate.real_number('noise_multiplier', self.noise_multiplier) == 0.0:
       raise ValueError('noise_multiplier σ = 0 is not differentially private (no noise); '
                        'pass σ > 0')
     _validate.positive_finite('noise_multiplier', self.noise_multiplier)
-    if isinstance(self.matrix, LowerTriangular):
-      self._check_dense()
-      return
-    limit = self.scheme.max_band_length
-    if limit is not None and self.matrix.num_bands > limit:
-      raise ValueError(
-          f'c_col must have at most {self.scheme.band_limit_name} = {limit} entries for '
-          f'{type(self.scheme).__name__} (columns of consecutive participations would overlap and '
-          f'the exact recursion would be wrong), got len(c_col) = {self.matrix.num_bands}')
-
-  def _check_dense(self) -> None:
-    # App. B bounds the loss for r-separated participations of one example per round.
-    if not isinstance(self.scheme, (schemes.Poisson, schemes.BMinSep)):
-      raise ValueError(
-          f'a LowerTriangular strategy is accounted by the r-min-sep bounds of seed 000 App. B, '
-          f'for Poisson or BMinSep(min_sep=r) schemes; got {type(self.scheme).__name__}')
-    if self.scheme.truncates:
-      raise ValueError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
-                       'App. D assumes banded C); drop truncated_batch_size or use BandedToeplitz')
-    if self.matrix.iterations != self.scheme.iterations:
-      raise ValueError(f'the LowerTriangular matrix is {self.matrix.iterations}×'
-                       f'{self.matrix.iterations} but the scheme has iterations = '
-                       f'{self.scheme.iterations}; they must be equal')
+    self.matrix.check_scheme(self.scheme)
 
   @property
   def bounded(self) -> bool:
     """True when the accountant reports bounds (seed 000 App. B) rather than the exact loss."""
-    return isinstance(self.matrix, LowerTriangular)
+    return not self.matrix.exact
 
   @property
   def iterations(self) -> int:

@@ -73,6 +73,16 @@ class SamplingScheme(abc.ABC):
     return 'min_sep'
 
   @property
+  def min_sep_chain(self) -> int | None:
+    """r when one example's participation is the r-min-sep chain of seed 000 Fig. 1, else None.
+
+    That is: at most one participation per round, at least r rounds apart, drawn by the
+    cold- or warm-start chain with a per-round probability p (Poisson: r = 1). The
+    App. B bounds for a dense strategy need exactly this.
+    """
+    return None
+
+  @property
   def conjectural(self) -> bool:
     """True when the scheme's Monte Carlo accounting rests on an unproven conjecture."""
     return False
@@ -161,10 +171,15 @@ class Poisson(SamplingScheme):
     _check_truncation(self)
 
   min_sep: ClassVar[int] = 1
+  warm_start: ClassVar[bool] = False  # b = 1: every example is always eligible
 
   @property
   def expected_participation_rate(self) -> float:
     return float(self.sampling_prob)
+
+  @property
+  def min_sep_chain(self) -> int:
+    return 1
 
   @property
   def max_band_length(self) -> int:
@@ -225,6 +240,10 @@ class BMinSep(SamplingScheme):
 
   @property
   def max_band_length(self) -> int:
+    return self.min_sep
+
+  @property
+  def min_sep_chain(self) -> int:
     return self.min_sep
 
   @classmethod

@@ -13,7 +13,7 @@ import pytest
 import jaxacct
 from jaxacct.montecarlo import estimator, sampling
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo._spec import kernel_spec
+from jaxacct.montecarlo.kernels import kernel_for
 
 MECH = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
@@ -37,7 +37,7 @@ def test_estimate_equals_mean_of_the_stream_losses():
   key = jax.random.key(3)
   result = estimator.estimate_delta(key, MECH, EPS, 3000, block_size=256)
   stream = keys_lib.purpose_key(key, 'estimation')
-  spec = kernel_spec(MECH, np.dtype(np.float64))
+  spec = kernel_for(MECH, np.dtype(np.float64))
   for direction in ('remove', 'add'):
     losses = np.asarray(sampling.losses_of_stream(keys_lib.direction_key(stream, direction), MECH,
                                                   spec, 3000, direction))
@@ -85,7 +85,7 @@ def test_streams_by_purpose_are_independent():
   plain = np.asarray(jaxacct.sample_privacy_losses(key, MECH, 512, 'remove'))
   stream = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
   from_estimation = np.asarray(sampling.losses_of_stream(
-      stream, MECH, kernel_spec(MECH, np.dtype(np.float64)), 512, 'remove'))
+      stream, MECH, kernel_for(MECH, np.dtype(np.float64)), 512, 'remove'))
   assert not np.any(np.isin(plain, from_estimation))
 
 

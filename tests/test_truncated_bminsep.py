@@ -280,7 +280,7 @@ def test_batch_size_table_regimes():
   # Speed only (exactness is tested in test_binomial.py), but the regimes must be the intended
   # ones: a row per pool size for moderate pools, one row plus a small-mean remainder for the
   # §7.4 production shape, none when no table of ≤ 2²⁰ entries covers the pool's 8-s.d. window.
-  from jaxacct.montecarlo import participation
+  from jaxacct.montecarlo.kernels import truncated as participation
   rows = participation.batch_size_table(jaxacct.BMinSep(
       sampling_prob=0.5, iterations=10, min_sep=16, truncated_batch_size=110, dataset_size=3200))
   assert rows.cdf.shape[0] > 100 and int(rows.max_extra) == 0

@@ -9,16 +9,14 @@ import pytest
 import jaxacct
 from jaxacct.deterministic import pld
 from jaxacct.matrices import square_root_coefficients
-from jaxacct.montecarlo import evr
+from jaxacct.montecarlo import evr, verification
 from oracles import brute_force
 
 
-@pytest.fixture(autouse=True)
-def _fresh_ledger():
-  """Each test starts a fresh process-level verification ledger (test isolation only)."""
-  evr._VERIFICATION_LEDGER.clear()
-  yield
-  evr._VERIFICATION_LEDGER.clear()
+@pytest.fixture
+def ledger():
+  """One session's verification ledger, shared by the calls of a test."""
+  return verification.VerificationLedger()
 
 
 @pytest.mark.parametrize('accepted, expected', [
@@ -30,7 +28,7 @@ def _fresh_ledger():
     ([True], 0),
 ])
 def test_released_index(accepted, expected):
-  assert evr.released_index(accepted) == expected
+  assert verification.released_index(accepted) == expected
 
 
 # Fallback: exact max ‖Cx‖² against the brute-force enumeration of every participation pattern,
@@ -89,10 +87,10 @@ def _candidates(sigmas, scheme=POISSON, matrix=IDENTITY):
   return [jaxacct.MatrixMechanism(scheme, matrix, s) for s in sigmas]
 
 
-def test_verify_end_to_end_and_refuses_reruns():
+def test_verify_end_to_end_and_refuses_reruns(ledger):
   sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-4)
   cands = _candidates([1.2, 1.7, 2.0, sigma_up])
-  result = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3)
+  result = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
   # PLD σ at δ_b = 5e-4 is 1.6005 (dp_accounting): 1.2 must fail, 1.7 and 2.0 pass.
   assert result.accepted == (False, True, True, True) and result.index == 1
   g = result.guarantee
@@ -101,18 +99,18 @@ def test_verify_end_to_end_and_refuses_reruns():
   assert g.delta == pytest.approx(jaxacct.overall_delta(g.num_samples, 5e-4)) and g.delta <= 1e-3
   # The same run reproduces; another key, or other candidates or N for the same mechanism
   # and (ε, δ), without declaring the attempt is refused.
-  again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3)
+  again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
   assert again.delta_hat == result.delta_hat and again.guarantee.attempts == 1
   with pytest.raises(ValueError, match='attempt=2'):
-    jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3)
+    jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
   with pytest.raises(ValueError, match='attempt=2'):
-    jaxacct.verify(jax.random.key(100), cands[1:], epsilon=1.0, delta=1e-3)
+    jaxacct.verify(jax.random.key(100), cands[1:], epsilon=1.0, delta=1e-3, ledger=ledger)
   with pytest.raises(ValueError, match='attempt=2'):
     jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, num_samples=200_000,
-                   base_delta=5e-4)
+                   base_delta=5e-4, ledger=ledger)
   # A declared second attempt is charged: overall δ with q doubled.
   second = jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3,
-                          num_samples=200_000, base_delta=5e-4, attempt=2)
+                          num_samples=200_000, base_delta=5e-4, attempt=2, ledger=ledger)
   assert second.guarantee.attempts == 2
   assert second.guarantee.delta == pytest.approx(evr.overall_delta(200_000, 5e-4, attempts=2))
   assert second.guarantee.delta > evr.overall_delta(200_000, 5e-4)

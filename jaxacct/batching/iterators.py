@@ -193,18 +193,7 @@ class BatchIterator:
     return self.scheme.iterations
 
   def _sampled(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
-    scheme, m = self.scheme, self.dataset_size
-    if isinstance(scheme, schemes.Poisson):
-      return _poisson_rounds(scheme, m, rng)
-    if isinstance(scheme, schemes.BMinSep):
-      return _bminsep_rounds(scheme, m, rng)
-    if isinstance(scheme, schemes.BallsInBins):
-      return _balls_in_bins_rounds(scheme, m, rng)
-    if isinstance(scheme, schemes.CyclicPoisson):
-      return _cyclic_poisson_rounds(scheme, m, rng)
-    return multi_attribution_batches(
-        self.graph, sampling_prob=scheme.sampling_prob, min_sep=scheme.min_sep,
-        iterations=scheme.iterations, rng=rng, exclusion=scheme.exclusion)
+    return _ROUND_SAMPLERS[type(self.scheme)](self.scheme, self.dataset_size, rng, self.graph)
 
   def _rounds(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
     keep = self.scheme.truncated_batch_size if self.scheme.truncates else None
@@ -227,6 +216,28 @@ class BatchIterator:
       padded = np.zeros(capacity, np.int64)
       padded[:ids.size] = ids
       yield Batch(padded, np.arange(capacity) < ids.size, int(ids.size))
+
+
+def _multi_attribution_rounds(scheme: schemes.MultiAttributionBMinSep, m: int, rng,
+                              graph) -> Iterator[np.ndarray]:
+  del m  # the graph's examples
+  return multi_attribution_batches(
+      graph, sampling_prob=scheme.sampling_prob, min_sep=scheme.min_sep,
+      iterations=scheme.iterations, rng=rng, exclusion=scheme.exclusion)
+
+
+def _without_graph(rounds):
+  return lambda scheme, m, rng, graph: rounds(scheme, m, rng)
+
+
+# The round sampler of each scheme (schemes are final classes): a new scheme adds one entry.
+_ROUND_SAMPLERS = {
+    schemes.Poisson: _without_graph(_poisson_rounds),
+    schemes.BMinSep: _without_graph(_bminsep_rounds),
+    schemes.BallsInBins: _without_graph(_balls_in_bins_rounds),
+    schemes.CyclicPoisson: _without_graph(_cyclic_poisson_rounds),
+    schemes.MultiAttributionBMinSep: _multi_attribution_rounds,
+}
 
 
 def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
@@ -253,7 +264,7 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
     Dong, Ganesh, arXiv 2602.09338v2, Algorithms 1–4 and App. D; Ganesh, arXiv
     2508.15089, §2 (truncation by a uniformly random subset).
   """
-  if not isinstance(scheme, schemes.SamplingScheme):
+  if type(scheme) not in _ROUND_SAMPLERS:
     raise TypeError(f'scheme must be a jaxacct sampling scheme, got {scheme!r}')
   m = _validate.integer_at_least('dataset_size', dataset_size, 1)
   generator = _generator(rng)

@@ -20,7 +20,6 @@ References:
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -28,46 +27,8 @@ from scipy import special
 
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
-from jaxacct.lower_triangular import LowerTriangular, sensitivity_bound_squared
-from jaxacct.matrices import BandedToeplitz, min_sep_sensitivity_squared
-
-
-@functools.singledispatch
-def _sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
-  raise TypeError(f'no sensitivity bound for scheme {type(scheme).__name__}')
-
-
-@_sensitivity_squared.register
-def _(scheme: schemes.Poisson, matrix):
-  # Participating in every round; m = 1 so columns do not overlap.
-  return float(np.sum(matrix.column_squared_norms(scheme.iterations)))
-
-
-@_sensitivity_squared.register
-def _(scheme: schemes.BMinSep, matrix):
-  return float(min_sep_sensitivity_squared(matrix.c_col, scheme.min_sep, scheme.iterations))
-
-
-@_sensitivity_squared.register
-def _(scheme: schemes.MultiAttributionBMinSep, matrix):
-  # Up to k_u examples of the user in a round, rounds b apart; C ≥ 0, so all-k_u is the max.
-  k = scheme.max_examples_per_user
-  return float(k * k * min_sep_sensitivity_squared(matrix.c_col, scheme.min_sep,
-                                                    scheme.iterations))
-
-
-@_sensitivity_squared.register
-def _(scheme: schemes.CyclicPoisson, matrix):
-  # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
-  return float(np.sum(np.asarray(matrix.column_squared_norms(scheme.iterations))[::scheme.cycle_length]))
-
-
-@_sensitivity_squared.register
-def _(scheme: schemes.BallsInBins, matrix):
-  from jaxacct.montecarlo.participation import balls_in_bins_modes
-  modes = np.asarray(balls_in_bins_modes(scheme.iterations, scheme.cycle_length,
-                                         np.asarray(matrix.c_col)))
-  return float(np.max(np.sum(modes**2, axis=1)))
+from jaxacct.matrices import BandedToeplitz
+from jaxacct.montecarlo import kernels
 
 
 @scoped_x64
@@ -84,11 +45,10 @@ def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
 
   For a dense ``LowerTriangular`` C (Poisson: r = 1; BMinSep: r = min_sep) it
   is the upper bound ``lower_triangular.sensitivity_bound_squared`` (seed 000
-  App. B), exact for r = 1.
+  App. B), exact for r = 1. Each scheme family's formula is its kernel's
+  ``max_sensitivity_squared`` (``montecarlo/kernels``).
   """
-  if isinstance(matrix, LowerTriangular):
-    return sensitivity_bound_squared(matrix.entries, getattr(scheme, 'min_sep', 1))
-  return _sensitivity_squared(scheme, matrix)
+  return kernels.max_sensitivity_squared(scheme, matrix)
 
 
 def gaussian_delta(noise_multiplier: float, sensitivity: float, epsilon: float) -> float:

@@ -31,7 +31,7 @@ from jaxacct.deterministic import pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
-from jaxacct.montecarlo import evr
+from jaxacct.montecarlo import evr, verification
 from jaxacct.montecarlo import keys as keys_lib
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
@@ -69,8 +69,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                num_samples: int | None = None, base_delta: float | None = None,
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
-                               num_candidates: int = 8, attempt: int = 1, devices=None,
-                               progress=None) -> Calibration:
+                               num_candidates: int = 8, attempt: int = 1,
+                               ledger: verification.VerificationLedger | None = None,
+                               devices=None, progress=None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -90,7 +91,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       keeps the search no dearer than the verification).
     num_candidates: Monte Carlo candidates verified (plus the fallback).
     attempt: the 1-based index of this verification for the mechanism at (ε, δ)
-      (``evr.verify``); re-calibrating with a new key is another attempt.
+      (``verification.verify``); re-calibrating with a new key is another attempt.
+    ledger: the session's ``VerificationLedger`` (default: a fresh one for this call).
     devices: devices to shard over (default all local devices).
     progress: called as ``progress(samples_done, samples_total)`` during verification.
 
@@ -154,9 +156,10 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
   grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
-  verification = evr.verify(key, candidates, epsilon=epsilon, delta=delta, num_samples=n_verify,
-                            base_delta=base, shared_draws=shared_draws, attempt=attempt,
-                            devices=devices, progress=progress)
-  record['verification'] = {'sigmas': grid, 'accepted': list(verification.accepted),
-                            'delta_hat': verification.delta_hat}
-  return Calibration(verification.mechanism, verification.guarantee, tuple(grid), record)
+  outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
+                                num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
+                                attempt=attempt, ledger=ledger, devices=devices,
+                                progress=progress)
+  record['verification'] = {'sigmas': grid, 'accepted': list(outcome.accepted),
+                            'delta_hat': outcome.delta_hat}
+  return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record)

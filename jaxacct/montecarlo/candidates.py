@@ -24,7 +24,6 @@ reductions, so sums are combined in block order in float64.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Callable, Sequence
 
 import jax
@@ -34,19 +33,20 @@ from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
-from jaxacct.montecarlo import estimator, losses, sampling
+from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import estimator, kernels, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import sharding as sharding_lib
-from jaxacct.montecarlo._spec import KernelSpec, kernel_spec
-
-# Candidate j of an independent-keys sweep uses fold_in(key, _CANDIDATE_TAG + j).
-_CANDIDATE_TAG = 1 << 16
+from jaxacct.montecarlo.sharding import SampleMesh
 
 
 @dataclasses.dataclass(frozen=True)
 class SigmaSweep:
-  """δ̂(ε) per candidate σ and direction: arrays of shape (num_candidates, num_epsilons)."""
+  """δ̂(ε) per candidate σ and direction: arrays of shape (num_candidates, num_epsilons).
+
+  ``sums`` is the stream accumulator (``stream.BlockSums``) the estimates were computed
+  from: per direction and candidate, the float64 block-ordered sums.
+  """
 
   noise_multipliers: np.ndarray
   epsilons: np.ndarray
@@ -54,47 +54,11 @@ class SigmaSweep:
   standard_error: dict
   num_samples: int
   shared_draws: bool
+  sums: stream.BlockSums | None = None
 
   @property
   def delta_hat_max(self) -> np.ndarray:
     return np.maximum(*(self.delta_hat[d] for d in DIRECTIONS))
-
-
-@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'block_size', 'mesh'))
-def _block_components(block_ids, stream_key, p, matrix, *, spec: KernelSpec, direction: str,
-                      block_size: int, mesh):
-  """(C·x, z, r) of whole blocks: arrays (k, block_size, n) (C·x is 0 for untruncated add; r
-  is None without truncation)."""
-  def one_device(ids, stream_key, p, matrix):
-    def one_block(block):
-      indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
-      mean, z, rest = sampling.draw_components(stream_key, indices, p, matrix, spec, direction)
-      return jnp.zeros_like(z) if mean is None else mean, z, rest
-    return lax.map(one_block, ids)
-  return sampling.per_device(one_device, mesh, 1)(block_ids, stream_key, p, matrix)
-
-
-@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
-def _block_losses_for_sigmas(mean, z, rest, sigmas, p, matrix, *, spec: KernelSpec,
-                             direction: str, mesh):
-  """float64 losses (k, K, block_size) for K noise multipliers from shared draws.
-
-  One pass of sliding dot products per block (d_m = Cᵀ(C·x), d_z = Cᵀz); the
-  recursion runs once per σ on d = d_m + σ·d_z (lax.map: measured faster than vmap).
-  """
-  def one_device(mean, z, rest, sigmas, p, matrix):
-    def one_block(draws):
-      mean_block, z_block, rest_block = draws
-      dz = losses.transpose_products(spec, z_block, matrix)
-      dm = losses.transpose_products(spec, mean_block, matrix)
-      def one_sigma(sigma):
-        d = dm + sigma.astype(dz.dtype) * dz
-        return losses.log_ratio_from_dots(spec, d, p, sigma, matrix, rest_block,
-                                          direction).astype(jnp.float64)
-      return lax.map(one_sigma, sigmas)
-    return lax.map(one_block, (mean, z, rest))
-  loss = sampling.per_device(one_device, mesh, 3)(mean, z, rest, sigmas, p, matrix)
-  return loss if direction == 'remove' else -loss
 
 
 def _check_sigmas(noise_multipliers) -> np.ndarray:
@@ -137,62 +101,42 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
                  num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
                  block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
                  progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
-  """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal)."""
-  if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal).
+
+  Both modes run through the one stream driver (``stream.accumulate``): shared draws as one
+  ``SharedDraws`` program of K candidates; independent keys as K ``OneSigma`` programs, each
+  on the streams of its own key fold_in(key, 2¹⁶ + j).
+  """
+  sampling.check_mechanism(mechanism)
   sigmas = _check_sigmas(noise_multipliers)
-  grid = estimator._check_epsilons(epsilons)
+  grid = estimator.check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   key = keys_lib.canonicalize_key(key)
-  if not shared_draws:
-    runs = [estimator.run_estimate(
-        jax.random.fold_in(key, _CANDIDATE_TAG + j),
-        dataclasses.replace(mechanism, noise_multiplier=float(sigma)), grid, num_samples,
-        purpose=purpose, dtype=dtype, block_size=block_size, blocks_per_call=blocks_per_call,
-        devices=devices) for j, sigma in enumerate(sigmas)]
-    return SigmaSweep(sigmas, grid, {d: np.stack([r.delta_hat[d] for r in runs]) for d in DIRECTIONS},
-                      {d: np.stack([r.standard_error[d] for r in runs]) for d in DIRECTIONS},
-                      num_samples, False)
-  spec = kernel_spec(mechanism, kernel_dtype(dtype))
+  kernel = kernels.kernel_for(mechanism, kernel_dtype(dtype))
   if block_size is None:
-    block_size = sampling.default_block_size(spec.iterations)
+    block_size = sampling.default_block_size(kernel.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
-  mesh = sharding_lib.sample_mesh(devices)
-  if blocks_per_call is None:
-    blocks_per_call = sampling.default_blocks_per_call(block_size, spec.iterations)
-  call_blocks = blocks_per_call * mesh.devices.size
-  shard = sharding_lib.sample_sharding(mesh)
-  p, _, matrix = sampling.traced_params(mechanism)
-  sigmas_device = jnp.asarray(sigmas)
-  eps_device = jnp.asarray(grid)
-  no_edges = jnp.zeros(1)
-  total_blocks = -(-num_samples // block_size)
-  sums = {d: np.zeros((sigmas.size, grid.size)) for d in DIRECTIONS}
-  squares = {d: np.zeros((sigmas.size, grid.size)) for d in DIRECTIONS}
-  purpose_key = keys_lib.purpose_key(key, purpose)
-  done = 0
-  for direction in DIRECTIONS:
-    stream_key = keys_lib.direction_key(purpose_key, direction)
-    for block in range(0, total_blocks, call_blocks):
-      ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
-      mean, z, rest = _block_components(ids, stream_key, p, matrix, spec=spec,
-                                        direction=direction, block_size=block_size, mesh=mesh)
-      loss = _block_losses_for_sigmas(mean, z, rest, sigmas_device, p, matrix, spec=spec,
-                                      direction=direction, mesh=mesh)
-      used = min(call_blocks, total_blocks - block)
-      remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
-      for j in range(sigmas.size):
-        block_sums, block_squares, _ = (np.asarray(a)[:used] for a in estimator._block_reductions(
-            loss[:, j, :], remaining, eps_device, no_edges, mesh=mesh))
-        for row in range(used):  # host, float64, block order
-          sums[direction][j] += block_sums[row]
-          squares[direction][j] += block_squares[row]
-      done += min(used * block_size, num_samples - block * block_size)
-      if progress is not None:
-        progress(done, num_samples * len(DIRECTIONS))
+  mesh = SampleMesh.over(devices)
+  totals = stream.BlockSums.zeros(sigmas.size, grid.size)
+  run = dict(num_samples=num_samples, first_block=0, block_size=block_size,
+             blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=None)
+
+  def streams_of(run_key):
+    purpose_key = keys_lib.purpose_key(run_key, purpose)
+    return lambda direction: keys_lib.direction_key(purpose_key, direction)
+
+  if shared_draws:
+    program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
+    stream.accumulate(streams_of(key), program, totals, progress=progress, **run)
+  else:
+    for j, sigma in enumerate(sigmas):
+      candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
+      stream.accumulate(streams_of(jax.random.fold_in(key, CANDIDATE_TAG + j)),
+                        sampling.OneSigma(candidate, kernel, block_size, mesh), totals,
+                        candidate_offset=j, **run)
   delta_hat, standard_error = {}, {}
   for d in DIRECTIONS:
-    delta_hat[d], standard_error[d] = estimator.mean_and_standard_error(
-        sums[d], squares[d], num_samples)
-  return SigmaSweep(sigmas, grid, delta_hat, standard_error, num_samples, True)
+    delta_hat[d], standard_error[d] = stream.mean_and_standard_error(
+        totals.sums[d], totals.squares[d], num_samples)
+  return SigmaSweep(sigmas, grid, delta_hat, standard_error, num_samples, shared_draws, totals)

@@ -27,7 +27,6 @@ standard errors and ε̂(δ) are NumPy (host).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 from typing import Callable
@@ -35,15 +34,16 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.conventions import DIRECTIONS, Purpose
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import kernels, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import sampling
-from jaxacct.montecarlo import sharding as sharding_lib
-from jaxacct.montecarlo._spec import kernel_spec
+from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
+from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,49 +159,15 @@ def delta_from_losses(epsilon: float, losses, counts=None) -> float:
   return float(np.dot(weights, _terms_np(epsilon, values)) / weights.sum())
 
 
-def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
-  """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""
-  return -jnp.expm1(jnp.minimum(epsilons[:, None] - losses[None, :], 0.0))
-
-
-@functools.partial(jax.jit, static_argnames=('mesh',))
-def _block_reductions(losses, num_samples, epsilons, edges, *, mesh):
-  """Per-block float64 sums of the terms and their squares, and histogram counts.
-
-  ``losses``: (k, block_size) with global sample index block·block_size + j;
-  samples with index ≥ ``num_samples`` are masked out. Each block is reduced
-  by the same fixed-shape program (lax.map), so sums do not depend on k.
-  """
-  block_size = losses.shape[1]
-
-  def one_device(losses, first_index, num_samples, epsilons, edges):
-    def one_block(args):
-      block_losses, first = args
-      valid = (first + jnp.arange(block_size, dtype=jnp.int64)) < num_samples
-      terms = jnp.where(valid[None, :], hockey_stick_terms(epsilons, block_losses), 0.0)
-      # Bin j holds losses in (edges[j-1], edges[j]]; bin len(edges) is the overflow.
-      bins = jnp.searchsorted(edges, block_losses, side='left')
-      one_hot = (bins[:, None] == jnp.arange(edges.shape[0] + 1)[None, :]) & valid[:, None]
-      return (jnp.sum(terms, axis=1), jnp.sum(jnp.square(terms), axis=1),
-              jnp.sum(one_hot, axis=0, dtype=jnp.int64))
-    return lax.map(one_block, (losses, first_index))
-
-  first_index = jnp.arange(losses.shape[0], dtype=jnp.int64) * block_size
-  return sampling.per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
-                                                   edges)
-
-
-def _fingerprint(mechanism, spec, epsilons, edges, block_size, purpose, key_data) -> str:
-  payload = repr((spec, float(mechanism.noise_multiplier),
-                  float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
-                  getattr(mechanism.scheme, 'truncated_batch_size', None),
-                  getattr(mechanism.scheme, 'dataset_size', None),
+def fingerprint(mechanism, kernel, epsilons, edges, block_size, purpose, key_data) -> str:
+  """Hash of everything that determines a stream's samples and sums (resume check)."""
+  payload = repr((kernel, mechanism.scheme, float(mechanism.noise_multiplier),
                   mechanism.matrix.fingerprint,
-                  tuple(epsilons), edges, block_size, purpose, key_data))
+                  tuple(epsilons), edges, block_size, str(purpose), key_data))
   return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
-def _check_epsilons(epsilons) -> np.ndarray:
+def check_epsilons(epsilons) -> np.ndarray:
   grid = np.asarray(epsilons, dtype=np.float64)
   if grid.ndim != 1 or grid.size == 0:
     raise ValueError(f'epsilons must be a non-empty 1-D list of numbers, got {epsilons!r}')
@@ -272,9 +238,8 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                  state: EstimatorState | None = None, devices=None,
                  progress: Callable[[int, int], None] | None = None) -> DeltaEstimate:
   """``estimate_delta`` on the stream of ``purpose`` (library-internal: ``verify`` uses it)."""
-  if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
-  grid = _check_epsilons(epsilons)
+  sampling.check_mechanism(mechanism)
+  grid = check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
   if block_size is None:
     block_size = sampling.default_block_size(mechanism.iterations)
@@ -283,17 +248,16 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   edges = _check_edges(histogram_edges)
   resolved = kernel_dtype(dtype)
   key = keys_lib.canonicalize_key(key)
-  key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
-  spec = kernel_spec(mechanism, resolved)
-  fingerprint = _fingerprint(mechanism, spec, grid.tolist(), edges, block_size, purpose, key_data)
-  total_blocks = -(-num_samples // block_size)
+  key_data = keys_lib.key_words(key)
+  kernel = kernels.kernel_for(mechanism, resolved)
+  run_fingerprint = fingerprint(mechanism, kernel, grid.tolist(), edges, block_size, purpose,
+                                key_data)
+  bins = None if edges is None else len(edges) + 1
   if state is None:
     first_block = 0
-    sums = {d: np.zeros(grid.size) for d in DIRECTIONS}
-    squares = {d: np.zeros(grid.size) for d in DIRECTIONS}
-    counts = None if edges is None else {d: np.zeros(len(edges) + 1, np.int64) for d in DIRECTIONS}
+    totals = stream.BlockSums.zeros(1, grid.size, bins)
   else:
-    if state.fingerprint != fingerprint:
+    if state.fingerprint != run_fingerprint:
       raise ValueError('state was produced by a different run (mechanism, epsilons, key, '
                        'purpose, dtype, block_size or histogram_edges differ); cannot resume')
     if state.num_samples % block_size:
@@ -303,52 +267,26 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
       raise ValueError(f'num_samples must be >= the resumed state\'s {state.num_samples}, '
                        f'got {num_samples}')
     first_block = state.num_samples // block_size
-    sums = {d: np.asarray(state.sums[d], np.float64) for d in DIRECTIONS}
-    squares = {d: np.asarray(state.sums_of_squares[d], np.float64) for d in DIRECTIONS}
-    counts = None if edges is None else {d: np.asarray(state.histogram[d], np.int64)
-                                         for d in DIRECTIONS}
+    totals = stream.BlockSums.from_dict({
+        'sums': {d: [state.sums[d]] for d in DIRECTIONS},
+        'squares': {d: [state.sums_of_squares[d]] for d in DIRECTIONS},
+        'counts': None if edges is None else {d: [state.histogram[d]] for d in DIRECTIONS}})
 
-  mesh = sharding_lib.sample_mesh(devices)
-  eps_device = jnp.asarray(grid)
-  edges_device = jnp.asarray(edges if edges is not None else [0.0])
+  mesh = SampleMesh.over(devices)
   purpose_key = keys_lib.purpose_key(key, purpose)
-  done = first_block * block_size * len(DIRECTIONS)
-  for direction in DIRECTIONS:
-    stream_key = keys_lib.direction_key(purpose_key, direction)
-    for block, used, block_losses, _ in sampling.stream_blocks(
-        stream_key, mechanism, spec, direction, first_block=first_block, end_block=total_blocks,
-        block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh):
-      # Samples past num_samples in the last block are masked; shift indices to global ones.
-      remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
-      block_sums, block_squares, block_counts = (
-          np.asarray(a)[:used] for a in _block_reductions(
-              block_losses, remaining, eps_device, edges_device, mesh=mesh))
-      for row in range(used):  # host, float64, block order: bitwise reproducible
-        sums[direction] = sums[direction] + block_sums[row]
-        squares[direction] = squares[direction] + block_squares[row]
-      if counts is not None:
-        counts[direction] = counts[direction] + block_counts.sum(axis=0)
-      done += min(used * block_size, num_samples - block * block_size)
-      if progress is not None:
-        progress(done, num_samples * len(DIRECTIONS))
-
+  stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
+                    sampling.OneSigma(mechanism, kernel, block_size, mesh), totals,
+                    num_samples=num_samples, first_block=first_block, block_size=block_size,
+                    blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
+                    progress=progress)
   new_state = EstimatorState(
-      fingerprint=fingerprint, key_data=key_data, purpose=purpose, epsilons=tuple(grid.tolist()),
-      block_size=block_size, num_samples=num_samples,
-      sums={d: sums[d].tolist() for d in DIRECTIONS},
-      sums_of_squares={d: squares[d].tolist() for d in DIRECTIONS},
-      histogram=None if counts is None else {d: counts[d].tolist() for d in DIRECTIONS},
+      fingerprint=run_fingerprint, key_data=key_data, purpose=purpose,
+      epsilons=tuple(grid.tolist()), block_size=block_size, num_samples=num_samples,
+      sums={d: totals.sums[d][0].tolist() for d in DIRECTIONS},
+      sums_of_squares={d: totals.squares[d][0].tolist() for d in DIRECTIONS},
+      histogram=None if edges is None else {d: totals.counts[d][0].tolist() for d in DIRECTIONS},
       histogram_edges=edges)
   return estimate_from_state(new_state)
-
-
-def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
-  """Sample mean of the terms and its standard error (sample s.d. / √N), host float64."""
-  n = num_samples
-  mean = np.asarray(sums, np.float64) / n
-  variance = np.maximum(np.asarray(sums_of_squares, np.float64) / n - mean**2, 0.0)
-  variance *= n / max(1, n - 1)
-  return mean, np.sqrt(variance / n)
 
 
 def estimate_from_state(state: EstimatorState) -> DeltaEstimate:

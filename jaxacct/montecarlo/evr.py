@@ -3,7 +3,7 @@
 Pure numpy/scipy maths behind Algorithm 5 / Theorem A.1 of A. Dong, A. Ganesh,
 "Privacy Amplification for BandMF via b-Min-Sep Subsampling", arXiv
 2602.09338v2, App. A (spec 000 §8). The verification driver that draws Monte
-Carlo samples is separate and only needs the functions below.
+Carlo samples is ``verification.py`` and only needs the functions below.
 
 Setting. A candidate mechanism is *verified* at level δ_b ("base delta") by
 drawing N i.i.d. terms in [0, 1] (the integrands max{1 − e^{ε−L}, 0}) whose mean
@@ -38,10 +38,6 @@ import scipy.optimize
 import scipy.special
 
 from jaxacct import _validate
-from jaxacct.deterministic import pld
-from jaxacct.guarantee import Guarantee
-from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
-from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import keys as keys_lib
 
 # ---------------------------------------------------------------------------
@@ -440,55 +436,6 @@ def minimum_samples(base_delta: float, target_delta: float) -> int:
         f'base_delta={base} is too close to target_delta={target}: {error}') from None
 
 
-# ---------------------------------------------------------------------------
-# Algorithm 5: verify an ordered candidate list on the verification stream
-# ---------------------------------------------------------------------------
-
-# Verification runs seen in this process, by candidates/ε/δ fingerprint → keys used.
-# Re-running with fresh seeds until a run passes would void Theorem A.1; a repeat
-# must declare itself (``attempt``) and is charged by a union bound.
-_VERIFICATION_LEDGER: dict[str, list[str]] = {}
-
-
-@dataclasses.dataclass(frozen=True)
-class Verification:
-  """Outcome of Algorithm 5.
-
-  Attributes:
-    guarantee: the released (ε, δ_overall) statement and how it was obtained.
-    mechanism: the released candidate M_{i*}.
-    index: i* (0-based) in the candidate list.
-    accepted: verifier outcome per candidate (the last, proven one, is True).
-    delta_hat: per direction, δ̂(ε) of each Monte Carlo candidate (length k − 1).
-    num_samples: samples per direction per candidate.
-    base_delta: the verification threshold δ_b.
-  """
-
-  guarantee: Any
-  mechanism: Any
-  index: int
-  accepted: tuple[bool, ...]
-  delta_hat: dict
-  num_samples: int
-  base_delta: float
-
-
-def released_index(accepted) -> int:
-  """i* = min{i : v_j = 1 for all j ≥ i} (0-based) of Algorithm 5; v_k = 1 is forced.
-
-  Scans from the most private candidate down and stops at the first rejection;
-  a later acceptance below a rejection does not count (the outcomes need not
-  be monotone in σ).
-  """
-  outcomes = [bool(v) for v in accepted]
-  if not outcomes:
-    raise ValueError('accepted must list at least one candidate')
-  index = len(outcomes) - 1
-  while index > 0 and outcomes[index - 1]:
-    index -= 1
-  return index
-
-
 def resolve_sample_size(target_delta: float, num_samples: int | None,
                         base_delta_value: float | None) -> tuple[int, float]:
   """(N, δ_b) for a target overall δ: fills in whichever is missing (δ_b = δ/2 if both are).
@@ -515,102 +462,3 @@ def resolve_sample_size(target_delta: float, num_samples: int | None,
         f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}: '
         f'at least {minimum_samples(base, target)} samples are needed')
   return n, base
-
-
-def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
-           base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
-           devices=None, progress=None) -> Verification:
-  """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
-
-  Candidates M_1 … M_k share one scheme and strategy and have strictly
-  increasing σ (so each satisfies every guarantee of the previous one). M_k must
-  be (ε, δ_b)-DP by a deterministic accountant (the unamplified Gaussian bound,
-  checked here). For i < k the verifier accepts M_i iff δ̂(ε) ≤ δ_b in **both**
-  directions, with N fresh samples per direction from the *verification*
-  stream (float64 losses). The released mechanism is M_{i*},
-  i* = min{i : v_j = 1 for all j ≥ i}; by Theorem A.1 with Fact 4.2 it is
-  (ε, δ_overall(N, δ_b))-DP.
-
-  Everything that defines the test (candidates, ε, δ, N, δ_b) is fixed by the
-  arguments before any verification sample is drawn. A second verification of
-  the same scheme and strategy at the same (ε, δ) that differs in anything (key,
-  candidates, N, δ_b, shared draws) raises unless it declares itself with
-  ``attempt`` (then the false-acceptance bound is charged attempt times). The
-  ledger lives in this process only: it catches retries in one session, not
-  across separate runs, which the caller must declare.
-
-  Args:
-    key: typed JAX key; only its verification stream is used.
-    candidates: ``MatrixMechanism`` list, increasing σ, last one provably private.
-    epsilon: ε.
-    delta: the target overall δ.
-    num_samples / base_delta: N and δ_b; missing ones are derived
-      (``resolve_sample_size``).
-    shared_draws: common random numbers across candidates (see ``candidates.py``).
-    attempt: the 1-based index of this verification run for this mechanism at (ε, δ).
-
-  References:
-    Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
-    Chua et al., AISTATS 2025, Fact 4.2; spec 000 §8.
-  """
-  epsilon = _validate.finite_real('epsilon', epsilon)
-  attempt = _validate.integer_at_least('attempt', attempt, 1)
-  candidates = list(candidates)
-  if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
-    raise ValueError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
-  first = candidates[0]
-  if any(m.scheme != first.scheme or m.matrix != first.matrix for m in candidates):
-    raise ValueError('candidates must share one scheme and one strategy matrix')
-  sigmas = [float(m.noise_multiplier) for m in candidates]
-  if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
-    raise ValueError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
-  n, base = resolve_sample_size(delta, num_samples, base_delta)
-  sigma_up = pld.unamplified_sigma(first.scheme, first.matrix, epsilon=epsilon, delta=base)
-  if sigmas[-1] < sigma_up:
-    raise ValueError(
-        f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant: '
-        f'noise_multiplier must be >= {sigma_up} (unamplified Gaussian bound), got {sigmas[-1]}')
-  key = keys_lib.canonicalize_key(key)
-  key_data = tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
-  # One ledger per (scheme, strategy, ε, δ): any verification run that differs in key,
-  # candidates, N, δ_b or shared draws is another attempt at the same guarantee.
-  ledger_id = repr((first.scheme, first.matrix.fingerprint, epsilon,
-                    float(delta)))
-  run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws)))
-  seen = _VERIFICATION_LEDGER.setdefault(ledger_id, [])
-  new_run = run not in seen
-  if new_run and len(seen) >= attempt:
-    raise ValueError(
-        f'this mechanism was already verified {len(seen)} time(s) at (epsilon, delta) = '
-        f'({epsilon}, {delta}) with other keys or settings; re-running verification until it '
-        f'passes voids the guarantee. Declare the run with attempt={len(seen) + 1} to charge a '
-        'union bound over all attempts')
-  attempts = max(attempt, len(seen) + new_run)
-  released_delta = overall_delta(n, base, attempts=attempts)
-  if released_delta > delta:
-    raise ValueError(f'with attempt = {attempts} the overall delta {released_delta} exceeds '
-                     f'delta = {delta}; use more num_samples or a smaller base_delta')
-  if new_run:  # recorded only once the run is certain to draw verification samples
-    seen.append(run)
-
-  accepted = [True] * len(candidates)
-  delta_hat = {d: [] for d in DIRECTIONS}
-  if len(candidates) > 1:
-    sweep = candidates_lib.sweep_sigmas(
-        key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        devices=devices, progress=progress)
-    for d in DIRECTIONS:
-      delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
-    accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]
-  index = released_index(accepted)
-  chosen = candidates[index]
-  method = 'verified_mc' if index < len(candidates) - 1 else 'fallback'
-  if method == 'verified_mc' and chosen.scheme.conjectural:
-    method = 'conjectural'  # e.g. Algorithm 4 by Conjecture 6.2 (seed 000 §6.5)
-  guarantee = Guarantee(
-      epsilon=epsilon, delta=released_delta, method=method,
-      noise_multiplier=float(chosen.noise_multiplier),
-      delta_hat=None if method == 'fallback' else {d: delta_hat[d][index] for d in DIRECTIONS},
-      num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
-      bounded=chosen.bounded and method != 'fallback')
-  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base)

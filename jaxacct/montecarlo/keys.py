@@ -17,10 +17,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxacct.conventions import DirectionStream, Purpose
+
 KEY_BLOCK_BITS = 20
 KEY_BLOCK_SIZE = 1 << KEY_BLOCK_BITS
 MAX_SAMPLE_INDEX = 1 << (KEY_BLOCK_BITS + 32)
-DIRECTION_CODES = {'remove': 0, 'add': 1}
+DIRECTION_CODES = {d.name.lower(): int(d) for d in DirectionStream}
 
 
 def canonicalize_key(key) -> jax.Array:
@@ -37,11 +39,11 @@ def canonicalize_key(key) -> jax.Array:
 
 def direction_key(key: jax.Array, direction: str) -> jax.Array:
   """The stream of one direction: separate draws for ``remove`` and ``add``."""
-  return jax.random.fold_in(key, DIRECTION_CODES[direction])
+  return jax.random.fold_in(key, DIRECTION_CODES[str(direction)])
 
 
 # 'sampling' is the stream of the plain samplers (sample_privacy_losses, sample_outputs).
-PURPOSE_CODES = {'estimation': 1, 'verification': 2, 'training': 3, 'sampling': 4}
+PURPOSE_CODES = {p.name.lower(): int(p) for p in Purpose}
 
 
 def check_num_samples(num_samples) -> int:
@@ -53,9 +55,10 @@ def check_num_samples(num_samples) -> int:
   return num_samples
 
 
-def purpose_key(key: jax.Array, purpose: str) -> jax.Array:
+def purpose_key(key: jax.Array, purpose: str | Purpose) -> jax.Array:
   """The key of one stream purpose: estimation, verification and training never share draws."""
-  return jax.random.fold_in(key, PURPOSE_CODES[purpose])
+  code = int(purpose) if isinstance(purpose, Purpose) else PURPOSE_CODES[purpose]
+  return jax.random.fold_in(key, code)
 
 
 def keys_for_indices(stream_key: jax.Array, indices: jax.Array) -> jax.Array:
@@ -79,3 +82,8 @@ def sample_keys(stream_key: jax.Array, first_index: jax.Array, count: int) -> ja
     count: static number of samples.
   """
   return keys_for_indices(stream_key, first_index.astype(jnp.int64) + jnp.arange(count, dtype=jnp.int64))
+
+
+def key_words(key: jax.Array) -> tuple[int, ...]:
+  """The raw uint32 words of a typed key (a run's public seed, as recorded in reports)."""
+  return tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())

@@ -21,6 +21,7 @@ so memory does not grow with ``num_samples``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import NamedTuple
 
@@ -32,11 +33,12 @@ from jax.sharding import PartitionSpec
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.conventions import DIRECTIONS, Direction, Purpose, Stream
+from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import losses, noise, participation
+from jaxacct.montecarlo import kernels, noise
 from jaxacct.montecarlo import sharding as sharding_lib
-from jaxacct.montecarlo._spec import KernelSpec, SchemeParams, kernel_spec, scheme_params
+from jaxacct.montecarlo.kernels import SchemeKernel
 
 # Samples per block. Every compiled kernel evaluates whole blocks of one fixed
 # shape (lax.map over blocks), because XLA's floating-point code for an array
@@ -71,52 +73,56 @@ def default_blocks_per_call(block_size: int, iterations: int) -> int:
   return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
 
 
-def traced_params(mechanism: MatrixMechanism):
-  """(scheme parameters, σ, matrix) as device values: traced, so new values do not recompile.
+def traced_params(mechanism: MatrixMechanism, kernel: SchemeKernel):
+  """(scheme parameters, σ, strategy view) as device values: traced, so new values do not
+  recompile.
 
-  The matrix is the ``BandedToeplitz`` itself, or for a dense ``LowerTriangular``
-  its ``RMinSepTerms`` (C, column norms, cross-term bounds; seed 000 App. B),
-  computed once on the host.
+  The view is the strategy's ``kernel_view`` for the scheme (the band of a
+  ``BandedToeplitz``; C, column norms and cross-term bounds of a dense
+  ``LowerTriangular``, computed once on the host; seed 000 App. B).
   """
-  matrix = mechanism.matrix
-  if mechanism.bounded:
-    matrix = matrix.kernel_terms(getattr(mechanism.scheme, 'min_sep', 1))
-  return (scheme_params(mechanism),
+  view = mechanism.matrix.kernel_view(mechanism.scheme)
+  return (kernel.params(mechanism),
           jnp.asarray(mechanism.noise_multiplier, jnp.float64),
-          jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), matrix))
+          jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), view))
 
 
-def draw_components(stream_key, indices, params: SchemeParams, matrix, spec: KernelSpec,
-                    direction: str):
-  """(C·x, z, r) of the samples with global ``indices`` (N,), batch-major (N, n) each.
+def draw_components(stream_key, indices, params, view, kernel: SchemeKernel, direction: str):
+  """(C·x, z, info) of the samples with global ``indices`` (N,), batch-major (N, n) each.
 
-  C·x is ``None`` for ``add`` without truncation (y ~ Q has no signal); r (the
-  other examples' batch sizes) is ``None`` without truncation. The draws do
-  not depend on σ, so y(σ) = C·x + σ·z for several σ shares them (common
-  random numbers).
+  C·x is ``None`` when the direction has no signal (``add`` without truncation: y ~ Q);
+  ``info`` is the kernel's ``Info`` (the other examples' batch sizes under truncation, an
+  empty ``NoInfo`` otherwise). The draws do not depend on σ, so y(σ) = C·x + σ·z for
+  several σ shares them (common random numbers).
   """
-  dtype = jnp.dtype(spec.dtype)
+  dtype = jnp.dtype(kernel.dtype)
   sample_keys = keys_lib.keys_for_indices(stream_key, indices)
-  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(sample_keys)
-  z = jax.vmap(lambda k: noise.standard_normal(k, (spec.iterations,), dtype))(noise_keys)
-  if direction == 'add' and not spec.truncated:
-    return None, z, None
-  mean, rest = participation.sample_mean(spec, sample_keys, params, matrix, direction)
-  return mean.astype(dtype), z, rest
+  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
+  z = jax.vmap(lambda k: noise.standard_normal(k, (kernel.iterations,), dtype))(noise_keys)
+  if not kernel.has_signal(direction):
+    return None, z, kernel.empty_info()
+  mean, info = kernel.sample_mean(sample_keys, params, view, direction)
+  return mean.astype(dtype), z, info
 
 
-def draw_outputs(stream_key, indices, params: SchemeParams, sigma, matrix, spec: KernelSpec,
-                 direction: str) -> tuple[jax.Array, jax.Array | None]:
-  """Outputs (y, r) of the samples with global ``indices`` (N,) of a stream, batch-major (N, n).
+def draw_outputs(stream_key, indices, params, sigma, view, kernel: SchemeKernel,
+                 direction: str):
+  """Outputs (y, info) of the samples with global ``indices`` (N,) of a stream, batch-major.
 
   y = C·x + σ·z with x from the scheme's participation sampler (``remove``) or
   y = σ·z (``add``); under truncation x is x^P or x^Q of seed 000 Corollary D.2
-  and r the released batch sizes of the other examples (else ``None``).
+  and ``info`` holds the released batch sizes of the other examples.
   Un-jitted device kernel.
   """
-  mean, z, rest = draw_components(stream_key, indices, params, matrix, spec, direction)
+  mean, z, info = draw_components(stream_key, indices, params, view, kernel, direction)
   y = sigma.astype(z.dtype) * z
-  return (y if mean is None else y + mean), rest
+  return (y if mean is None else y + mean), info
+
+
+def log_ratio(kernel: SchemeKernel, y, params, sigma, view, info, direction: str):
+  """ln P(y)/Q(y) of batch-major outputs y (N, n): d = Cᵀy through the view, then the
+  kernel's recursion (for an inexact view the bound conservative for ``direction``)."""
+  return kernel.log_ratio(view.transpose_products(y), params, sigma, view, info, direction)
 
 
 def per_device(fn, mesh, num_sharded: int):
@@ -130,74 +136,86 @@ def per_device(fn, mesh, num_sharded: int):
   return wrapped
 
 
-@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'block_size', 'mesh'))
-def block_outputs(block_ids, stream_key, p, sigma, matrix, *, spec: KernelSpec, direction: str,
-                  block_size: int, mesh):
-  """Outputs (y, r) of whole blocks of a stream: (k, block_size, n) each, sharded over ``mesh``."""
-  def one_device(ids, stream_key, p, sigma, matrix):
+@functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'block_size', 'mesh'))
+def block_outputs(block_ids, stream_key, params, sigma, view, *, kernel: SchemeKernel,
+                  direction: str, block_size: int, mesh):
+  """Outputs (y, info) of whole blocks of a stream: (k, block_size, n) …, sharded over ``mesh``."""
+  def one_device(ids, stream_key, params, sigma, view):
     def one_block(block):
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
-      return draw_outputs(stream_key, indices, p, sigma, matrix, spec, direction)
+      return draw_outputs(stream_key, indices, params, sigma, view, kernel, direction)
     return lax.map(one_block, ids)
-  return per_device(one_device, mesh, 1)(block_ids, stream_key, p, sigma, matrix)
+  return per_device(one_device, mesh, 1)(block_ids, stream_key, params, sigma, view)
 
 
-@functools.partial(jax.jit, static_argnames=('spec', 'direction', 'mesh'))
-def block_losses(outputs, p, sigma, matrix, *, spec: KernelSpec, direction: str, mesh):
-  """float64 losses of whole blocks of outputs (y, r), (k, block_size, n) → (k, block_size).
+def signed(loss, direction: str):
+  """The loss of ``direction`` from ln P/Q: ``remove`` ln P/Q, ``add`` ln Q/P = −ln P/Q."""
+  return loss if direction == Direction.REMOVE else -loss
+
+
+@functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'mesh'))
+def block_losses(outputs, params, sigma, view, *, kernel: SchemeKernel, direction: str, mesh):
+  """float64 losses of whole blocks of outputs (y, info), (k, block_size, n) → (k, block_size).
 
   ``remove``: ln P/Q; ``add``: ln Q/P = −ln P/Q (spec 000 §0).
   """
-  def one_device(outputs, p, sigma, matrix):
+  def one_device(outputs, params, sigma, view):
     def one_block(block):
-      y_block, rest_block = block
-      return losses.log_ratio(spec, y_block, p, sigma, matrix, rest_block,
-                              direction).astype(jnp.float64)
+      y_block, info_block = block
+      return log_ratio(kernel, y_block, params, sigma, view, info_block,
+                       direction).astype(jnp.float64)
     return lax.map(one_block, outputs)
-  loss = per_device(one_device, mesh, 1)(outputs, p, sigma, matrix)
-  return loss if direction == 'remove' else -loss
+  return signed(per_device(one_device, mesh, 1)(outputs, params, sigma, view), direction)
 
 
-def stream_blocks(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, direction: str, *,
-                  first_block: int, end_block: int, block_size: int,
-                  blocks_per_call: int | None = None, mesh=None):
-  """Yields ``(first_block_of_call, used_blocks, losses, outputs)`` over blocks [first_block, end_block).
+@dataclasses.dataclass(frozen=True)
+class OneSigma:
+  """Loss program of one mechanism: y = C·x + σ·z, then ln P/Q (two compiled stages)."""
 
-  Host driver shared by ``sample_privacy_losses`` and the estimator: each call
-  evaluates ``blocks_per_call`` blocks on every device of ``mesh`` in two
-  compiled stages (draws, then losses). On XLA:CPU the single fused program
-  measured ~2× slower than the same work split at y (benchmarks/RESULTS.md).
-  ``losses`` is a device array (k, block_size) and ``outputs`` the (y, r)
-  it was computed from; only their first ``used_blocks`` rows belong to the
-  requested range.
+  mechanism: MatrixMechanism
+  kernel: SchemeKernel
+  block_size: int
+  mesh: sharding_lib.SampleMesh
+
+  @property
+  def num_candidates(self) -> int:
+    return 1
+
+  def outputs_and_losses(self, stream_key, ids, direction: str):
+    """((y, info), losses) of the blocks ``ids``: (k, block_size, n) …, (k, block_size).
+
+    On XLA:CPU the single fused program measured ~2× slower than the same work split at y
+    (benchmarks/RESULTS.md).
+    """
+    params, sigma, view = self._traced
+    outputs = block_outputs(ids, stream_key, params, sigma, view, kernel=self.kernel,
+                                     direction=direction, block_size=self.block_size,
+                                     mesh=self.mesh.mesh)
+    return outputs, block_losses(outputs, params, sigma, view, kernel=self.kernel,
+                                          direction=direction, mesh=self.mesh.mesh)
+
+  def __call__(self, stream_key, ids, direction: str) -> list[jax.Array]:
+    return [self.outputs_and_losses(stream_key, ids, direction)[1]]
+
+  @functools.cached_property
+  def _traced(self):
+    return traced_params(self.mechanism, self.kernel)
+
+
+@functools.partial(jax.jit, static_argnames=('kernel', 'direction'))
+def loss_of_outputs(y, info, params, sigma, view, *, kernel: SchemeKernel, direction: str):
+  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n) and their ``info``.
+
+  ``direction`` picks the App. B bound for an inexact view (ignored otherwise).
   """
-  mesh = sharding_lib.sample_mesh() if mesh is None else mesh
-  if blocks_per_call is None:
-    blocks_per_call = default_blocks_per_call(block_size, spec.iterations)
-  call_blocks = blocks_per_call * mesh.devices.size
-  shard = sharding_lib.sample_sharding(mesh)
-  p, sigma, matrix = traced_params(mechanism)
-  for block in range(first_block, end_block, call_blocks):
-    ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
-    outputs = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
-                            block_size=block_size, mesh=mesh)
-    yield block, min(call_blocks, end_block - block), block_losses(
-        outputs, p, sigma, matrix, spec=spec, direction=direction, mesh=mesh), outputs
+  return log_ratio(kernel, y.astype(kernel.dtype), params, sigma, view, info,
+                   direction).astype(jnp.float64)
 
 
-@functools.partial(jax.jit, static_argnames=('spec', 'direction'))
-def loss_of_outputs(y, rest, p, sigma, matrix, *, spec: KernelSpec, direction: str):
-  """Jitted ln P(y)/Q(y) in float64 for batch-major outputs y (N, n) (and r, or None).
-
-  ``direction`` picks the App. B bound for a dense C (ignored otherwise).
-  """
-  return losses.log_ratio(spec, y.astype(spec.dtype), p, sigma, matrix, rest,
-                          direction).astype(jnp.float64)
-
-
-def _check_mechanism(mechanism) -> None:
+def check_mechanism(mechanism) -> MatrixMechanism:
   if not isinstance(mechanism, MatrixMechanism):
     raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  return mechanism
 
 
 @scoped_x64
@@ -230,38 +248,40 @@ def sample_privacy_losses(key, mechanism: MatrixMechanism, num_samples: int, dir
     Dong & Ganesh, "Privacy Amplification for BandMF via b-Min-Sep
     Subsampling", arXiv 2602.09338v2, §3–5.
   """
-  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
-  return losses_of_stream(stream_key, mechanism, spec, num_samples, direction)
+  stream_key, kernel, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  return losses_of_stream(stream_key, mechanism, kernel, num_samples, direction)
 
 
 def _prepare(key, mechanism, num_samples, direction, dtype):
-  """Validates the sampler arguments; returns (stream key, spec, num_samples)."""
-  _check_mechanism(mechanism)
+  """Validates the sampler arguments; returns (stream key, kernel, num_samples)."""
+  check_mechanism(mechanism)
   num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('direction', direction, DIRECTIONS)
   resolved = kernel_dtype(dtype)
-  base = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'sampling')
-  return keys_lib.direction_key(base, direction), kernel_spec(mechanism, resolved), num_samples
+  base = keys_lib.purpose_key(keys_lib.canonicalize_key(key), Purpose.SAMPLING)
+  return (keys_lib.direction_key(base, direction), kernels.kernel_for(mechanism, resolved),
+          num_samples)
 
 
 @scoped_x64
-def losses_of_stream(stream_key, mechanism: MatrixMechanism, spec: KernelSpec, num_samples: int,
-                     direction: str) -> jax.Array:
+def losses_of_stream(stream_key, mechanism: MatrixMechanism, kernel: SchemeKernel,
+                     num_samples: int, direction: str) -> jax.Array:
   """Losses of samples 0 … num_samples − 1 of one (purpose, direction) stream, float64."""
-  return _collect(stream_key, mechanism, spec, num_samples, direction, keep_rest=False)[0]
+  return _collect(stream_key, mechanism, kernel, num_samples, direction, keep_info=False)[0]
 
 
-def _collect(stream_key, mechanism, spec, num_samples, direction, *, keep_rest: bool):
-  """(losses, r or None) of samples 0 … num_samples − 1 of a stream."""
-  block_size = default_block_size(spec.iterations)
+def _collect(stream_key, mechanism, kernel, num_samples, direction, *, keep_info: bool):
+  """(losses, r or None) of samples 0 … num_samples − 1 of a stream (all local devices)."""
+  block_size = default_block_size(kernel.iterations)
+  program = OneSigma(mechanism, kernel, block_size, sharding_lib.SampleMesh.over())
   losses_parts, rest_parts = [], []
-  for _, used, block_loss, outputs in stream_blocks(
-      stream_key, mechanism, spec, direction, first_block=0,
-      end_block=-(-num_samples // block_size), block_size=block_size):
+  for _, used, ids in program.mesh.calls(0, -(-num_samples // block_size),
+                                         default_blocks_per_call(block_size, kernel.iterations)):
+    outputs, block_loss = program.outputs_and_losses(stream_key, ids, direction)
     losses_parts.append(block_loss[:used].reshape(-1))
-    if keep_rest:
-      rest_parts.append(outputs[1][:used].reshape(-1, spec.iterations))
-  rest = jnp.concatenate(rest_parts)[:num_samples] if keep_rest else None
+    if keep_info:
+      rest_parts.append(kernel.batch_sizes_of(outputs[1])[:used].reshape(-1, kernel.iterations))
+  rest = jnp.concatenate(rest_parts)[:num_samples] if keep_info else None
   return jnp.concatenate(losses_parts)[:num_samples], rest
 
 
@@ -300,12 +320,12 @@ def sample_truncated_privacy_losses(key, mechanism: MatrixMechanism, num_samples
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. D (Lemma D.1, Corollary D.2).
   """
-  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
-  if not spec.truncated:
+  stream_key, kernel, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  if not kernel.releases_batch_sizes:
     raise ValueError(
         f'sample_truncated_privacy_losses needs a truncated scheme (truncated_batch_size < '
         f'dataset_size), got {mechanism.scheme!r}; use sample_privacy_losses')
-  losses_, rest = _collect(stream_key, mechanism, spec, num_samples, direction, keep_rest=True)
+  losses_, rest = _collect(stream_key, mechanism, kernel, num_samples, direction, keep_info=True)
   return TruncatedSamples(losses_, rest)
 
 
@@ -325,16 +345,17 @@ def sample_outputs(key, mechanism: MatrixMechanism, num_samples: int, direction:
     y of shape ``(num_samples, iterations)`` in the kernel ``dtype``, and r
     (int32, same shape) or ``None``.
   """
-  stream_key, spec, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
-  p, sigma, matrix = traced_params(mechanism)
+  stream_key, kernel, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
+  params, sigma, view = traced_params(mechanism, kernel)
   mesh = sharding_lib.sample_mesh(jax.local_devices()[:1])
-  block_size = default_block_size(spec.iterations)
+  block_size = default_block_size(kernel.iterations)
   ys, rests = [], []
   for block in range(-(-num_samples // block_size)):
     ids = jnp.asarray([block], jnp.int64)
-    y, rest = block_outputs(ids, stream_key, p, sigma, matrix, spec=spec, direction=direction,
-                            block_size=block_size, mesh=mesh)
+    y, info = block_outputs(ids, stream_key, params, sigma, view, kernel=kernel,
+                            direction=direction, block_size=block_size, mesh=mesh)
     ys.append(y[0])
+    rest = kernel.batch_sizes_of(info)
     rests.append(None if rest is None else rest[0])
   rest = None if rests[0] is None else jnp.concatenate(rests)[:num_samples]
   return jnp.concatenate(ys)[:num_samples], rest
@@ -380,25 +401,26 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
   References:
     Dong & Ganesh, arXiv 2602.09338v2, Eq. (1), Theorem 5.1, §2.2–2.3, App. D.
   """
-  _check_mechanism(mechanism)
+  check_mechanism(mechanism)
   _validate.one_of('direction', direction, DIRECTIONS)
   n = mechanism.iterations
-  spec = kernel_spec(mechanism, np.dtype(np.float64))
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
   y = _check_outputs('y', y, (0, n), integer=False).astype(jnp.float64)
-  if spec.truncated != (rest_batch_sizes is not None):
+  truncated = kernel.releases_batch_sizes
+  if truncated != (rest_batch_sizes is not None):
     raise ValueError(
         f'rest_batch_sizes is required for truncated schemes and only for them; '
         f'{type(mechanism.scheme).__name__} ' + ('truncates: pass the batch sizes r drawn with y'
-                                                  if spec.truncated else
+                                                  if truncated else
                                                   'is not truncated, pass rest_batch_sizes=None'))
   rest = None
-  if spec.truncated:
+  if truncated:
     rest = _check_outputs('rest_batch_sizes', rest_batch_sizes, y.shape, integer=True)
     others = mechanism.scheme.dataset_size - 1
     if bool(jnp.any((rest < 0) | (rest > others))):
       raise ValueError(f'rest_batch_sizes must be in [0, dataset_size - 1 = {others}]')
     rest = rest.astype(jnp.int32)
-  p, sigma, matrix = traced_params(mechanism)
+  params, sigma, view = traced_params(mechanism, kernel)
   num_samples = y.shape[0]
   chunk = _chunk_size(n, num_samples)
   parts = []
@@ -409,7 +431,6 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     if count < chunk:  # pad to the compiled shape; padded rows are discarded
       block = jnp.pad(block, ((0, chunk - count), (0, 0)))
       rest_block = None if rest is None else jnp.pad(rest_block, ((0, chunk - count), (0, 0)))
-    parts.append(loss_of_outputs(block, rest_block, p, sigma, matrix, spec=spec,
-                                 direction=direction)[:count])
-  loss = parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-  return loss if direction == 'remove' else -loss
+    parts.append(loss_of_outputs(block, kernel.info_from_batch_sizes(rest_block), params, sigma,
+                                 view, kernel=kernel, direction=direction)[:count])
+  return signed(parts[0] if len(parts) == 1 else jnp.concatenate(parts), direction)

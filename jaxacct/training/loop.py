@@ -14,9 +14,8 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxacct import _validate
 from jaxacct.batching.iterators import BatchIterator
 from jaxacct.guarantee import Guarantee
-from jaxacct.lower_triangular import LowerTriangular
-from jaxacct.matrices import BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.strategy import check_strategy
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import sharding
 from jaxacct.training import step as step_lib
@@ -67,15 +66,12 @@ def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool)
 
 
 def noise_bands(matrix) -> tuple[np.ndarray, np.ndarray]:
-  """(c_col, inverse_band) of the streamed noise: (c, (1,)) for banded C, ((1,), h) for banded C⁻¹."""
-  if isinstance(matrix, BandedToeplitz):
-    return np.asarray(matrix.c_col), np.ones(1)
-  if isinstance(matrix, LowerTriangular):
-    band = matrix.inverse_band()
-    if band is not None:
-      return np.ones(1), band
-  raise TypeError('training streams C⁻¹Z when C or C⁻¹ is banded Toeplitz; this '
-                  f'{type(matrix).__name__} is not Toeplitz, so its C⁻¹ has no band to stream')
+  """(c_col, inverse_band) of the streamed noise: (c, (1,)) for banded C, ((1,), h) for banded C⁻¹.
+
+  The strategy's ``noise_bands`` (``jaxacct.strategy.Strategy``); TypeError when C⁻¹Z cannot
+  be streamed.
+  """
+  return check_strategy(matrix).noise_bands()
 
 
 def _check_resumed(state, band_lengths: tuple[int, int], iterations: int) -> None:

@@ -1,0 +1,71 @@
+"""Device helpers shared by several scheme kernels (JAX, un-jitted)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from jaxacct.conventions import Stream
+
+
+def fold(keys: jax.Array, code: int) -> jax.Array:
+  """fold_in(k, code) for every key of a batch (one sub-stream per sample)."""
+  return jax.vmap(lambda k: jax.random.fold_in(k, int(code)))(keys)
+
+
+def stream_words(keys: jax.Array, stream: Stream, length: int) -> jax.Array:
+  """``length`` raw 64-bit words per sample from its ``stream`` sub-key, batch-major (N, length)."""
+  return jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, int(stream)), (length,),
+                                            jnp.uint64))(keys)
+
+
+def bernoulli_trials(keys: jax.Array, length: int, sampling_prob: jax.Array) -> jax.Array:
+  """Bernoulli(p) trials, batch-major bool (N, length); P[True] = ⌊p·2⁶⁴⌋/2⁶⁴ (or 1 at p = 1).
+
+  Stream ``TRIALS``. A trial compares a raw 64-bit word with ⌊p·2⁶⁴⌋ (exact to 2⁻⁶⁴, cheaper
+  than forming a float uniform). Rounding p down by < 2⁻⁶⁴ changes the pattern law by a
+  total variation of at most n·2⁻⁶⁴ per sample, negligible against any δ reported.
+  """
+  words = stream_words(keys, Stream.TRIALS, length)
+  below_one = sampling_prob < 1.0
+  # float64 → uint64 is exact here: p·2⁶⁴ < 2⁶⁴ has at most 53 significant bits.
+  threshold = jnp.where(below_one, sampling_prob, 0.0) * 2.0**64
+  return (words < threshold.astype(jnp.uint64)) | ~below_one
+
+
+def start_keys(keys: jax.Array) -> jax.Array:
+  """Stream ``START``: warm-start state, cyclic phase or balls-in-bins bin."""
+  return fold(keys, Stream.START)
+
+
+def log_terms(sampling_prob: jax.Array, dtype) -> tuple[jax.Array, jax.Array]:
+  """(log p, log(1 − p)) in ``dtype``; log(1 − p) = −inf at p = 1 is exact in logaddexp."""
+  return jnp.log(sampling_prob).astype(dtype), jnp.log1p(-sampling_prob).astype(dtype)
+
+
+def sum_by_phase(values: jax.Array, cycle: int) -> jax.Array:
+  """(N, n) → (N, T): Σ over rounds i ≡ j (mod T) of values_i.
+
+  An unrolled sum of ⌈n/T⌉ column slabs: a reshape-and-reduce fused with the
+  sliding sums measured 4–8× slower on CPU (benchmarks/RESULTS.md).
+  """
+  n = values.shape[1]
+  total = values[:, :min(cycle, n)]
+  if n < cycle:
+    return jnp.pad(total, ((0, 0), (0, cycle - n)))
+  for start in range(cycle, n, cycle):
+    slab = values[:, start:start + cycle]
+    total = total + jnp.pad(slab, ((0, 0), (0, cycle - slab.shape[1])))
+  return total
+
+
+def two_variance(noise_multiplier: jax.Array, dtype) -> jax.Array:
+  """2σ² in the kernel dtype."""
+  return (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+
+
+def per_round_ratios(d: jax.Array, noise_multiplier: jax.Array, view, direction: str,
+                     iterations: int) -> jax.Array:
+  """ℓ_i = (2d_i − s_i)/(2σ²) with the view's charge s for ``direction`` (spec 000 §4.3)."""
+  charge = view.charge(direction, iterations).astype(d.dtype)[None, :]
+  return (2.0 * d - charge) / two_variance(noise_multiplier, d.dtype)

@@ -1,0 +1,155 @@
+"""The scheme-kernel protocol and its registry.
+
+A *scheme kernel* is everything the Monte Carlo engine knows about one family of sampling
+schemes. It is a frozen, hashable dataclass holding only the shape-determining (static)
+fields of a mechanism — it is passed to ``jax.jit`` as a static argument — and it owns:
+
+- ``params(mechanism)``: the traced parameters (a pytree of device scalars/arrays), so a new
+  p or B does not recompile;
+- ``sample_mean(keys, params, view, direction)``: the participation sampler, returning the
+  noiseless output mean C·x (batch-major ``(N, n)``) and the kernel's ``Info`` (outputs the
+  adversary also sees, e.g. the other examples' batch sizes under truncation; an empty
+  ``NoInfo`` otherwise);
+- ``log_ratio(d, params, sigma, view, info, direction)``: ln P(y)/Q(y) from d = Cᵀy;
+- ``max_sensitivity_squared(scheme, strategy)``: max_x ‖C·x‖² for the EVR fallback;
+- its random sub-streams (``jaxacct.conventions.Stream``), listed in its module docstring.
+
+The strategy matrix reaches a kernel only through its view (``jaxacct.strategy``), so a
+kernel never branches on the strategy's type.
+
+Registration: each kernel module decorates its class with ``@register``; the class lists the
+scheme types it serves (``schemes``) and may refuse a particular scheme (``refusal``, e.g.
+an untruncated kernel refuses a truncating scheme that another kernel of the same type
+accepts). ``kernel_for(mechanism, dtype)`` returns the built kernel of the first class that
+accepts the scheme. Adding a scheme touches ``schemes.py`` (the frozen dataclass), one new
+module here (the kernel) and ``kernels/__init__.py`` (the import that registers it).
+
+Kernels are not jit-compiled here: ``montecarlo/sampling.py`` composes and jits them.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, ClassVar, NamedTuple
+
+import jax
+import numpy as np
+
+from jaxacct.conventions import Direction
+
+
+class NoInfo(NamedTuple):
+  """The ``Info`` of kernels whose outputs are y alone (a pytree without leaves)."""
+
+
+class SchemeKernel(abc.ABC):
+  """Interface of a scheme family's Monte Carlo kernel (abstract; kernels are final).
+
+  Concrete kernels are frozen dataclasses with at least ``iterations`` (n) and ``dtype``
+  (the kernel arithmetic's dtype name, ``"float64"`` or ``"float32"``).
+  """
+
+  schemes: ClassVar[tuple[type, ...]] = ()
+  """The scheme classes this kernel serves (exact types: schemes are final)."""
+
+  iterations: int
+  dtype: str
+
+  releases_batch_sizes: ClassVar[bool] = False
+  """True when the outputs include the other examples' batch sizes (truncation, App. D)."""
+
+  @classmethod
+  def refusal(cls, scheme) -> str | None:
+    """None when this kernel accounts ``scheme``, else the reason (shown if no kernel does)."""
+    del scheme
+    return None
+
+  @classmethod
+  @abc.abstractmethod
+  def build(cls, mechanism, dtype: np.dtype) -> 'SchemeKernel':
+    """The static kernel of ``mechanism`` with kernel arithmetic in ``dtype``."""
+
+  @classmethod
+  @abc.abstractmethod
+  def max_sensitivity_squared(cls, scheme, strategy) -> float:
+    """max over the scheme's participation patterns x of ‖C·x‖² (or an upper bound)."""
+
+  @abc.abstractmethod
+  def params(self, mechanism) -> Any:
+    """The traced parameters of ``mechanism`` (host → device values)."""
+
+  def has_signal(self, direction: str) -> bool:
+    """True when outputs in ``direction`` have a mean C·x (else y = σ·z: ``add`` under Q)."""
+    return direction == Direction.REMOVE
+
+  def empty_info(self) -> Any:
+    """The ``Info`` of draws without a mean (``has_signal`` False)."""
+    return NoInfo()
+
+  def info_from_batch_sizes(self, rest_batch_sizes) -> Any:
+    """The ``Info`` of user-given outputs (``privacy_loss``): batch sizes r if released."""
+    del rest_batch_sizes  # None: checked by the caller against ``releases_batch_sizes``
+    return NoInfo()
+
+  def batch_sizes_of(self, info) -> jax.Array | None:
+    """The released batch sizes r in ``info``, or None when the kernel releases none."""
+    del info
+    return None
+
+  @abc.abstractmethod
+  def sample_mean(self, keys: jax.Array, params, view, direction: str) -> tuple[jax.Array, Any]:
+    """(C·x, Info) of one participation draw per key, batch-major (N, n)."""
+
+  @abc.abstractmethod
+  def log_ratio(self, d: jax.Array, params, noise_multiplier: jax.Array, view, info,
+                direction: str) -> jax.Array:
+    """ln P(y)/Q(y) (N,) from d = Cᵀy (N, n); bounds for inexact views (per ``direction``)."""
+
+
+_REGISTRY: dict[type, list[type[SchemeKernel]]] = {}
+
+
+def register(kernel: type[SchemeKernel]) -> type[SchemeKernel]:
+  """Class decorator: registers ``kernel`` for each type in ``kernel.schemes``."""
+  if not kernel.schemes:
+    raise TypeError(f'{kernel.__name__}.schemes must list the scheme classes it serves')
+  for scheme_type in kernel.schemes:
+    entries = _REGISTRY.setdefault(scheme_type, [])
+    if kernel in entries:
+      raise ValueError(f'{kernel.__name__} is already registered for {scheme_type.__name__}')
+    entries.append(kernel)
+  return kernel
+
+
+def _kernels_of(scheme) -> list[type[SchemeKernel]]:
+  kernels = _REGISTRY.get(type(scheme))
+  if not kernels:
+    raise TypeError(f'no Monte Carlo kernel for scheme {type(scheme).__name__}')
+  return kernels
+
+
+def kernel_class(scheme) -> type[SchemeKernel]:
+  """The kernel class that accounts ``scheme``; ValueError with the reasons if none does."""
+  kernels = _kernels_of(scheme)
+  reasons = []
+  for kernel in kernels:
+    reason = kernel.refusal(scheme)
+    if reason is None:
+      return kernel
+    reasons.append(reason)
+  raise ValueError('; '.join(reasons))
+
+
+def kernel_for(mechanism, dtype: np.dtype) -> SchemeKernel:
+  """The static kernel of ``mechanism`` (raises before any compute if none accounts it)."""
+  return kernel_class(mechanism.scheme).build(mechanism, np.dtype(dtype))
+
+
+def max_sensitivity_squared(scheme, strategy) -> float:
+  """max_x ‖C·x‖² over ``scheme``'s participation patterns (an upper bound for inexact C).
+
+  Asked of the scheme family's first registered kernel even when its Monte Carlo kernel
+  refuses the scheme (a truncated cyclic Poisson scheme still has a sensitivity), because
+  truncation does not change it (see ``deterministic.pld.max_sensitivity_squared``).
+  """
+  return _kernels_of(scheme)[0].max_sensitivity_squared(scheme, strategy)

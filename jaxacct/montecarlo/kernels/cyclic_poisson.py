@@ -1,0 +1,105 @@
+"""Kernel of cyclic Poisson sampling (``CyclicPoisson``, both partitions).
+
+Examples are assigned to one of T phases and Poisson-sampled with probability p in the rounds
+of their phase. With len(c_col) ≤ T the rounds of one phase have disjoint output windows, so
+given the phase s the loss is a product of per-round Poisson terms:
+ln P_s/Q = Σ_{i≡s} log(1 − p + p e^{ℓ_i}). ``independent``: the phase is uniform and the loss
+mixes over it; ``equal_split``: the phase is public and phase 0 is the worst.
+
+Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` (one Bernoulli trial
+per round of the phase), ``START`` (the phase, ``independent`` only).
+
+References:
+  seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.2, §4.1; Choquette-Choo et al., NeurIPS 2023.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxacct import schemes
+from jaxacct.montecarlo.kernels import _common
+from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
+from jaxacct.montecarlo.kernels.bminsep import SamplingProbParams, sampling_prob_params
+
+
+def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, cycle: int,
+                  partition: str) -> jax.Array:
+  """Participation under cyclic Poisson, batch-major bool (N, n).
+
+  ``independent``: a uniform phase s per sample; ``equal_split``: phase 0 (the
+  worst phase, see ``CyclicPoisson``). One Bernoulli(p) trial per round of the phase.
+  """
+  n = iterations
+  trials = _common.bernoulli_trials(keys, -(-n // cycle), sampling_prob)  # (N, cycles)
+  if partition == 'independent':
+    phase = jax.vmap(lambda k: jax.random.randint(k, (), 0, cycle))(_common.start_keys(keys))
+  else:
+    phase = jnp.zeros(keys.shape[0], jnp.int32)
+  in_phase = (jnp.arange(n)[None, :] % cycle) == phase[:, None]
+  return in_phase & jnp.repeat(trials, cycle, axis=1)[:, :n]
+
+
+def log_ratio(ell: jax.Array, sampling_prob: jax.Array, cycle: int,
+              partition: str) -> jax.Array:
+  """ln P/Q under cyclic Poisson (seed 000 §2.2; requires len(c) ≤ T).
+
+  Per phase s the rounds i ≡ s are independent Poisson trials with disjoint
+  output windows, so ln P_s/Q = Σ_{i≡s} log(1 − p + p e^{ℓ_i}).
+  ``independent``: L = logsumexp_s(·) − log T; ``equal_split``: phase 0.
+  """
+  log_p, log_q = _common.log_terms(sampling_prob, ell.dtype)
+  per_phase = _common.sum_by_phase(jnp.logaddexp(log_q, log_p + ell), cycle)
+  if partition == 'equal_split':
+    return per_phase[:, 0]
+  return jax.nn.logsumexp(per_phase, axis=1) - jnp.log(cycle).astype(ell.dtype)
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class CyclicPoissonKernel(SchemeKernel):
+  """Untruncated cyclic Poisson. Attributes: iterations n, cycle_length T, partition, dtype."""
+
+  schemes = (schemes.CyclicPoisson,)
+
+  iterations: int
+  cycle_length: int
+  partition: str
+  dtype: str
+
+  @classmethod
+  def refusal(cls, scheme) -> str | None:
+    if scheme.truncates:
+      return (f'no Monte Carlo accountant for truncated {type(scheme).__name__}; truncated cyclic '
+              'Poisson (equal_split) is accounted deterministically by jaxacct.cyclic_poisson_pld '
+              '(seed 001 reduction)')
+    return None
+
+  @classmethod
+  def build(cls, mechanism, dtype: np.dtype) -> 'CyclicPoissonKernel':
+    scheme = mechanism.scheme
+    return cls(mechanism.iterations, scheme.cycle_length, scheme.partition, dtype.name)
+
+  @classmethod
+  def max_sensitivity_squared(cls, scheme, strategy) -> float:
+    # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
+    norms = np.asarray(strategy.column_squared_norms(scheme.iterations))
+    return float(np.sum(norms[::scheme.cycle_length]))
+
+  def params(self, mechanism) -> SamplingProbParams:
+    return sampling_prob_params(mechanism)
+
+  def sample_mean(self, keys, params, view, direction):
+    del direction
+    x = participation(keys, params.sampling_prob, self.iterations, self.cycle_length,
+                      self.partition)
+    return view.separated_mean(x, self.dtype), NoInfo()
+
+  def log_ratio(self, d, params, noise_multiplier, view, info, direction):
+    del info
+    ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
+    return log_ratio(ell, params.sampling_prob, self.cycle_length, self.partition)

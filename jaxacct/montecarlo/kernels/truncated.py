@@ -1,0 +1,319 @@
+"""Kernel of truncated b-min-sep and truncated Poisson sampling (seed 000 App. D).
+
+Batches larger than B = ``truncated_batch_size`` are cut to a uniformly random subset of
+size B. The adversary of App. D also sees the other examples' pre-truncation batch sizes r
+(their law is the same under D and D′), so every loss is conditioned on its own r, which
+the kernel draws and returns as its ``Info``. Given r the pair of Corollary D.2 is
+P = N(C·x^P, σ²I), Q = N(C·x^Q, σ²I), where a participation in a truncated round survives
+w.p. t_i = B/(r_i + 1) and then has x^P = 2, x^Q = −1 (else x^P = 1, x^Q = 0 in untruncated
+rounds). Both directions have a signal.
+
+Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` and ``START`` (the
+sensitive example's chain, as ``bminsep``), ``REST_BATCH_SIZES`` (then ``RestStream.TABLE``
+for the table path's uniforms and ``RestStream.ROUNDS`` + round for the general sampler),
+``SURVIVAL`` (survival of a cut batch), ``HISTORY`` (the warm-start history, then state k).
+
+References:
+  seed 000: Dong & Ganesh, arXiv 2602.09338v2, App. D (Lemma D.1, Corollary D.2, the P/R and
+  Q/R recursions); spec 000 §5.3–5.5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxacct import schemes
+from jaxacct.conventions import Direction, RestStream, Stream
+from jaxacct.montecarlo.binomial import (InversionTable, binomial, inversion_table, table_binomial,
+                                         table_uniforms)
+from jaxacct.montecarlo.kernels import _common, bminsep
+from jaxacct.montecarlo.kernels.base import SchemeKernel, register
+
+
+class TruncatedParams(NamedTuple):
+  """Traced parameters of a truncated scheme.
+
+  Attributes:
+    sampling_prob: p, float64 scalar.
+    truncated_batch_size: B, int64 scalar.
+    dataset_size: m, int64 scalar.
+    batch_size_table: the fast path of the other examples' batch-size draws
+      (``binomial.InversionTable``) or None; its length is a static shape.
+  """
+
+  sampling_prob: jax.Array
+  truncated_batch_size: jax.Array
+  dataset_size: jax.Array
+  batch_size_table: Any = None
+
+
+class TruncatedInfo(NamedTuple):
+  """rest_batch_sizes: r_i, the other examples' pre-truncation batch sizes, int32 (N, n)."""
+
+  rest_batch_sizes: jax.Array
+
+
+# Table fast path for the batch-size draws: the pool size k is covered to 8 s.d., by one CDF row
+# per count if that takes at most _TABLE_MAX_ENTRIES entries, else by one row plus a remainder
+# Binomial(k − K, p) of mean at most _TABLE_MAX_EXTRA_MEAN (small p).
+_TABLE_WINDOW_SD = 8.0
+_TABLE_MAX_EXTRA_MEAN = 4.0
+_TABLE_MAX_ENTRIES = 1 << 20
+
+
+@functools.lru_cache(maxsize=32)  # schemes are frozen and hashable; building takes ~0.1 s
+def batch_size_table(scheme) -> InversionTable | None:
+  """Host: the ``InversionTable`` for a truncated scheme's batch-size draws, or None.
+
+  Under warm start each other example is barred independently w.p. (b − 1)p₀,
+  so the pool size is k = (m − 1) − Binomial(m − 1, (b − 1)p₀), mean μ and
+  s.d. s; the table covers k ∈ [μ − 8s, μ + 8s] (b = 1: k = m − 1 exactly).
+  Counts outside (cold-start rounds, far tails) fall back to the exact general
+  sampler, so the table only affects speed. None when p > 1/2 or no table of
+  at most 2²⁰ entries covers the window.
+  """
+  p = float(scheme.sampling_prob)
+  others = scheme.dataset_size - 1
+  if p > 0.5 or others < 1:
+    return None
+  barred = (scheme.min_sep - 1) * scheme.expected_participation_rate
+  mean = others * (1.0 - barred)
+  spread = _TABLE_WINDOW_SD * (others * barred * (1.0 - barred)) ** 0.5
+  base = max(0, int(mean - spread))
+  top = min(others, int(mean + spread) + 1)
+  row_length = 2 * (9.0 * (top * p * (1.0 - p)) ** 0.5 + 2.0) + 1.0
+  if (top - base + 1) * row_length <= _TABLE_MAX_ENTRIES:
+    return inversion_table(base, top - base + 1, p, 0)
+  max_extra = int(_TABLE_MAX_EXTRA_MEAN / p)
+  if base + max_extra < top:
+    return None
+  return inversion_table(base, 1, p, max_extra)
+
+
+def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -> jax.Array:
+  """Warm-start history of the m − 1 other examples: (N, b − 1) counts, column k − 1 = state k.
+
+  Under Algorithm 2 every example is independently in state 0 (available) w.p.
+  1/(1 + (b−1)p) and in each barred state k ∈ {1, …, b−1} (it joined in virtual
+  round −k) w.p. p/(1 + (b−1)p); the counts are one multinomial draw, taken
+  as b − 1 conditional binomials (spec 000 §5.5).
+  """
+  b = min_sep
+  p = params.sampling_prob
+  others = params.dataset_size - 1
+  state_prob = p / (1.0 + (b - 1) * p)
+  history_keys = _common.fold(keys, Stream.HISTORY)
+
+  def draw(remaining, k):
+    # Pr[state k | not in states 1 … k − 1] for categories in the order 1, …, b − 1, 0.
+    conditional = jnp.minimum(state_prob / (1.0 - (k.astype(jnp.float64) - 1) * state_prob), 1.0)
+    count = binomial(jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys), remaining,
+                      conditional)
+    return remaining - count, count
+
+  _, counts = lax.scan(draw, jnp.broadcast_to(others, keys.shape[:1]).astype(jnp.int64),
+                       jnp.arange(1, b, dtype=jnp.uint32))
+  return counts.T
+
+
+def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, min_sep: int,
+                     warm_start: bool) -> jax.Array:
+  """The other examples' pre-truncation batch sizes r, batch-major int32 (N, n).
+
+  r_i ~ Binomial(k_i, p) with k_i = (m − 1) − Σ_{j=i−b+1}^{i−1} r_j: examples
+  sampled in the last b − 1 rounds are barred, including those truncated away
+  (seed 000 App. D; spec 000 §5.5). Cold start has no history; warm start
+  starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
+  b − 1 counts in a circular buffer (before round i, slot i mod (b − 1) holds
+  r_{i−b+1}, the count leaving the window after round i; it is carried
+  alongside).
+  """
+  n, b = iterations, min_sep
+  num = keys.shape[0]
+  p = params.sampling_prob
+  table = params.batch_size_table
+  others = jnp.broadcast_to(params.dataset_size - 1, (num,)).astype(jnp.int64)
+  rest_keys = _common.fold(keys, Stream.REST_BATCH_SIZES)
+  # Separate subtrees: the table path's uniforms (all rounds, drawn up front), and one key
+  # per round for the general sampler (the table path's rare fallback).
+  table_keys = _common.fold(rest_keys, RestStream.TABLE)
+  round_keys = _common.fold(rest_keys, RestStream.ROUNDS)
+  uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
+
+  def draw(i, u, counts):
+    def keys_of_round():
+      return jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys)
+    if table is None:
+      return binomial(keys_of_round(), counts, p)
+    return table_binomial(u, counts, p, table, keys_of_round)
+
+  rounds = jnp.arange(n, dtype=jnp.uint32)
+  if b == 1:
+    _, rest = lax.scan(lambda _, xs: (None, draw(xs[0], xs[1], others)), None, (rounds, uniforms))
+    return rest.T.astype(jnp.int32)
+  if warm_start:
+    history = stationary_history(keys, params, b)  # column k − 1: joined in round −k
+    # Round −k lives in slot (−k) mod (b − 1).
+    slots = (-jnp.arange(1, b)) % (b - 1)
+    buffer = jnp.zeros((b - 1, num), jnp.int64).at[slots].set(history.T)
+  else:
+    buffer = jnp.zeros((b - 1, num), jnp.int64)
+
+  def step(carry, xs):
+    buffer, blocked, leaving = carry
+    i, u = xs
+    draws = draw(i, u, others - blocked)
+    buffer = lax.dynamic_update_index_in_dim(buffer, draws, i % (b - 1), axis=0)
+    # Read the next leaving count *after* the write: reading the slot before overwriting it
+    # made XLA copy the whole (b − 1, N) buffer every round (measured 6× slower at b = 256).
+    upcoming = lax.dynamic_index_in_dim(buffer, (i + 1) % (b - 1), keepdims=False)
+    return (buffer, blocked + draws - leaving, upcoming), draws
+
+  _, rest = lax.scan(step, (buffer, jnp.sum(buffer, axis=0), buffer[0]), (rounds, uniforms))
+  return rest.T.astype(jnp.int32)
+
+
+def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: TruncatedParams,
+                      direction: str) -> jax.Array:
+  """The coefficients x^P (``remove``) or x^Q (``add``) of Corollary D.2, (N, n) int8.
+
+  In a round where the sensitive example participates and r_i ≥ B (truncation),
+  it survives w.p. t_i = B/(r_i + 1); then x^P = 2 and x^Q = −1. Without
+  truncation x^P = 1, x^Q = 0; otherwise both are 0.
+  """
+  n = x.shape[1]
+  words = _common.stream_words(keys, Stream.SURVIVAL, n)
+  uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
+  bound = params.truncated_batch_size
+  truncation = rest >= bound
+  survives = uniform * (rest.astype(jnp.float64) + 1.0) < bound.astype(jnp.float64)
+  kept = x & truncation & survives
+  if direction == Direction.ADD:
+    return jnp.where(kept, -1, 0).astype(jnp.int8)
+  return jnp.where(kept, 2, jnp.where(x & ~truncation, 1, 0)).astype(jnp.int8)
+
+
+def log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array, params: TruncatedParams,
+              noise_multiplier: jax.Array, min_sep: int, warm_start: bool) -> jax.Array:
+  """ln P(y)/Q(y) of truncated b-min-sep given the other examples' batch sizes r (seed 000 App. D).
+
+  The pair of Corollary D.2 is compared through the reference R = N(0, σ²I)
+  (§D, spec 000 §5.3–5.4): with ℓ_i(μ) = (2μ d_i − μ² s_i)/(2σ²) and
+  t_i = B/(r_i + 1),
+
+    a^P_i = ℓ_i(1) if r_i < B else logaddexp(log t_i + ℓ_i(2), log(1 − t_i)),
+    a^Q_i = 0      if r_i < B else logaddexp(log t_i + ℓ_i(−1), log(1 − t_i)),
+
+  each runs the recursion of Eq. (1) (``bminsep.log_ratio``: the b − 1 barred
+  rounds after a participation hold also for Q/R and for truncated-away
+  participations), the warm-start combination is applied to P/R and to Q/R
+  separately, and ln P/Q = ln P/R − ln Q/R. Both recursions run as one scan of
+  2N rows. A block of samples without any truncated round takes the
+  untruncated recursion instead (a^Q ≡ 0 makes Q/R ≡ 1), which is exact and
+  avoids the mixture terms' transcendentals.
+
+  Args:
+    d: sliding dot products Cᵀy, (N, n).
+    norms: truncated column squared norms s, (1, n).
+    rest: r, (N, n) integers.
+    params: p and B (traced).
+    noise_multiplier: σ (traced).
+    min_sep, warm_start: static.
+  """
+  truncation = rest >= params.truncated_batch_size
+
+  def untruncated():
+    ell = (2.0 * d - norms) / (2.0 * jnp.square(noise_multiplier)).astype(d.dtype)
+    return bminsep.log_ratio(ell, params.sampling_prob, min_sep, warm_start)
+
+  # Without a truncated round, a^Q ≡ 0 gives Q/R = 1 exactly and a^P = ℓ(1): the untruncated
+  # recursion. Realistic truncation is rare (~10⁻⁹ per round at seed 000 §7.4), so a block
+  # almost never pays for the mixture terms below (their transcendentals on every entry).
+  return lax.cond(jnp.any(truncation), lambda: _mixture_log_ratio(
+      d, norms, rest, truncation, params, noise_multiplier, min_sep, warm_start), untruncated)
+
+
+def _mixture_log_ratio(d, norms, rest, truncation, params, noise_multiplier, min_sep,
+                       warm_start):
+  dtype = d.dtype
+  two_var = _common.two_variance(noise_multiplier, dtype)
+  survival = (params.truncated_batch_size.astype(jnp.float64)
+              / (rest.astype(jnp.float64) + 1.0))
+  log_t = jnp.log(jnp.minimum(survival, 1.0)).astype(dtype)
+  log_not_t = jnp.log1p(-jnp.minimum(survival, 1.0)).astype(dtype)  # finite when r ≥ B
+  ell_one = (2.0 * d - norms) / two_var
+  ell_two = (4.0 * d - 4.0 * norms) / two_var
+  ell_minus_one = (-2.0 * d - norms) / two_var
+  a_p = jnp.where(truncation, jnp.logaddexp(log_t + ell_two, log_not_t), ell_one)
+  a_q = jnp.where(truncation, jnp.logaddexp(log_t + ell_minus_one, log_not_t), 0.0)
+  both = bminsep.log_ratio(jnp.concatenate([a_p, a_q.astype(dtype)]), params.sampling_prob,
+                           min_sep, warm_start)
+  num = d.shape[0]
+  return both[:num] - both[num:]
+
+
+@register
+@dataclasses.dataclass(frozen=True)
+class TruncatedBMinSepKernel(SchemeKernel):
+  """Truncated b-min-sep (b = 1: truncated Poisson), banded C only (App. D).
+
+  Attributes: iterations n, min_sep b, warm_start (False when b = 1), dtype.
+  """
+
+  schemes = (schemes.Poisson, schemes.BMinSep)
+  releases_batch_sizes = True
+
+  iterations: int
+  min_sep: int
+  warm_start: bool
+  dtype: str
+
+  @classmethod
+  def refusal(cls, scheme) -> str | None:
+    return None if scheme.truncates else 'untruncated schemes use the b-min-sep kernel'
+
+  @classmethod
+  def build(cls, mechanism, dtype: np.dtype) -> 'TruncatedBMinSepKernel':
+    scheme = mechanism.scheme
+    b = scheme.min_sep
+    return cls(mechanism.iterations, b, scheme.warm_start and b > 1, dtype.name)
+
+  @classmethod
+  def max_sensitivity_squared(cls, scheme, strategy) -> float:
+    return bminsep.BMinSepKernel.max_sensitivity_squared(scheme, strategy)
+
+  def params(self, mechanism) -> TruncatedParams:
+    scheme = mechanism.scheme
+    return TruncatedParams(
+        jnp.asarray(float(scheme.sampling_prob), jnp.float64),
+        jnp.asarray(scheme.truncated_batch_size, jnp.int64),
+        jnp.asarray(scheme.dataset_size, jnp.int64), batch_size_table(scheme))
+
+  def has_signal(self, direction: str) -> bool:
+    del direction  # C·x^Q ≠ 0 in truncated rounds
+    return True
+
+  def info_from_batch_sizes(self, rest_batch_sizes) -> TruncatedInfo:
+    return TruncatedInfo(rest_batch_sizes)
+
+  def batch_sizes_of(self, info) -> jax.Array:
+    return info.rest_batch_sizes
+
+  def sample_mean(self, keys, params, view, direction):
+    rest = rest_batch_sizes(keys, params, self.iterations, self.min_sep, self.warm_start)
+    x = bminsep.participation(keys, params.sampling_prob, self.iterations, self.min_sep,
+                              self.warm_start)
+    weights = truncated_weights(x, rest, keys, params, direction)
+    return view.separated_mean(weights, self.dtype), TruncatedInfo(rest)
+
+  def log_ratio(self, d, params, noise_multiplier, view, info, direction):
+    norms = view.charge(direction, self.iterations).astype(d.dtype)[None, :]
+    return log_ratio(d, norms, info.rest_batch_sizes, params, noise_multiplier, self.min_sep,
+                     self.warm_start)

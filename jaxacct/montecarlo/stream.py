@@ -1,0 +1,233 @@
+"""The one stream driver: block-ordered float64 hockey-stick sums for estimation, σ sweeps and
+verification.
+
+Every Monte Carlo accounting run is the same loop: for each direction, for each call's range
+of global blocks on the ``SampleMesh``, a *loss program* evaluates the privacy losses of
+every block for each of K candidates; each block is reduced on device to per-ε float64 sums
+of the hockey-stick terms (1 − e^{ε − L})₊ and of their squares (and optional histogram
+counts); the host adds the per-block sums **in block order, in float64** into a
+``BlockSums`` accumulator. The result depends only on (key, purpose, mechanism, ε grid, block
+size, number of samples), not on blocks per call or device count.
+
+Loss programs:
+
+- ``sampling.OneSigma``: y = C·x + σ·z, then the loss (the estimator and the plain samplers);
+- ``SharedDraws``: one draw (x, z) and one pass of d = Cᵀ(C·x) + σ·Cᵀz serve K candidate σ
+  (common random numbers; ``candidates.py`` explains why the EVR guarantee holds).
+
+``BlockSums`` is serialisable (``to_dict``/``from_dict``) per candidate and direction, so a
+run can be resumed from any block boundary without changing any key.
+
+Where the code runs: the loss programs and block reductions are JAX (device, sharded over the
+sample axis); the driver and the accumulator are NumPy (host).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxacct.conventions import DIRECTIONS
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo.kernels import SchemeKernel
+from jaxacct.montecarlo.sharding import SampleMesh
+
+
+def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
+  """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""
+  return -jnp.expm1(jnp.minimum(epsilons[:, None] - losses[None, :], 0.0))
+
+
+@functools.partial(jax.jit, static_argnames=('mesh',))
+def block_reductions(losses, num_samples, epsilons, edges, *, mesh):
+  """Per-block float64 sums of the terms and their squares, and histogram counts.
+
+  ``losses``: (k, block_size) with global sample index block·block_size + j;
+  samples with index ≥ ``num_samples`` are masked out. Each block is reduced
+  by the same fixed-shape program (lax.map), so sums do not depend on k.
+  """
+  block_size = losses.shape[1]
+
+  def one_device(losses, first_index, num_samples, epsilons, edges):
+    def one_block(args):
+      block_losses, first = args
+      valid = (first + jnp.arange(block_size, dtype=jnp.int64)) < num_samples
+      terms = jnp.where(valid[None, :], hockey_stick_terms(epsilons, block_losses), 0.0)
+      # Bin j holds losses in (edges[j-1], edges[j]]; bin len(edges) is the overflow.
+      bins = jnp.searchsorted(edges, block_losses, side='left')
+      one_hot = (bins[:, None] == jnp.arange(edges.shape[0] + 1)[None, :]) & valid[:, None]
+      return (jnp.sum(terms, axis=1), jnp.sum(jnp.square(terms), axis=1),
+              jnp.sum(one_hot, axis=0, dtype=jnp.int64))
+    return lax.map(one_block, (losses, first_index))
+
+  first_index = jnp.arange(losses.shape[0], dtype=jnp.int64) * block_size
+  return sampling.per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
+                                                  edges)
+
+
+@dataclasses.dataclass
+class BlockSums:
+  """Host float64 accumulator of per-block sums, per direction and candidate (block order).
+
+  Attributes:
+    sums / squares: per direction, (K, E) float64 sums of the terms and their squares.
+    counts: per direction, (K, bins) int64 histogram counts, or None without a histogram.
+  """
+
+  sums: dict
+  squares: dict
+  counts: dict | None
+
+  @classmethod
+  def zeros(cls, num_candidates: int, num_epsilons: int,
+            num_bins: int | None = None) -> 'BlockSums':
+    def zero(width, dtype=np.float64):
+      return {d: np.zeros((num_candidates, width), dtype) for d in DIRECTIONS}
+    return cls(zero(num_epsilons), zero(num_epsilons),
+               None if num_bins is None else zero(num_bins, np.int64))
+
+  def add(self, direction: str, candidate: int, block_sums, block_squares,
+          block_counts=None) -> None:
+    """Adds the rows of one call (blocks in order) to candidate ``candidate`` of ``direction``."""
+    for row in range(block_sums.shape[0]):  # host, float64, block order: bitwise reproducible
+      self.sums[direction][candidate] = self.sums[direction][candidate] + block_sums[row]
+      self.squares[direction][candidate] = self.squares[direction][candidate] + block_squares[row]
+    if self.counts is not None:
+      self.counts[direction][candidate] = (self.counts[direction][candidate]
+                                           + block_counts.sum(axis=0))
+
+  def to_dict(self) -> dict:
+    """JSON-ready nested lists (K × E per direction)."""
+    def lists(table):
+      return None if table is None else {d: table[d].tolist() for d in DIRECTIONS}
+    return {'sums': lists(self.sums), 'squares': lists(self.squares),
+            'counts': lists(self.counts)}
+
+  @classmethod
+  def from_dict(cls, record: dict) -> 'BlockSums':
+    def arrays(table, dtype):
+      return None if table is None else {d: np.asarray(table[d], dtype) for d in DIRECTIONS}
+    return cls(arrays(record['sums'], np.float64), arrays(record['squares'], np.float64),
+               arrays(record['counts'], np.int64))
+
+
+def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
+  """Sample mean of the terms and its standard error (sample s.d. / √N), host float64."""
+  n = num_samples
+  mean = np.asarray(sums, np.float64) / n
+  variance = np.maximum(np.asarray(sums_of_squares, np.float64) / n - mean**2, 0.0)
+  variance *= n / max(1, n - 1)
+  return mean, np.sqrt(variance / n)
+
+
+@functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'block_size', 'mesh'))
+def _block_components(block_ids, stream_key, params, view, *, kernel: SchemeKernel,
+                      direction: str, block_size: int, mesh):
+  """(C·x, z, info) of whole blocks: arrays (k, block_size, n) (C·x is 0 without a signal)."""
+  def one_device(ids, stream_key, params, view):
+    def one_block(block):
+      indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
+      mean, z, info = sampling.draw_components(stream_key, indices, params, view, kernel,
+                                               direction)
+      return jnp.zeros_like(z) if mean is None else mean, z, info
+    return lax.map(one_block, ids)
+  return sampling.per_device(one_device, mesh, 1)(block_ids, stream_key, params, view)
+
+
+@functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'mesh'))
+def _block_losses_for_sigmas(mean, z, info, sigmas, params, view, *, kernel: SchemeKernel,
+                             direction: str, mesh):
+  """float64 losses (k, K, block_size) for K noise multipliers from shared draws.
+
+  One pass of sliding dot products per block (d_m = Cᵀ(C·x), d_z = Cᵀz); the
+  recursion runs once per σ on d = d_m + σ·d_z (lax.map: measured faster than vmap).
+  """
+  def one_device(mean, z, info, sigmas, params, view):
+    def one_block(draws):
+      mean_block, z_block, info_block = draws
+      dz = view.transpose_products(z_block)
+      dm = view.transpose_products(mean_block)
+      def one_sigma(sigma):
+        d = dm + sigma.astype(dz.dtype) * dz
+        return kernel.log_ratio(d, params, sigma, view, info_block,
+                                direction).astype(jnp.float64)
+      return lax.map(one_sigma, sigmas)
+    return lax.map(one_block, (mean, z, info))
+  loss = sampling.per_device(one_device, mesh, 3)(mean, z, info, sigmas, params, view)
+  return sampling.signed(loss, direction)
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedDraws:
+  """Loss program of K noise multipliers sharing one draw (x, z) per sample (y linear in σ)."""
+
+  mechanism: MatrixMechanism
+  kernel: SchemeKernel
+  sigmas: np.ndarray
+  block_size: int
+  mesh: SampleMesh
+
+  @property
+  def num_candidates(self) -> int:
+    return int(self.sigmas.size)
+
+  def __call__(self, stream_key, ids, direction: str) -> list[jax.Array]:
+    params, view, sigmas = self._traced
+    mean, z, info = _block_components(ids, stream_key, params, view, kernel=self.kernel,
+                                      direction=direction, block_size=self.block_size,
+                                      mesh=self.mesh.mesh)
+    loss = _block_losses_for_sigmas(mean, z, info, sigmas, params, view, kernel=self.kernel,
+                                    direction=direction, mesh=self.mesh.mesh)
+    return [loss[:, j, :] for j in range(self.num_candidates)]
+
+  @functools.cached_property
+  def _traced(self):
+    params, _, view = sampling.traced_params(self.mechanism, self.kernel)
+    return params, view, jnp.asarray(self.sigmas)
+
+
+def accumulate(stream_key_of: Callable[[str], jax.Array], program, totals: BlockSums, *,
+               candidate_offset: int = 0, num_samples: int, first_block: int, block_size: int,
+               blocks_per_call: int | None, mesh: SampleMesh, epsilons: np.ndarray,
+               edges: tuple[float, ...] | None,
+               progress: Callable[[int, int], None] | None = None) -> None:
+  """Runs ``program`` over blocks [first_block, ⌈num_samples/block_size⌉) of both directions.
+
+  Adds each call's per-block sums to ``totals`` (candidate ``candidate_offset + j`` for the
+  program's j-th candidate), in block order. Samples past ``num_samples`` in the last block
+  are masked out.
+
+  Args:
+    stream_key_of: the key of a direction's stream (purpose and direction folded in).
+    program: a loss program (``sampling.OneSigma`` or ``SharedDraws``).
+    totals: the accumulator (resumed or fresh).
+    blocks_per_call: blocks per device per call (performance only; default keeps ~2²⁰
+      output entries per device).
+    progress: called as ``progress(samples_done, samples_total)`` after each call.
+  """
+  if blocks_per_call is None:
+    blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
+  total_blocks = -(-num_samples // block_size)
+  eps_device = jnp.asarray(epsilons)
+  edges_device = jnp.asarray(edges if edges is not None else [0.0])
+  done = first_block * block_size * len(DIRECTIONS)
+  for direction in DIRECTIONS:
+    stream_key = stream_key_of(direction)
+    for block, used, ids in mesh.calls(first_block, total_blocks, blocks_per_call):
+      remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
+      for j, losses in enumerate(program(stream_key, ids, direction)):
+        block_sums, block_squares, block_counts = (
+            np.asarray(a)[:used] for a in block_reductions(
+                losses, remaining, eps_device, edges_device, mesh=mesh.mesh))
+        totals.add(direction, candidate_offset + j, block_sums, block_squares,
+                   None if edges is None else block_counts)
+      done += min(used * block_size, num_samples - block * block_size)
+      if progress is not None:
+        progress(done, num_samples * len(DIRECTIONS))

@@ -1,0 +1,115 @@
+"""The strategy-matrix interface: what every C gives the accountants and the training loop.
+
+A strategy matrix C (n×n, lower-triangular, entrywise non-negative) enters jaxacct in three
+places, and each goes through one method of ``Strategy``:
+
+- **Monte Carlo kernels** ask for a *view* of C for a scheme (``kernel_view``): a pytree of
+  device arrays (traced, so new values of the same shape do not recompile) with the products
+  the loss recursions need — d = Cᵀy (``transpose_products``), the mean C·x of separated
+  participations (``separated_mean``), the per-round charge s_i subtracted in
+  ℓ_i = (2d_i − s_i)/(2σ²) for each direction (``charge``), the balls-in-bins mode vectors
+  (``phase_modes``) — and whether the resulting loss is exact (``exact``) or a bound
+  conservative in the direction asked for (seed 000 App. B).
+- **Deterministic bounds** ask for column norms and the worst-case sensitivity of
+  separated participations (``separated_sensitivity_squared``).
+- **Training** asks for the bands of the streamed noise C⁻¹Z (``noise_bands``).
+
+A strategy also says which schemes it can be accounted with (``check_scheme``, called by
+``MatrixMechanism`` before any compute) and has a cached, hashable ``fingerprint`` (ledgers,
+checkpoints, estimator states).
+
+Implementations: ``jaxacct.BandedToeplitz`` (``matrices.py``: exact losses) and
+``jaxacct.LowerTriangular`` (``lower_triangular.py``: App. B bounds). A new strategy
+subclasses ``Strategy`` in its own module, with a view class next to it; no other module
+branches on the strategy's type.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any, Protocol
+
+import jax
+import numpy as np
+
+
+class StrategyView(Protocol):
+  """Device-side view of C for one scheme: a pytree whose leaves are traced arrays.
+
+  Its Python type is part of the pytree structure, so ``jit`` compiles one program per view
+  type and shape and the kernels call its methods without branching on the strategy.
+  """
+
+  exact: bool
+  """True when the losses computed with this view are exact; False for bounds (App. B)."""
+
+  def transpose_products(self, y: jax.Array) -> jax.Array:
+    """d = Cᵀy row-wise for batch-major y (N, n), in y's dtype."""
+
+  def separated_mean(self, x: jax.Array, dtype) -> jax.Array:
+    """C·x row-wise for batch-major participation weights x (N, n) whose non-zero entries
+    are at least the scheme's separation apart."""
+
+  def charge(self, direction: str, iterations: int) -> jax.Array:
+    """(n,) per-round squared norm s_i charged by the recursion's ℓ_i for ``direction``."""
+
+
+class Strategy(abc.ABC):
+  """Interface of a strategy matrix C (abstract; concrete strategies are final)."""
+
+  exact: bool
+  """Monte Carlo losses with this strategy are exact (True) or App. B bounds (False)."""
+
+  @property
+  @abc.abstractmethod
+  def num_bands(self) -> int:
+    """Length of the non-zero part of a column (n for a dense C)."""
+
+  @abc.abstractmethod
+  def column_squared_norms(self, iterations: int) -> jax.Array:
+    """s_i = ‖C e_i‖² for the n×n matrix, (n,)."""
+
+  @abc.abstractmethod
+  def max_column_norm(self, iterations: int | None = None) -> jax.Array:
+    """max_i ‖C e_i‖₂, the single-participation L2 sensitivity."""
+
+  @abc.abstractmethod
+  def materialize(self, iterations: int) -> jax.Array:
+    """C as a dense (n, n) array (tests, small n)."""
+
+  @abc.abstractmethod
+  def prefix_error(self, iterations: int) -> float:
+    """(1/n)‖A C⁻¹‖_F² (times σ²: the prefix-sum MSE, seed 000 §7.1)."""
+
+  @property
+  @abc.abstractmethod
+  def fingerprint(self) -> tuple:
+    """Hashable public identity (cached: computing it may hash n² values)."""
+
+  @abc.abstractmethod
+  def check_scheme(self, scheme) -> None:
+    """Raises ValueError if mechanisms of ``scheme`` with this C cannot be accounted."""
+
+  @abc.abstractmethod
+  def kernel_view(self, scheme) -> StrategyView:
+    """The host arrays of this C the Monte Carlo kernels of ``scheme`` need (a pytree)."""
+
+  @abc.abstractmethod
+  def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
+    """max (or an upper bound) of ‖C·x‖² over 0/1 patterns x with participations ≥ min_sep
+    rounds apart."""
+
+  @abc.abstractmethod
+  def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:
+    """(c, h) of the streamed training noise W with Σ c_k W_{t−k} = Σ h_k Z_{t−k}.
+
+    Raises TypeError when C⁻¹Z cannot be streamed with bounded memory.
+    """
+
+
+def check_strategy(matrix: Any) -> Strategy:
+  """Raises TypeError unless ``matrix`` is a jaxacct strategy matrix."""
+  if not isinstance(matrix, Strategy):
+    raise TypeError(f'matrix must be a jaxacct.BandedToeplitz or jaxacct.LowerTriangular, got '
+                    f'{matrix!r}')
+  return matrix
