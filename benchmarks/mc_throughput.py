@@ -339,11 +339,11 @@ def floor_us(rates: dict[str, float], n: int, bands: int, normal: str = 'normal_
 
 def kernel_layout() -> str:
   """'time' if the library's kernels take (n, N) arrays, 'batch' if (N, n) (probed, not assumed)."""
-  from jaxacct.montecarlo import losses
+  from jaxacct.matrices import sliding_dot_products
   with jax.enable_x64(True):
     probe = np.zeros((3, 5))
     probe[1, 2] = 1.0
-    d = np.asarray(losses.sliding_dot_products(jnp.asarray(probe), jnp.asarray([1.0, 10.0])))
+    d = np.asarray(sliding_dot_products(jnp.asarray(probe), jnp.asarray([1.0, 10.0])))
   return 'time' if d[0, 2] == 10.0 else 'batch'
 
 
@@ -360,9 +360,12 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
   composing the pieces were free. "library, one chunk" is the public
   ``sample_privacy_losses`` for ``chunk`` samples (whatever its internals).
   """
+  from jaxacct.conventions import Stream
+  from jaxacct.matrices import balls_in_bins_modes, sliding_dot_products
   from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import losses, noise, participation, sampling
-  from jaxacct.montecarlo._spec import kernel_spec
+  from jaxacct.montecarlo import kernels, noise, sampling
+  from jaxacct.montecarlo.kernels import balls_in_bins as bib_kernel
+  from jaxacct.montecarlo.kernels import bminsep as bminsep_kernel
 
   out: dict[str, dict[str, float]] = {}
   mechanism = config.mechanism()
@@ -370,52 +373,56 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
   time_major = kernel_layout() == 'time'
   log(f'  (kernel layout: {"time-major (n, N)" if time_major else "batch-major (N, n)"})')
   with jax.enable_x64(True):
-    params = getattr(sampling, 'traced_params', None) or getattr(sampling, '_traced_params')
-    p, sigma, matrix = params(mechanism)
+    # Scheme parameters, σ and the strategy view do not depend on the kernel dtype.
+    params, sigma, view = sampling.traced_params(
+        mechanism, kernels.kernel_for(mechanism, np.dtype(np.float64)))
     stream = keys_lib.direction_key(jax.random.key(0), 'remove')
     first = jnp.asarray(0, jnp.int64)
     for dname, dtype in DTYPES:
-      spec = kernel_spec(mechanism, np.dtype(dtype))
+      kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
       res: dict[str, float] = {}
       sample_keys_fn = jax.jit(lambda k: keys_lib.sample_keys(k, first, chunk))
       res['keys'] = _min_time(sample_keys_fn, stream)
       skeys = sample_keys_fn(stream)
 
       def noise_fn(ks, dtype=dtype):
-        nk = jax.vmap(lambda k: jax.random.fold_in(k, 2))(ks)
+        nk = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(ks)
         z = jax.vmap(lambda k: noise.standard_normal(k, (n,), dtype))(nk)  # (N, n)
         return z.T if time_major else z
 
       noise_fn = jax.jit(noise_fn)
       res['noise (exact tails, per-sample keys)'] = _min_time(noise_fn, skeys)
-      mean_fn = jax.jit(lambda ks, spec=spec: participation.sample_mean(spec, ks, p, matrix)[0])
+      mean_fn = jax.jit(
+          lambda ks, kernel=kernel: kernel.sample_mean(ks, params, view, 'remove')[0])
       res['participation + C·x'] = _min_time(mean_fn, skeys)
       z = noise_fn(skeys)
       mean = mean_fn(skeys).astype(dtype)
       if mean.shape != z.shape:
         mean = mean.T
       y = sigma.astype(dtype) * z + mean
-      c_col = matrix.c_col.astype(dtype)
-      sdp = jax.jit(lambda v, c_col=c_col: losses.sliding_dot_products(v, c_col))
+      c_col = view.c_col.astype(dtype)
+      sdp = jax.jit(lambda v, c_col=c_col: sliding_dot_products(v, c_col))
       res['sliding dot products'] = _min_time(sdp, y)
       d = sdp(y)
       if config.kind == 'bminsep':
-        norms = matrix.column_squared_norms(n).astype(dtype)
+        norms = view.charge('remove', n).astype(dtype)  # column norms (exact banded view)
         norms = norms[:, None] if time_major else norms[None, :]
 
-        def rec(dd, spec=spec, norms=norms, dtype=dtype):
+        def rec(dd, kernel=kernel, norms=norms, dtype=dtype):
           ell = (2.0 * dd - norms) / (2.0 * jnp.square(sigma)).astype(dtype)
-          return losses.bminsep_log_ratio(ell, p.sampling_prob, spec.period, spec.warm_start)
+          return bminsep_kernel.log_ratio(ell, params.sampling_prob, kernel.min_sep,
+                                          kernel.warm_start)
         rec_name = 'loss from d (ℓ + recursion)'
       else:
-        modes = participation.balls_in_bins_modes(n, config.period, matrix.c_col)
+        modes = balls_in_bins_modes(n, config.period, view.c_col)
 
-        def rec(dd, spec=spec, modes=modes):
-          return losses.balls_in_bins_log_ratio(dd, sigma, spec.period, modes)
+        def rec(dd, kernel=kernel, modes=modes):
+          return bib_kernel.log_ratio(dd, sigma, kernel.cycle_length, modes)
         rec_name = 'loss from d (phase sums + logsumexp)'
       res[rec_name] = _min_time(jax.jit(rec), d)
       res['log_ratio on materialised y (sliding + loss)'] = _min_time(
-          jax.jit(lambda v, spec=spec: losses.log_ratio(spec, v, p, sigma, matrix)), y)
+          jax.jit(lambda v, kernel=kernel: sampling.log_ratio(
+              kernel, v, params, sigma, view, kernels.NoInfo(), 'remove')), y)
       base = (res['keys'] + res['noise (exact tails, per-sample keys)']
               + res['log_ratio on materialised y (sliding + loss)'])
       for direction in DIRECTIONS:
@@ -447,9 +454,12 @@ def variants(chunk: int, log=print) -> dict[str, float]:
     transpose to time-major, plus the transposed C·x for "remove") and one
     transpose of ℓ before the recursion.
   """
+  from jaxacct.conventions import Stream
+  from jaxacct.matrices import balls_in_bins_modes, sliding_dot_products
   from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import losses, noise, participation, sampling
-  from jaxacct.montecarlo._spec import kernel_spec
+  from jaxacct.montecarlo import kernels, noise, sampling
+  from jaxacct.montecarlo import sharding as sharding_lib
+  from jaxacct.montecarlo.kernels import bminsep as bminsep_kernel
 
   results: dict[str, float] = {}
   if kernel_layout() != 'time':
@@ -480,44 +490,51 @@ def variants(chunk: int, log=print) -> dict[str, float]:
 
   with jax.enable_x64(True):
     first = jnp.asarray(0, jnp.int64)
+    mesh = sharding_lib.sample_mesh(jax.local_devices()[:1])
     for dname, dtype in DTYPES:
       for label, mech in (('balls-in-bins', bib), ('bminsep-warm', warm)):
-        spec = kernel_spec(mech, np.dtype(dtype))
-        p, sigma, matrix = sampling._traced_params(mech)  # pylint: disable=protected-access
+        kernel = kernels.kernel_for(mech, np.dtype(dtype))
+        period = kernel.cycle_length if label == 'balls-in-bins' else kernel.min_sep
+        params, sigma, view = sampling.traced_params(mech, kernel)
         for direction in DIRECTIONS:
           stream = keys_lib.direction_key(jax.random.key(0), direction)
 
-          def lib(k, spec=spec, direction=direction, p=p, sigma=sigma, matrix=matrix):
-            return sampling._sample_chunk(  # pylint: disable=protected-access
-                k, first, p, sigma, matrix, spec=spec, chunk=chunk, direction=direction)
+          def lib(k, kernel=kernel, direction=direction, params=params, sigma=sigma, view=view):
+            # The library's chunk: samples 0 … chunk − 1 as one block (draws, then losses).
+            ids = jnp.zeros((1,), jnp.int64)
+            outputs = sampling.block_outputs(ids, k, params, sigma, view, kernel=kernel,
+                                             direction=direction, block_size=chunk, mesh=mesh)
+            return sampling.block_losses(outputs, params, sigma, view, kernel=kernel,
+                                         direction=direction, mesh=mesh)[0]
 
           @jax.jit
-          def variant(k, spec=spec, direction=direction, p=p, sigma=sigma, matrix=matrix,
-                      dtype=dtype, label=label):
+          def variant(k, kernel=kernel, direction=direction, params=params, sigma=sigma,
+                      view=view, dtype=dtype, label=label, period=period):
             dt = jnp.dtype(dtype)
             sk = keys_lib.sample_keys(k, first, chunk)
-            nk = jax.vmap(lambda q: jax.random.fold_in(q, 2))(sk)
+            nk = jax.vmap(lambda q: jax.random.fold_in(q, int(Stream.NOISE)))(sk)
             z_bm = jax.vmap(lambda q: noise.standard_normal(q, (n,), dt))(nk)  # (N, n)
-            c_col = matrix.c_col.astype(dt)
+            c_col = view.c_col.astype(dt)
             if label == 'balls-in-bins':
               y = sigma.astype(dt) * z_bm.T
               if direction == 'remove':
-                y = y + participation.sample_mean(spec, sk, p, matrix).astype(dt)
-              d = losses.sliding_dot_products(y, c_col)
-              modes = participation.balls_in_bins_modes(n, spec.period, matrix.c_col)
-              inner = unrolled_phase_sum(d, spec.period)
+                y = y + kernel.sample_mean(sk, params, view, 'remove')[0].astype(dt)
+              d = sliding_dot_products(y, c_col)
+              modes = balls_in_bins_modes(n, period, view.c_col)
+              inner = unrolled_phase_sum(d, period)
               norms = jnp.sum(jnp.square(modes), axis=1).astype(dt)[:, None]
               two_var = (2.0 * jnp.square(sigma)).astype(dt)
               loss = (jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=0)
-                      - jnp.log(spec.period).astype(dt))
+                      - jnp.log(period).astype(dt))
             else:
               y_bm = sigma.astype(dt) * z_bm
               if direction == 'remove':
-                y_bm = y_bm + participation.sample_mean(spec, sk, p, matrix).astype(dt).T
+                y_bm = y_bm + kernel.sample_mean(sk, params, view, 'remove')[0].astype(dt).T
               d_bm = batch_major_sliding(y_bm, c_col)
-              norms = matrix.column_squared_norms(n).astype(dt)[None, :]
+              norms = view.charge(direction, n).astype(dt)[None, :]
               ell = ((2.0 * d_bm - norms) / (2.0 * jnp.square(sigma)).astype(dt)).T
-              loss = losses.bminsep_log_ratio(ell, p, spec.period, spec.warm_start)
+              loss = bminsep_kernel.log_ratio(ell, params.sampling_prob, period,
+                                              kernel.warm_start)
             loss = loss.astype(jnp.float64)
             return loss if direction == 'remove' else -loss
 
