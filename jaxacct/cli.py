@@ -15,8 +15,14 @@ proven δ(ε) (max over directions) and ε(δ), ``calibrate`` the smallest σ.
 
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
-folder (JSON + PNG); ``--force`` runs an accelerator-scale config on CPU.
-Progress (samples/s, ETA) goes to stderr. Exit codes: 0 ok, 2 bad input.
+folder (JSON + PNG); ``--force`` runs an accelerator-scale config on CPU;
+``--debug`` prints the traceback of an internal error.
+Progress (samples/s, ETA) goes to stderr.
+
+Exit codes: 0 ok; 2 bad input (a config or argument the library refused, naming it; a
+missing file or extra; a file that cannot be written); 1 anything else — an internal error
+(a bug, or a failure such as a σ search that cannot bracket), reported in one line, with
+the traceback behind ``--debug``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import pathlib
 import sys
 import time
+import traceback
 
 import jax
 import numpy as np
@@ -156,7 +163,7 @@ def _calibrated(raw, scheme, matrix) -> tuple:
       'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
       'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
-      'seconds': time.perf_counter() - started, 'record': result.record,
+      'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
   }
   return result.mechanism, g, payload, result.record
 
@@ -175,7 +182,7 @@ def _calibrate(args, raw) -> dict:
   folder = _output_dir(args, raw)
   report.write_json(folder, 'calibration.json', payload)
   if record is not None:
-    report.plot_candidates(folder, record, g.base_delta, g.noise_multiplier)
+    report.plot_candidates(folder, record, g.noise_multiplier)
   payload['report'] = str(folder)
   return payload
 
@@ -261,6 +268,39 @@ def _print_human(command: str, payload: dict) -> None:
   print(f'report: {payload["report"]}')
 
 
+_PACKAGE = pathlib.Path(__file__).resolve().parent
+
+
+def is_bad_input(error: BaseException) -> bool:
+  """True when ``error`` is the library refusing its input, not a failure of the library.
+
+  Bad input: a ``ConfigError``; a ValueError, TypeError or ImportError raised by a jaxacct
+  frame (every argument check of the library raises these, naming the argument and its
+  range, and a missing extra raises ImportError with the install command); an OSError (a
+  file that is missing or cannot be written). The same exception types raised inside a
+  dependency (NumPy, JAX, dp_accounting) or any other exception are internal errors.
+  """
+  if isinstance(error, (config_lib.ConfigError, OSError)):
+    return True
+  if not isinstance(error, (ValueError, TypeError, ImportError)):
+    return False
+  frames = traceback.extract_tb(error.__traceback__)
+  return bool(frames) and _PACKAGE in pathlib.Path(frames[-1].filename).resolve().parents
+
+
+def _report_error(error: BaseException, *, debug: bool) -> int:
+  """Prints ``error`` on stderr; returns 2 for bad input, 1 for an internal error."""
+  message = ' '.join(str(error).split()) or type(error).__name__
+  if is_bad_input(error):
+    print(f'jaxacct: error: {message}', file=sys.stderr)
+    return 2
+  if debug:
+    traceback.print_exception(error, file=sys.stderr)
+  print(f'jaxacct: internal error ({type(error).__name__}): {message}'
+        + ('' if debug else ' [run with --debug for the traceback]'), file=sys.stderr)
+  return 1
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
   commands = parser.add_subparsers(dest='command', required=True)
@@ -274,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
     sub.add_argument('--out', help='report folder (default reports/<config name>)')
     sub.add_argument('--force', action='store_true', help='run accelerator-scale configs on CPU')
+    sub.add_argument('--debug', action='store_true',
+                     help='print the traceback of an internal error (exit code 1)')
   args = parser.parse_args(argv)
   try:
     raw = config_lib.load(args.config, args.set)
@@ -282,10 +324,8 @@ def main(argv: list[str] | None = None) -> int:
           f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass --force')
     payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train}[args.command](
         args, raw)
-  except (ValueError, TypeError, RuntimeError, ImportError) as error:
-    message = ' '.join(str(error).split())
-    print(f'jaxacct: error: {message}', file=sys.stderr)
-    return 2
+  except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
+    return _report_error(error, debug=args.debug)
   if args.json:
     print(json.dumps(payload))
   else:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import json
 import pathlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from jaxacct.mechanism import DIRECTIONS
+from jaxacct.conventions import DIRECTIONS, Direction
+
+if TYPE_CHECKING:  # the report module stays importable without the JAX engine
+  from jaxacct.montecarlo.calibration import CalibrationRecord
 
 
 def _plt():
@@ -65,20 +69,21 @@ def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str) -> path
   return path
 
 
-def plot_candidates(folder: pathlib.Path, record: dict, base_delta: float,
+def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
                     chosen: float) -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""
   plt = _plt()
   fig, ax = plt.subplots(figsize=(6, 4))
-  for i, sweep in enumerate(record.get('sweeps', [])):
-    ax.plot(sweep['sigmas'], np.maximum(sweep['delta_hat'], 1e-300), '.', color='0.6',
+  for i, sweep in enumerate(record.sweeps):
+    ax.plot(sweep.sigmas, np.maximum(sweep.delta_hat, 1e-300), '.', color='0.6',
             label='estimation sweeps' if i == 0 else None)
-  verification = record.get('verification')
-  if verification and verification['delta_hat']['remove']:
-    sigmas = verification['sigmas'][:-1]
-    worst = np.maximum(verification['delta_hat']['remove'], verification['delta_hat']['add'])
+  verification = record.verification
+  if verification.delta_hat[Direction.REMOVE]:
+    sigmas = verification.sigmas[:-1]
+    worst = np.maximum(verification.delta_hat[Direction.REMOVE],
+                       verification.delta_hat[Direction.ADD])
     ax.plot(sigmas, np.maximum(worst, 1e-300), 'o', color='tab:green', label='verification')
-  ax.axhline(base_delta, color='tab:red', linestyle='--', label='δ_b')
+  ax.axhline(record.base_delta, color='tab:red', linestyle='--', label='δ_b')
   ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
   ax.set_yscale('log')
   ax.set_xlabel('noise multiplier σ')

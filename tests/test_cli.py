@@ -3,6 +3,7 @@
 import json
 import pathlib
 
+import numpy as np
 import pytest
 import yaml
 
@@ -144,3 +145,37 @@ def test_multi_attribution_config_on_a_synthetic_graph(tmp_path, capsys):
   result = json.loads(captured.out)
   assert result['method'] == 'estimate' and not result['conjectural']
   assert 0 < result['sampling_prob'] < 1 and 'kept' in captured.err
+
+
+def _numpy_failure(*_):
+  np.zeros(3).reshape(2, 2)  # a ValueError raised inside NumPy, not by a jaxacct check
+
+
+def _library_bug(*_):
+  return {}['missing']
+
+
+@pytest.mark.parametrize('failure', [_numpy_failure, _library_bug])
+def test_internal_errors_exit_1_with_traceback_behind_debug(monkeypatch, capsys, failure):
+  monkeypatch.setattr(cli, '_estimate', failure)
+  config = str(CONFIGS / 'quickstart.yaml')
+  assert cli.main(['estimate', config]) == 1
+  err = capsys.readouterr().err
+  assert 'internal error' in err and '--debug' in err and 'Traceback' not in err
+  assert cli.main(['estimate', config, '--debug']) == 1
+  err = capsys.readouterr().err
+  assert 'Traceback' in err and failure.__name__ in err
+
+
+def test_bad_input_is_told_apart_from_a_bug():
+  import jaxacct
+  try:
+    jaxacct.Poisson(sampling_prob=2.0, iterations=3)
+  except ValueError as error:
+    assert cli.is_bad_input(error)
+  try:
+    _numpy_failure()
+  except ValueError as error:
+    assert not cli.is_bad_input(error)
+  assert cli.is_bad_input(config_lib.ConfigError('x')) and cli.is_bad_input(PermissionError('x'))
+  assert not cli.is_bad_input(KeyError('x'))

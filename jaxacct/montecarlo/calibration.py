@@ -42,6 +42,61 @@ class CalibrationError(RuntimeError):
 
 
 @dataclasses.dataclass(frozen=True)
+class SweepRecord:
+  """One estimation sweep: candidate σ and their max-direction δ̂(ε) on the estimation stream."""
+
+  sigmas: tuple[float, ...]
+  delta_hat: tuple[float, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class VerificationRecord:
+  """Algorithm 5's verified candidates (last = fallback), outcomes and per-direction δ̂(ε)."""
+
+  sigmas: tuple[float, ...]
+  accepted: tuple[bool, ...]
+  delta_hat: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationRecord:
+  """The search history of ``calibrate_noise_multiplier`` (what ``report`` plots).
+
+  Attributes:
+    base_delta: δ_b. num_samples: verification samples per direction and candidate.
+    sigma_up: the fallback σ (proven by ``fallback_accountant``). initial_guess: the search's
+    start. estimation_samples: samples per direction of each sweep. sweeps: the estimation
+    sweeps in order. verification: the verified candidates and outcomes.
+    fallback_accountant: the deterministic accountant that proves σ_up.
+
+  ``record[key]`` reads the JSON form (``to_dict``), the form ``Calibration.record`` had
+  before it was typed.
+  """
+
+  base_delta: float
+  num_samples: int
+  sigma_up: float
+  initial_guess: float
+  estimation_samples: int
+  sweeps: tuple[SweepRecord, ...]
+  verification: VerificationRecord
+  fallback_accountant: str | None = None
+
+  def to_dict(self) -> dict:
+    """JSON-ready nested dicts and lists."""
+    record = dataclasses.asdict(self)
+    record['sweeps'] = [{'sigmas': list(s.sigmas), 'delta_hat': list(s.delta_hat)}
+                        for s in self.sweeps]
+    record['verification'] = {'sigmas': list(self.verification.sigmas),
+                              'accepted': list(self.verification.accepted),
+                              'delta_hat': self.verification.delta_hat}
+    return record
+
+  def __getitem__(self, key: str):
+    return self.to_dict()[key]
+
+
+@dataclasses.dataclass(frozen=True)
 class Calibration:
   """Result of ``calibrate_noise_multiplier``.
 
@@ -49,14 +104,14 @@ class Calibration:
     mechanism: the released mechanism (scheme, matrix, calibrated σ).
     guarantee: its (ε, δ) guarantee and how it was obtained.
     candidates: the σ list that was verified (increasing; last = fallback σ_up).
-    record: the search history: estimation sweeps (σ, max-direction δ̂) and
-      the verification outcome per candidate.
+    record: the search history (``CalibrationRecord``): estimation sweeps (σ,
+      max-direction δ̂) and the verification outcome per candidate.
   """
 
   mechanism: MatrixMechanism
   guarantee: Guarantee
   candidates: tuple[float, ...]
-  record: dict
+  record: CalibrationRecord
 
 
 def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices):
@@ -120,13 +175,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                         epsilon=epsilon, delta=base)
   guess = min(guess, sigma_up)
   probe = MatrixMechanism(scheme, matrix, guess)
-  record = {'base_delta': base, 'num_samples': n_verify, 'sigma_up': sigma_up,
-            'initial_guess': guess, 'estimation_samples': estimation_samples, 'sweeps': []}
+  sweeps = []
 
   def sweep(sigmas):
     values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
                                devices)
-    record['sweeps'].append({'sigmas': list(map(float, sigmas)), 'delta_hat': values.tolist()})
+    sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
     return values
 
   # Coarse bracket: 16 σ spanning a factor ~2 around the current centre.
@@ -160,6 +214,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
                                 attempt=attempt, ledger=ledger, devices=devices,
                                 progress=progress)
-  record['verification'] = {'sigmas': grid, 'accepted': list(outcome.accepted),
-                            'delta_hat': outcome.delta_hat}
+  record = CalibrationRecord(
+      base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
+      estimation_samples=estimation_samples, sweeps=tuple(sweeps),
+      verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat))
   return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record)

@@ -103,8 +103,12 @@ class MultiAttributionKernel(SchemeKernel):
     return None
 
   @classmethod
-  def build(cls, mechanism, dtype: np.dtype) -> 'MultiAttributionKernel':
+  def build(cls, mechanism, dtype: np.dtype) -> SchemeKernel:
     scheme = mechanism.scheme
+    if scheme.max_examples_per_user == 1:
+      # k_u = 1: the model is exactly cold-start b-min-sep with p (Theorem 6.1), whose kernel
+      # avoids the one-term mixture's transcendentals and gives the same draws.
+      return bminsep.BMinSepKernel(mechanism.iterations, scheme.min_sep, False, dtype.name)
     return cls(mechanism.iterations, scheme.min_sep, scheme.max_examples_per_user, dtype.name)
 
   @classmethod
