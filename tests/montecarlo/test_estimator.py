@@ -156,7 +156,7 @@ print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
 def _run_with_devices(count):
   env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={count}')
   out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
-                       text=True, check=True, cwd=pathlib.Path(__file__).resolve().parents[1])
+                       text=True, check=True, cwd=pathlib.Path(__file__).resolve().parents[2])
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -217,7 +217,7 @@ print(json.dumps({'devices': len(jax.devices()), 'w': out}))
 def test_two_devices_train_the_same_model_as_one():
   import json, os, pathlib, subprocess, sys
   env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
-  root = pathlib.Path(__file__).resolve().parents[1]
+  root = pathlib.Path(__file__).resolve().parents[2]
   env['PYTHONPATH'] = os.pathsep.join([str(root), env.get('PYTHONPATH', '')])
   out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
                        text=True, check=True, cwd=root)

@@ -13,7 +13,7 @@ from jaxacct import cli  # noqa: E402
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz  # noqa: E402
 from jaxacct.training import digits  # noqa: E402
 
-CONFIGS = pathlib.Path(__file__).resolve().parents[1] / 'configs'
+CONFIGS = pathlib.Path(__file__).resolve().parents[2] / 'configs'
 
 
 def test_noise_off_reaches_ninety_three_percent():
