@@ -79,6 +79,9 @@ class Verification:
     delta_hat: per direction, δ̂(ε) of each Monte Carlo candidate (length k − 1).
     num_samples: samples per direction per candidate.
     base_delta: the verification threshold δ_b.
+    sums: the stream accumulator of the verification draws (``stream.BlockSums``: per
+      direction and Monte Carlo candidate, the float64 block-ordered sums), or None when
+      only the fallback was verified.
   """
 
   guarantee: Any
@@ -88,6 +91,7 @@ class Verification:
   delta_hat: dict
   num_samples: int
   base_delta: float
+  sums: Any = None
 
 
 def released_index(accepted) -> int:
@@ -177,6 +181,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
+  sweep = None
   if len(candidates) > 1:
     sweep = candidates_lib.sweep_sigmas(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
@@ -186,13 +191,15 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]
   index = released_index(accepted)
   chosen = candidates[index]
-  method = 'verified_mc' if index < len(candidates) - 1 else 'fallback'
-  if method == 'verified_mc' and chosen.scheme.conjectural:
-    method = 'conjectural'  # e.g. Algorithm 4 by Conjecture 6.2 (seed 000 §6.5)
+  method = Method.VERIFIED_MC if index < len(candidates) - 1 else Method.FALLBACK
+  if method == Method.VERIFIED_MC and chosen.scheme.conjectural:
+    method = Method.CONJECTURAL  # e.g. Algorithm 4 by Conjecture 6.2 (seed 000 §6.5)
   guarantee = Guarantee(
       epsilon=epsilon, delta=released_delta, method=method,
       noise_multiplier=float(chosen.noise_multiplier),
-      delta_hat=None if method == 'fallback' else {d: delta_hat[d][index] for d in DIRECTIONS},
+      delta_hat=(None if method == Method.FALLBACK
+                 else {d: delta_hat[d][index] for d in DIRECTIONS}),
       num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
-      bounded=chosen.bounded and method != 'fallback')
-  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base)
+      bounded=chosen.bounded and method != Method.FALLBACK)
+  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
+                      None if sweep is None else sweep.sums)
