@@ -6,6 +6,8 @@ Public API (re-exported; nothing is computed at import).
 from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
 from jaxacct.batching.attribution import bound_contributions as bound_contributions
 from jaxacct.deterministic.accountant import calibrate_deterministic as calibrate_deterministic
+from jaxacct.deterministic.accountant import delta_for_epsilon as delta_for_epsilon
+from jaxacct.deterministic.accountant import epsilon_for_delta as epsilon_for_delta
 from jaxacct.deterministic.accountant import mechanism_pld as mechanism_pld
 from jaxacct.deterministic.pld import cyclic_poisson_pld as cyclic_poisson_pld
 from jaxacct.deterministic.truncated_poisson import truncated_poisson_pld as truncated_poisson_pld
@@ -47,6 +49,8 @@ __all__ = [
     'cyclic_poisson_pld',
     'CyclicPoisson',
     'DeltaEstimate',
+    'delta_for_epsilon',
+    'epsilon_for_delta',
     'estimate_delta',
     'Guarantee',
     'LowerTriangular',

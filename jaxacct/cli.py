@@ -8,10 +8,12 @@
   digits example (``jaxacct.training.digits``) on batches of the config's scheme
   with that σ; reports test accuracy with the guarantee.
 
-With ``accountant: pld`` (the default for truncated Poisson and truncated
-cyclic Poisson) both commands use the deterministic PLD accountant instead
-(``mechanism_pld``, ``calibrate_deterministic``): ``estimate`` reports the
-proven δ(ε) (max over directions) and ε(δ), ``calibrate`` the smallest σ.
+With a deterministic accountant (``accountant: pld``, ``unamplified_gaussian`` or any
+registered name; ``auto`` picks ``pld`` for truncated Poisson and truncated cyclic Poisson)
+both commands go through the accountant contract (``jaxacct.deterministic.base``) instead:
+``estimate`` reports the proven δ(ε) (max over directions, and per direction) and ε(δ),
+``calibrate`` the smallest σ (``calibrate_deterministic``). Every payload names its
+``accountant`` (``monte_carlo`` for Monte Carlo estimates).
 
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
@@ -28,6 +30,7 @@ the traceback behind ``--debug``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import pathlib
 import sys
@@ -40,6 +43,7 @@ import numpy as np
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
+from jaxacct.deterministic import base as deterministic_base
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
@@ -74,30 +78,39 @@ def _output_dir(args, raw) -> pathlib.Path:
       args.config).stem
 
 
-def _estimate_deterministic(args, raw, mechanism) -> dict:
+def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   adjacency = raw.get('adjacency', 'zero_out')
   epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
-  pld_ = deterministic.mechanism_pld(mechanism, adjacency=adjacency)
-  deltas = [float(pld_.get_delta_for_epsilon(e)) for e in epsilons]
+  curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=adjacency)
+  deltas = [curve.delta_for_epsilon(e) for e in epsilons]
   target = raw.get('calibration', {}).get('delta')
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
-      'epsilon': None if target is None else float(pld_.get_epsilon_for_delta(target)),
+      'epsilon': None if target is None else curve.epsilon_for_delta(target),
       'delta': target, 'verified': True, 'method': 'deterministic', 'adjacency': adjacency,
-      'num_samples': 0, 'seed': None, 'epsilons': epsilons, 'delta_of_epsilon': deltas,
+      'accountant': name, 'num_samples': 0, 'seed': None, 'epsilons': epsilons,
+      'delta_of_epsilon': deltas,
+      'delta_of_epsilon_by_direction': {d: [curve.delta_for_epsilon(e, direction=d)
+                                            for e in epsilons] for d in DIRECTIONS},
   }
   folder = _output_dir(args, raw)
   report.write_json(folder, 'estimate.json', payload)
   report.plot_delta_curve(folder, epsilons, deltas,
-                          f'δ(ε) by PLD ({adjacency}), σ = {mechanism.noise_multiplier:.4g}')
+                          f'δ(ε) by {name} ({adjacency}), σ = {mechanism.noise_multiplier:.4g}')
   payload['report'] = str(folder)
   return payload
 
 
+def _scheme_fields(scheme) -> dict:
+  """The scheme as JSON: its type and public fields."""
+  return {'type': type(scheme).__name__, **dataclasses.asdict(scheme)}
+
+
 def _estimate(args, raw) -> dict:
   mechanism = config_lib.mechanism_from(raw)
-  if config_lib.accountant_from(raw, mechanism.scheme) == 'pld':
-    return _estimate_deterministic(args, raw, mechanism)
+  name = config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix)
+  if name != config_lib.MONTE_CARLO:
+    return _estimate_deterministic(args, raw, mechanism, name)
   mc = raw.get('monte_carlo', {})
   num_samples = int(mc.get('num_samples', 100_000))
   seed = int(mc.get('seed', 0))
@@ -112,8 +125,11 @@ def _estimate(args, raw) -> dict:
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
+      'accountant': config_lib.MONTE_CARLO,
       'conjectural': mechanism.scheme.conjectural, 'bounded': mechanism.bounded,
-      'sampling_prob': float(getattr(mechanism.scheme, 'sampling_prob', 1.0)),
+      'scheme': _scheme_fields(mechanism.scheme),
+      'sampling_prob': _scheme_fields(mechanism.scheme).get('sampling_prob'),  # None: no p
+      'expected_participation_rate': mechanism.scheme.expected_participation_rate,
       'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
       'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
       'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},
@@ -143,17 +159,19 @@ def _calibrated(raw, scheme, matrix) -> tuple:
   """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
   cal = _calibration_section(raw)
   started = time.perf_counter()
-  if config_lib.accountant_from(raw, scheme) == 'pld':
+  name = config_lib.accountant_from(raw, scheme, matrix)
+  if name != config_lib.MONTE_CARLO:
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        adjacency=raw.get('adjacency', 'zero_out'))
+        accountant=name, adjacency=raw.get('adjacency', 'zero_out'))
     payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
                'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-               'num_samples': 0, 'seed': None, 'seconds': time.perf_counter() - started}
+               'accountant': g.accountant, 'num_samples': 0, 'seed': None,
+               'seconds': time.perf_counter() - started}
     return mechanism, g, payload, None
   seed = int(cal.get('seed', 0))
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                                 'estimation_samples', 'num_candidates') if k in cal}
+                                 'estimation_samples', 'num_candidates', 'fallback') if k in cal}
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
                                       progress=_Progress('verify'), **options)
@@ -161,7 +179,7 @@ def _calibrated(raw, scheme, matrix) -> tuple:
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
       'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-      'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
+      'accountant': g.accountant, 'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
   }
@@ -227,8 +245,8 @@ def _train(args, raw) -> dict:
 
 def _print_human(command: str, payload: dict) -> None:
   if command != 'train' and payload['method'] == 'deterministic':
-    print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic PLD accountant '
-          f'({payload["adjacency"]} adjacency; a proven bound)')
+    print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic accountant '
+          f'{payload["accountant"]} ({payload["adjacency"]} adjacency; a proven bound)')
     if command == 'estimate':
       print(f'{"epsilon":>8}  {"delta (max over directions)":>28}')
       for eps, delta in zip(payload['epsilons'], payload['delta_of_epsilon']):
@@ -259,7 +277,9 @@ def _print_human(command: str, payload: dict) -> None:
           f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')
   else:
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g} is ({payload["epsilon"]}, '
-          f'{payload["delta"]:.4g})-DP [{payload["method"]}; verified={payload["verified"]}; '
+          f'{payload["delta"]:.4g})-DP [{payload["method"]}'
+          + (f' by {payload["accountant"]}' if payload.get('accountant') else '')
+          + f'; verified={payload["verified"]}; '
           + ('App. B loss bounds (upper bound); ' if payload.get('bounded') else '') +
           f'{payload["num_samples"]:,} verification samples per direction, base δ '
           f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')

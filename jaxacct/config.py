@@ -26,9 +26,12 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (seed 000 App. B bounds)
     optimized_inverse_bands: int    # BandInvMF by optax, C >= 0, for the scheme's min_sep
   noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
-  accountant: auto | monte_carlo | pld   # pld: deterministic (Poisson, cyclic Poisson);
-                               # auto: pld for truncated Poisson / cyclic Poisson, else monte_carlo
-  adjacency: zero_out | add_remove | replace_one   # pld only (default zero_out)
+  accountant: auto | monte_carlo | pld | unamplified_gaussian   # or any registered
+                               # deterministic accountant (jaxacct.deterministic.base); auto: the
+                               # one that supersedes Monte Carlo for the mechanism (pld for
+                               # truncated Poisson / cyclic Poisson), else monte_carlo
+  adjacency: zero_out | add_remove | replace_one   # deterministic accountants that cover it
+                               # (default zero_out, the only one of monte_carlo)
   monte_carlo:                 # `estimate`
     num_samples: int           # per direction
     seed: int
@@ -43,6 +46,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     shared_draws: bool         # default true
     estimation_samples: int
     num_candidates: int        # default 8
+    fallback: str              # accountant proving the last candidate σ_up (default
+                               # unamplified_gaussian, every scheme; pld where it supports it)
     seed: int
   report:
     output_dir: str            # default reports/<config name>
@@ -77,6 +82,9 @@ import numpy as np
 import yaml
 
 from jaxacct import schemes
+from jaxacct.conventions import ADJACENCIES as ADJACENCIES
+from jaxacct.conventions import Adjacency
+from jaxacct.deterministic import base as deterministic
 from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_root,
                                       optimize_banded_inverse)
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
@@ -96,7 +104,7 @@ SCHEMA: dict[str, Any] = {
     'adjacency': None,
     'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                    'estimation_samples', 'num_candidates', 'seed'),
+                    'estimation_samples', 'num_candidates', 'fallback', 'seed'),
     'report': ('output_dir',),
     'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
                     'max_neighbourhood_size'),
@@ -238,33 +246,50 @@ def matrix_from(raw: dict, iterations: int) -> BandedToeplitz | LowerTriangular:
   return BandedToeplitz(c_col)
 
 
-ACCOUNTANTS = ('auto', 'monte_carlo', 'pld')
-ADJACENCIES = ('zero_out', 'add_remove', 'replace_one')
+MONTE_CARLO = 'monte_carlo'
+AUTO = 'auto'
 
 
-def accountant_from(raw: dict, scheme) -> str:
-  """``"monte_carlo"`` or ``"pld"``: the config's choice, or for ``auto`` the tightest that applies.
+def accountant_choices() -> tuple[str, ...]:
+  """The values of ``accountant:``: auto, monte_carlo and every registered deterministic name."""
+  return (AUTO, MONTE_CARLO, *deterministic.available())
 
-  ``auto`` picks the deterministic PLD accountant where it is exact and the
-  Monte Carlo one cannot do better: truncated Poisson (seed 001 pairs, tighter
-  than App. D of seed 000 with b = 1) and truncated cyclic Poisson (no MC kernel).
+
+def accountant_from(raw: dict, scheme, matrix) -> str:
+  """``"monte_carlo"`` or a deterministic accountant's name: the config's choice, or for ``auto``
+  the accountant of record.
+
+  ``auto`` asks the registry which deterministic accountant supersedes Monte Carlo for the
+  mechanism (``DeterministicAccountant.supersedes_monte_carlo``: the Monte Carlo engine
+  accounts it by a looser pair or not at all), e.g. ``pld`` for truncated Poisson (seed 001
+  pairs, tighter than App. D of seed 000 with b = 1) and truncated cyclic Poisson (no Monte
+  Carlo kernel); otherwise ``monte_carlo``. A deterministic choice must support the mechanism
+  under the config's ``adjacency``; Monte Carlo is for zero-out adjacency only.
+
+  Raises:
+    ConfigError: an unknown accountant or adjacency, or a choice that cannot account the
+      config (the message gives the accountant's reason).
   """
-  choice = raw.get('accountant', 'auto')
-  if choice not in ACCOUNTANTS:
-    raise ConfigError(f'accountant must be one of {", ".join(ACCOUNTANTS)}, got {choice!r}')
-  adjacency = raw.get('adjacency', 'zero_out')
+  choices = accountant_choices()
+  choice = raw.get('accountant', AUTO)
+  if choice not in choices:
+    raise ConfigError(f'accountant must be one of {", ".join(choices)}, got {choice!r}')
+  adjacency = raw.get('adjacency', Adjacency.ZERO_OUT.value)
   if adjacency not in ADJACENCIES:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
-  if choice == 'auto':
-    deterministic = scheme.truncates and isinstance(scheme, (schemes.Poisson, schemes.CyclicPoisson))
-    choice = 'pld' if deterministic else 'monte_carlo'
-  if choice == 'pld' and not isinstance(scheme, (schemes.Poisson, schemes.CyclicPoisson)):
-    raise ConfigError(f'accountant: pld is available for poisson and cyclic_poisson schemes, not '
-                      f'{type(scheme).__name__}; use monte_carlo')
-  if choice == 'monte_carlo' and adjacency != 'zero_out':
-    raise ConfigError(f'adjacency: {adjacency} is only for accountant: pld; the Monte Carlo '
-                      'accountants are for zero-out adjacency (equal to add/remove without '
-                      'truncation)')
+  probe = MatrixMechanism(scheme, matrix, 1.0)
+  if choice == AUTO:
+    choice = deterministic.superseding_monte_carlo(probe) or MONTE_CARLO
+  if choice == MONTE_CARLO:
+    if adjacency != Adjacency.ZERO_OUT:
+      covering = [a.name for a in deterministic.accountants() if adjacency in a.adjacencies]
+      raise ConfigError(f'adjacency: {adjacency} is only for accountant: {", ".join(covering)}; '
+                        'the Monte Carlo accountants are for zero-out adjacency (equal to '
+                        'add/remove without truncation)')
+    return choice
+  reason = deterministic.get(choice).supports(probe, adjacency=adjacency)
+  if reason is not None:
+    raise ConfigError(f'accountant: {reason}')
   return choice
 
 

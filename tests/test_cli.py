@@ -179,3 +179,13 @@ def test_bad_input_is_told_apart_from_a_bug():
     assert not cli.is_bad_input(error)
   assert cli.is_bad_input(config_lib.ConfigError('x')) and cli.is_bad_input(PermissionError('x'))
   assert not cli.is_bad_input(KeyError('x'))
+
+
+@pytest.mark.parametrize('override, message', [
+    ('calibration.fallback=pld', "fallback accountant 'pld' cannot prove the last candidate"),
+    ('calibration.fallback=gaussian', "unknown deterministic accountant 'gaussian'"),
+])
+def test_bad_fallback_is_refused_before_compute(override, message, capsys):
+  assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--set', override]) == 2
+  err = capsys.readouterr().err
+  assert message in err and 'verify' not in err  # no progress line: nothing was sampled

@@ -8,6 +8,12 @@ an intended change of the numbers (``python tests/test_pinned_values.py``), and 
 the commit. XLA's CPU code generation depends on the instruction set, so a machine of
 another kind may legitimately differ in the last bits; then regenerate there at the base
 commit first.
+
+One exception: the calibration's σ grid starts from an initial guess computed by
+dp_accounting's PLD (``pld.dpsgd_sigma``), whose FFT convolutions round differently across
+NumPy/SciPy builds (the guess moved by ~1e-13 relative between two installs of the same
+pinned versions; the base and current trees still agree bitwise within one install). Those
+values (``GUESS_DEPENDENT``) are compared to 1e-12 relative; every other pin is exact.
 """
 
 import json
@@ -22,6 +28,7 @@ from jaxacct.montecarlo import candidates
 
 PINS = pathlib.Path(__file__).with_name('pinned_values.json')
 BAND = [1.0, 0.5, 0.25]
+GUESS_DEPENDENT = frozenset({'calibration/noise_multiplier', 'calibration/candidates'})
 
 
 def _mechanisms() -> dict:
@@ -114,7 +121,11 @@ def computed() -> dict:
 @pytest.mark.parametrize('name', sorted(json.loads(PINS.read_text())) if PINS.exists() else [])
 def test_value_is_bitwise_unchanged(name, computed):
   expected = json.loads(PINS.read_text())[name]
-  assert computed[name] == expected, name
+  if name in GUESS_DEPENDENT:
+    got = [float.fromhex(v) for v in computed[name]]
+    assert got == pytest.approx([float.fromhex(v) for v in expected], rel=1e-12), name
+  else:
+    assert computed[name] == expected, name
 
 
 if __name__ == '__main__':

@@ -1,8 +1,18 @@
 """Deterministic accountants (host code: NumPy/SciPy and dp_accounting, no sampling).
 
+- ``base``: the contract (``DeterministicAccountant``, ``PrivacyCurve``) and the registry.
+- ``pld_accountant``: ``"pld"``, the PLD accountants of Poisson (and b-min-sep with b = 1)
+  and cyclic Poisson, truncated or not; ``mechanism_pld``.
+- ``unamplified``: ``"unamplified_gaussian"``, the EVR fallback for every scheme.
+- ``accountant``: the public functions ``delta_for_epsilon``, ``epsilon_for_delta`` and
+  ``calibrate_deterministic`` (by name or ``"auto"``, the tightest supported one).
 - ``pld``: Gaussian and unamplified bounds, DP-SGD σ, cyclic-Poisson BandMF PLD.
 - ``truncated_poisson``: seed 001 (truncated Poisson sampling): regimes, exact
   dominating pairs, PLD composition, calibration of σ, T and B.
-- ``accountant``: a whole mechanism's PLD (``mechanism_pld``) and σ calibration
-  on it (``calibrate_deterministic``).
+
+Importing this package registers the accountants, in this order (``"auto"`` breaks ties by
+it): a new accountant is a module here with an ``@register``-ed class and one import below.
 """
+
+from jaxacct.deterministic import pld_accountant as pld_accountant
+from jaxacct.deterministic import unamplified as unamplified

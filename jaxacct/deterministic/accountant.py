@@ -1,113 +1,170 @@
-"""Deterministic (PLD) accounting of a whole mechanism, and σ calibration on it (host code).
+"""The public deterministic accounting functions, by accountant name or ``"auto"`` (host code).
 
-For the schemes whose dominating pair composes into 1-D pairs, a PLD is exact
-up to pessimistic discretisation and needs no Monte Carlo:
+- ``delta_for_epsilon(mechanism, epsilon, accountant=...)``: δ(ε), per direction or the max;
+- ``epsilon_for_delta(mechanism, delta, accountant=...)``: ε(δ), likewise;
+- ``calibrate_deterministic(scheme, matrix, epsilon=, delta=, accountant=...)``: the smallest
+  σ meeting (ε, δ), with its ``Guarantee`` (which records the accountant);
+- ``mechanism_pld``: the PLD object of the ``"pld"`` accountant (as before the contract).
 
-- ``Poisson`` (DP-SGD; one band): untruncated, the Poisson-subsampled Gaussian
-  (dp_accounting); truncated, the seed-001 pairs (``truncated_poisson``);
-- ``CyclicPoisson``: the reduction to ⌈n/T⌉ Poisson rounds (``pld``), with
-  truncation the seed-001 reduction over the group sizes.
+``accountant`` is a registered name (``jaxacct.deterministic.base.available()``: ``"pld"``,
+``"unamplified_gaussian"``) or ``"auto"``: every registered accountant that supports the
+mechanism under the given options is evaluated and the smallest ε, δ or σ is returned. Each
+is a valid bound, so their minimum is too. ``"auto"`` passes each accountant only the options
+it takes; an option that no supporting accountant takes is an error, never ignored, and an
+accountant that cannot honour the requested adjacency does not support the call.
 
-``noise_multiplier`` is not normalised by ‖c_col‖, so every round is charged the
-maximum column norm of C (σ_eff = σ/‖c‖_max, conservative for the truncated
-last columns).
+References: those of each accountant (``base.get(name).references``): Ganesh, arXiv
+2508.15089v1 (truncated Poisson); Choquette-Choo et al., NeurIPS 2023 (cyclic Poisson);
+Balle & Wang, ICML 2018, Thm 8 (Gaussian); Dong & Ganesh, arXiv 2602.09338v2, App. A.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from typing import Any, Mapping
 
-from jaxacct import _validate, schemes
-from jaxacct.deterministic import pld, truncated_poisson
-from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.conventions import ADJACENCIES as ADJACENCIES
+from jaxacct.deterministic import base
+from jaxacct.deterministic.base import DeterministicAccountant, UnsupportedMechanismError
+from jaxacct.deterministic.pld_accountant import mechanism_pld as mechanism_pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 
-ADJACENCIES = truncated_poisson.ADJACENCIES
+AUTO = 'auto'
 
 
-def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
-                  value_discretization_interval: float = 1e-4):
-  """The PLD (both directions, pessimistic) of a Poisson or cyclic-Poisson mechanism.
-
-  Args:
-    mechanism: scheme ``Poisson`` or ``CyclicPoisson`` (truncated or not).
-    adjacency: ``"zero_out"`` (default; equals ``"add_remove"`` without
-      truncation), ``"add_remove"`` (truncated Poisson: for the fixed public
-      dataset size) or ``"replace_one"``.
-    value_discretization_interval: PLD grid step.
-
-  Returns:
-    An object with ``get_epsilon_for_delta`` / ``get_delta_for_epsilon`` (max
-    over directions): a dp_accounting ``PrivacyLossDistribution`` or a
-    ``truncated_poisson.WorstCasePLD``.
+def _chosen(mechanism: MatrixMechanism, accountant: str,
+            options: Mapping[str, Any]) -> list[tuple[DeterministicAccountant, dict]]:
+  """The accountants to evaluate, each with the options it takes (checked before any compute).
 
   Raises:
-    TypeError: for other schemes (they need Monte Carlo accounting).
-    ValueError: an adjacency the scheme's accountant does not cover.
+    ValueError: an unknown accountant name; ``UnsupportedMechanismError`` when no accountant
+      supports the mechanism under the options (with every accountant's reason).
+    TypeError: an option that no supporting accountant takes.
+  """
+  if isinstance(accountant, DeterministicAccountant):
+    return [(accountant, dict(options))]
+  if accountant != AUTO:
+    return [(base.get(accountant), dict(options))]
+  base.check_mechanism(mechanism)
+  every = base.accountants()
+  known = {name for a in every for name in a.option_names()}
+  unknown = [name for name in options if name not in known]
+  if unknown:
+    raise TypeError(f'unexpected option {", ".join(map(repr, unknown))}: no registered '
+                    f'deterministic accountant takes it (they take: {", ".join(sorted(known))})')
+  chosen, reasons = [], []
+  for candidate in every:
+    taken = base.taken_options(candidate, options)
+    reason = candidate.supports(mechanism, **taken)  # checks the option values
+    if reason is None:
+      chosen.append((candidate, taken))
+    else:
+      reasons.append(f'{candidate.name}: {reason}')
+  if not chosen:
+    raise UnsupportedMechanismError(
+        'no registered deterministic accountant supports this mechanism under these options ('
+        + '; '.join(reasons) + f'); use {base.MONTE_CARLO_HINT}')
+  used = {name for candidate, taken in chosen for name in taken}
+  ignored = [name for name in options if name not in used]
+  if ignored:
+    owners = [a.name for a in every if set(ignored) & set(a.option_names())]
+    raise TypeError(
+        f'option {", ".join(map(repr, ignored))} is not taken by any accountant that supports '
+        f'this mechanism ({", ".join(c.name for c, _ in chosen)}); it is an option of '
+        f'{", ".join(owners)}, which does not support it (pass accountant= explicitly to see why)')
+  return chosen
+
+
+def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
+                      accountant: str | DeterministicAccountant = AUTO,
+                      direction: str | None = None, **options) -> float:
+  """δ(ε) of ``mechanism`` by a deterministic accountant: a proven upper bound.
+
+  Args:
+    mechanism: the ``MatrixMechanism`` (its σ is used as is).
+    epsilon: ε, finite and ≥ 0.
+    accountant: a registered name (``"pld"``, ``"unamplified_gaussian"``), an accountant
+      instance, or ``"auto"`` (the smallest δ over the supporting accountants).
+    direction: ``"remove"`` (H(P‖Q)), ``"add"`` (H(Q‖P)) or None (default: the maximum over
+      both, the (ε, δ)-DP statement).
+    **options: the accountant's options: ``adjacency`` (``"zero_out"`` default,
+      ``"add_remove"``, ``"replace_one"``); ``value_discretization_interval`` (``"pld"``).
+
+  Returns:
+    δ as a float.
+
+  Raises:
+    ValueError: ε < 0 or not finite, an unknown direction, accountant or adjacency;
+      ``UnsupportedMechanismError`` (a ValueError) when the accountant does not cover the
+      mechanism (naming those that do).
+    TypeError: an option the accountant does not take.
 
   References:
-    Ganesh, arXiv 2508.15089, Thms 3.1, 3.3, 3.4 (truncation); Choquette-Choo
-    et al., NeurIPS 2023 (cyclic Poisson); Dong & Ganesh, arXiv 2602.09338v2, §3.
+    Ganesh, arXiv 2508.15089v1, Thms 3.1, 3.3, 3.4; Choquette-Choo et al., NeurIPS 2023;
+    Balle & Wang, ICML 2018, Thm 8; Dong & Ganesh, arXiv 2602.09338v2, App. A.
   """
-  if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
-  adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
-  d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)
-  scheme, matrix, sigma = mechanism.scheme, mechanism.matrix, mechanism.noise_multiplier
-  if mechanism.bounded:
-    raise TypeError('a dense LowerTriangular strategy has no deterministic accountant here (its '
-                    'columns overlap across rounds); use the Monte Carlo accountant, which '
-                    'applies the r-min-sep bounds of seed 000 App. B')
-  if isinstance(scheme, schemes.Poisson):
-    sigma_eff = sigma / float(matrix.max_column_norm(scheme.iterations))
-    if scheme.truncates:
-      return truncated_poisson.truncated_poisson_pld(
-          scheme.dataset_size, float(scheme.sampling_prob), scheme.truncated_batch_size,
-          sigma_eff, scheme.iterations, adjacency, value_discretization_interval=d)
-    from dp_accounting import privacy_accountant
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-    relation = (privacy_accountant.NeighboringRelation.REPLACE_ONE if adjacency == 'replace_one'
-                else privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    single = pld_lib.from_gaussian_mechanism(sigma_eff, sampling_prob=float(scheme.sampling_prob),
-                                             value_discretization_interval=d,
-                                             neighboring_relation=relation)
-    return single if scheme.iterations == 1 else single.self_compose(scheme.iterations)
-  if isinstance(scheme, schemes.CyclicPoisson):
-    if scheme.truncates:
-      return truncated_poisson.truncated_cyclic_poisson_pld(
-          scheme, matrix, sigma, adjacency=adjacency, value_discretization_interval=d)
-    if adjacency == 'replace_one':
-      raise ValueError("adjacency='replace_one' is not implemented for untruncated cyclic Poisson; "
-                       "use 'zero_out' (equal to add/remove there)")
-    return pld.cyclic_poisson_pld(scheme, matrix, sigma, value_discretization_interval=d)
-  raise TypeError(f'no deterministic accountant for {type(scheme).__name__}; use the Monte Carlo '
-                  'accountant (estimate_delta / calibrate_noise_multiplier)')
+  epsilon, direction = base.check_epsilon(epsilon), base.check_direction(direction)
+  return min(chosen.delta_for_epsilon(mechanism, epsilon, direction=direction, **taken)
+             for chosen, taken in _chosen(mechanism, accountant, options))
+
+
+def epsilon_for_delta(mechanism: MatrixMechanism, delta: float, *,
+                      accountant: str | DeterministicAccountant = AUTO,
+                      direction: str | None = None, **options) -> float:
+  """ε(δ) of ``mechanism`` by a deterministic accountant: the smallest proven ε.
+
+  Args:
+    mechanism: the ``MatrixMechanism``.
+    delta: δ ∈ (0, 1).
+    accountant: a registered name or ``"auto"`` (the smallest ε over the supporting ones).
+    direction: ``"remove"``, ``"add"`` or None (the maximum over both).
+    **options: as ``delta_for_epsilon``.
+
+  Returns:
+    ε as a float (``math.inf`` if no finite ε reaches δ).
+
+  Raises:
+    as ``delta_for_epsilon`` (δ outside (0, 1) instead of ε < 0).
+
+  References:
+    as ``delta_for_epsilon``.
+  """
+  delta, direction = base.check_delta(delta), base.check_direction(direction)
+  return min(chosen.epsilon_for_delta(mechanism, delta, direction=direction, **taken)
+             for chosen, taken in _chosen(mechanism, accountant, options))
 
 
 def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
-                            adjacency: str = 'zero_out', value_discretization_interval: float = 1e-4,
-                            tolerance: float = 1e-4) -> tuple[MatrixMechanism, Guarantee]:
-  """Smallest σ (to ``tolerance`` relative, rounded up) with ε(δ) ≤ ``epsilon`` by ``mechanism_pld``.
+                            accountant: str | DeterministicAccountant = AUTO,
+                            tolerance: float = 1e-4,
+                            **options) -> tuple[MatrixMechanism, Guarantee]:
+  """Smallest σ (to ``tolerance`` relative, rounded up) with ε(δ) ≤ ``epsilon``.
+
+  Args:
+    scheme, matrix: the mechanism's sampling scheme and strategy.
+    epsilon: target ε ≥ 0.
+    delta: target δ ∈ (0, 1).
+    accountant: a registered name, or ``"auto"`` (default): the smallest σ over the
+      supporting accountants; the ``Guarantee`` names the one that gave it.
+    tolerance: relative σ tolerance in [1e-12, 0.5): σ·(1 − 2·tolerance) does not meet the
+      target (unless σ is the accountant's ``sigma_floor``).
+    **options: ``adjacency`` (default ``"zero_out"``) and the accountant's own, e.g.
+      ``value_discretization_interval`` (``"pld"``, default 1e-4).
 
   Returns:
-    (mechanism at that σ, its ``Guarantee`` with method ``"deterministic"``).
+    (mechanism at that σ, its ``Guarantee``: method ``"deterministic"``, ``accountant`` the
+    accountant's name, ``adjacency`` as requested).
+
+  Raises:
+    as ``delta_for_epsilon``.
 
   References:
-    as ``mechanism_pld``.
+    as ``delta_for_epsilon``.
   """
-  epsilon = _validate.finite_real('epsilon', epsilon)
-  delta = _validate.probability('delta', delta)
-  tolerance = _validate.positive_finite('tolerance', tolerance)
+  epsilon, delta = base.check_epsilon(epsilon), base.check_delta(delta)
+  tolerance = base.check_tolerance(tolerance)
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  mechanism_pld(probe, adjacency=adjacency)  # fails fast on an unsupported scheme / adjacency
-
-  def meets(sigma: float) -> bool:
-    pld_ = mechanism_pld(dataclasses.replace(probe, noise_multiplier=sigma), adjacency=adjacency,
-                         value_discretization_interval=value_discretization_interval)
-    return float(pld_.get_delta_for_epsilon(epsilon)) <= delta
-
-  sigma = smallest_passing_sigma(meets, tolerance=tolerance, floor=truncated_poisson.SIGMA_FLOOR)
-  mechanism = dataclasses.replace(probe, noise_multiplier=sigma)
-  return mechanism, Guarantee(epsilon=epsilon, delta=delta, method='deterministic',
-                              noise_multiplier=sigma, adjacency=adjacency)
+  results = [chosen.calibrate(scheme, matrix, epsilon=epsilon, delta=delta, tolerance=tolerance,
+                              **taken)
+             for chosen, taken in _chosen(probe, accountant, options)]
+  return min(results, key=lambda result: result[0].noise_multiplier)  # ties: registration order

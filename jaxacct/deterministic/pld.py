@@ -2,6 +2,7 @@
 
 - ``max_sensitivity_squared``: max over participation patterns of ‖C·x‖², by scheme.
 - ``gaussian_delta`` / ``gaussian_sigma``: the exact (analytic) Gaussian mechanism.
+- ``gaussian_epsilon``: ε(δ) of the Gaussian mechanism (bisection on the exact δ(ε)).
 - ``unamplified_sigma``: σ for which a mechanism is (ε, δ)-DP with no
   amplification: the mixture P = Σ p_x N(Cx, σ²I) against Q = N(0, σ²I) is
   dominated, in both directions, by N(Δ, σ²) vs N(0, σ²) with Δ = max_x ‖Cx‖
@@ -84,8 +85,37 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
   return high
 
 
+def gaussian_epsilon(noise_multiplier: float, sensitivity: float, delta: float) -> float:
+  """Smallest ε ≥ 0 (to 1e-12 relative, rounded up) with gaussian_delta(σ, Δ, ε) ≤ δ.
+
+  δ(ε) of the Gaussian mechanism is strictly decreasing in ε, so a bisection finds it; the
+  returned ε always meets δ (0.0 when ε = 0 already does). Balle & Wang 2018, Thm 8.
+  """
+  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
+  sensitivity = _validate.positive_finite('sensitivity', sensitivity)
+  delta = _validate.probability('delta', delta)
+  if gaussian_delta(sigma, sensitivity, 0.0) <= delta:
+    return 0.0
+  low, high = 0.0, 1.0
+  while gaussian_delta(sigma, sensitivity, high) > delta:
+    low, high = high, 2 * high
+  # Each step halves the bracket: ~40 steps reach 1e-12 relative, plus log2(1/ε) while low = 0.
+  for _ in range(2000):
+    if high - low <= 1e-12 * high:
+      break
+    mid = 0.5 * (low + high)
+    low, high = (low, mid) if gaussian_delta(sigma, sensitivity, mid) <= delta else (mid, high)
+  return high
+
+
 def unamplified_sigma(scheme, matrix: BandedToeplitz, *, epsilon: float, delta: float) -> float:
-  """σ_up: the mechanism is (ε, δ)-DP at any σ ≥ σ_up, with no amplification credit."""
+  """σ_up: the mechanism is (ε, δ)-DP at any σ ≥ σ_up, with no amplification credit.
+
+  The Gaussian σ (``gaussian_sigma``, Balle & Wang 2018, Thm 8) for the sensitivity
+  Δ = √(max_x ‖C·x‖²) (``max_sensitivity_squared``); the fallback M_k of Algorithm 5
+  (Dong & Ganesh, arXiv 2602.09338v2, App. A). The ``"unamplified_gaussian"`` accountant
+  (``jaxacct.deterministic.unamplified``) returns exactly this σ.
+  """
   return gaussian_sigma(epsilon, delta, math.sqrt(max_sensitivity_squared(scheme, matrix)))
 
 

@@ -45,11 +45,12 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from jaxacct import _validate, schemes
+from jaxacct.conventions import ADJACENCIES as ADJACENCIES
+from jaxacct.deterministic import _pmfs
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.matrices import BandedToeplitz
 
-ADJACENCIES = ('add_remove', 'zero_out', 'replace_one')
-DIRECTIONS = ('remove', 'add', 'max')
+DIRECTIONS = ('remove', 'add', 'max')  # one_step_delta's direction argument ('max': both)
 # Grid ends: beyond mean ± Z·σ each component has mass 0.5·e⁻⁵⁰ (dp_accounting's default truncation).
 _Z_GRID = float(-special.ndtri(0.5 * math.exp(-50.0)))
 # Thresholds are searched within mean ± 60σ; outside, every tail is < 1e-780 (exactly 0 in float64).
@@ -607,12 +608,21 @@ class WorstCasePLD:
   plds: tuple
   labels: tuple
 
-  def get_epsilon_for_delta(self, delta: float) -> float:
-    return max(float(pld.get_epsilon_for_delta(delta)) for pld in self.plds)
+  def get_epsilon_for_delta(self, delta: float, *, direction: str | None = None) -> float:
+    """max over ``plds`` of ε(δ): of ``direction`` (``"remove"``/``"add"``), or of both (None)."""
+    if direction is None:
+      return max(float(pld.get_epsilon_for_delta(delta)) for pld in self.plds)
+    return max(float(_pmfs.direction_pmf(pld, direction).get_epsilon_for_delta(delta))
+               for pld in self.plds)
 
-  def get_delta_for_epsilon(self, epsilon):
-    return np.max(np.stack([np.asarray(pld.get_delta_for_epsilon(epsilon), dtype=np.float64)
-                            for pld in self.plds]), axis=0)[()]
+  def get_delta_for_epsilon(self, epsilon, *, direction: str | None = None):
+    """max over ``plds`` of δ(ε): of ``direction`` (``"remove"``/``"add"``), or of both (None)."""
+    if direction is None:
+      return np.max(np.stack([np.asarray(pld.get_delta_for_epsilon(epsilon), dtype=np.float64)
+                              for pld in self.plds]), axis=0)[()]
+    return np.max(np.stack([
+        np.asarray(_pmfs.direction_pmf(pld, direction).get_delta_for_epsilon(epsilon),
+                   dtype=np.float64) for pld in self.plds]), axis=0)[()]
 
 
 def truncated_cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, *,

@@ -1,7 +1,8 @@
 """Choose the smallest noise multiplier σ that passes Estimate-Verify-Release (host driver).
 
 1. Fix the verification budget: N and δ_b from the target δ (``evr.resolve_sample_size``).
-2. Fallback σ_up: the unamplified Gaussian bound at (ε, δ_b) (``deterministic.pld``).
+2. Fallback σ_up: the fallback accountant's σ at (ε, δ_b) (default the unamplified Gaussian
+   bound, ``deterministic.unamplified``; any registered accountant that supports the scheme).
 3. Initial guess: Poisson DP-SGD's PLD σ at the expected participation rate,
    times the maximum column norm of C (``noise_multiplier`` is not normalised
    by ‖c_col‖). It is a guess, not a lower bound: b-min-sep can need less.
@@ -80,7 +81,7 @@ class CalibrationRecord:
   estimation_samples: int
   sweeps: tuple[SweepRecord, ...]
   verification: VerificationRecord
-  fallback_accountant: str | None = None
+  fallback_accountant: str = verification.DEFAULT_FALLBACK
 
   def to_dict(self) -> dict:
     """JSON-ready nested dicts and lists."""
@@ -126,7 +127,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                estimation_samples: int | None = None,
                                num_candidates: int = 8, attempt: int = 1,
                                ledger: verification.VerificationLedger | None = None,
-                               devices=None, progress=None) -> Calibration:
+                               fallback=None, devices=None, progress=None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -148,6 +149,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     attempt: the 1-based index of this verification for the mechanism at (ε, δ)
       (``verification.verify``); re-calibrating with a new key is another attempt.
     ledger: the session's ``VerificationLedger`` (default: a fresh one for this call).
+    fallback: the deterministic accountant that proves σ_up, the last candidate (an
+      accountant or registered name; default ``"unamplified_gaussian"``, which covers every
+      scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
     devices: devices to shard over (default all local devices).
     progress: called as ``progress(samples_done, samples_total)`` during verification.
 
@@ -159,7 +163,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   """
   epsilon = _validate.finite_real('epsilon', epsilon)
   # Checks the band against the scheme before any compute (σ is a placeholder).
-  MatrixMechanism(scheme, matrix, 1.0)
+  placeholder = MatrixMechanism(scheme, matrix, 1.0)
   grid_ratio = _validate.real_number('grid_ratio', grid_ratio)
   if not 1.0 < grid_ratio <= 2.0:
     raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
@@ -169,7 +173,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   if estimation_samples is None:
     estimation_samples = max(1000, min(n_verify // 4, math.ceil(50 / base)))
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
-  sigma_up = pld.unamplified_sigma(scheme, matrix, epsilon=epsilon, delta=base)
+  fallback = verification.fallback_accountant(fallback)
+  verification.check_fallback(fallback, placeholder)
+  sigma_up = fallback.sigma(scheme, matrix, epsilon=epsilon, delta=base)
   column_norm = float(matrix.max_column_norm(scheme.iterations))
   guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
                                         epsilon=epsilon, delta=base)
@@ -212,10 +218,11 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
-                                attempt=attempt, ledger=ledger, devices=devices,
-                                progress=progress)
+                                attempt=attempt, ledger=ledger, fallback=fallback,
+                                devices=devices, progress=progress)
   record = CalibrationRecord(
       base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),
-      verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat))
+      verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
+      fallback_accountant=fallback.name)
   return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record)

@@ -17,12 +17,42 @@ from typing import Any
 
 from jaxacct import _validate
 from jaxacct.conventions import DIRECTIONS, Method
-from jaxacct.deterministic import pld
+from jaxacct.deterministic import base as accountants
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
+
+
+DEFAULT_FALLBACK = 'unamplified_gaussian'
+"""The fallback accountant of Algorithm 5 unless one is given: valid for every scheme."""
+
+
+def fallback_accountant(fallback) -> accountants.DeterministicAccountant:
+  """The deterministic accountant that proves Algorithm 5's last candidate M_k.
+
+  Args:
+    fallback: a registered accountant name, a ``DeterministicAccountant``, or None for
+      ``DEFAULT_FALLBACK`` (the unamplified Gaussian bound, which covers every scheme).
+  """
+  if fallback is None:
+    fallback = DEFAULT_FALLBACK
+  if isinstance(fallback, accountants.DeterministicAccountant):
+    return fallback
+  if not isinstance(fallback, str):
+    raise TypeError(f'fallback must be a deterministic accountant or its registered name '
+                    f'({", ".join(accountants.available())}), got {fallback!r}')
+  return accountants.get(fallback)
+
+
+def check_fallback(fallback: accountants.DeterministicAccountant,
+                   mechanism: MatrixMechanism) -> None:
+  """ValueError unless ``fallback`` supports ``mechanism`` (zero-out adjacency)."""
+  reason = fallback.supports(mechanism)
+  if reason is not None:
+    raise ValueError(f'fallback accountant {fallback.name!r} cannot prove the last candidate: '
+                     f'{reason}')
 
 
 class VerificationLedger:
@@ -112,14 +142,14 @@ def released_index(accepted) -> int:
 
 def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
-           ledger: VerificationLedger | None = None, devices=None,
+           ledger: VerificationLedger | None = None, fallback=None, devices=None,
            progress=None) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
   Candidates M_1 … M_k share one scheme and strategy and have strictly
   increasing σ (so each satisfies every guarantee of the previous one). M_k must
-  be (ε, δ_b)-DP by a deterministic accountant (the unamplified Gaussian bound,
-  checked here). For i < k the verifier accepts M_i iff δ̂(ε) ≤ δ_b in **both**
+  be (ε, δ_b)-DP by the deterministic ``fallback`` accountant (checked here:
+  its δ(ε) at M_k, the maximum over both directions, must be ≤ δ_b). For i < k the verifier accepts M_i iff δ̂(ε) ≤ δ_b in **both**
   directions, with N fresh samples per direction from the *verification*
   stream (float64 losses). The released mechanism is M_{i*},
   i* = min{i : v_j = 1 for all j ≥ i}; by Theorem A.1 with Fact 4.2 it is
@@ -143,6 +173,11 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     attempt: the 1-based index of this verification run for this mechanism at (ε, δ).
     ledger: the ``VerificationLedger`` of the session (default: a fresh one, which knows
       only this run).
+    fallback: the deterministic accountant proving M_k (a ``DeterministicAccountant`` or
+      registered name; default ``"unamplified_gaussian"``). A released fallback's
+      ``Guarantee.accountant`` names it.
+    devices / progress: devices to shard over (default all local devices); called as
+      ``progress(samples_done, samples_total)``.
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
@@ -160,11 +195,14 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
     raise ValueError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
   n, base = resolve_sample_size(delta, num_samples, base_delta)
-  sigma_up = pld.unamplified_sigma(first.scheme, first.matrix, epsilon=epsilon, delta=base)
-  if sigmas[-1] < sigma_up:
+  fallback = fallback_accountant(fallback)
+  check_fallback(fallback, first)
+  if fallback.delta_for_epsilon(candidates[-1], epsilon) > base:
+    sigma_up = fallback.sigma(first.scheme, first.matrix, epsilon=epsilon, delta=base)
     raise ValueError(
-        f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant: '
-        f'noise_multiplier must be >= {sigma_up} (unamplified Gaussian bound), got {sigmas[-1]}')
+        f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant '
+        f'(fallback={fallback.name!r}): noise_multiplier must be >= {sigma_up}, got '
+        f'{sigmas[-1]}')
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
   # Any verification run that differs in key, candidates, N, δ_b or shared draws is another
@@ -200,6 +238,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       delta_hat=(None if method == Method.FALLBACK
                  else {d: delta_hat[d][index] for d in DIRECTIONS}),
       num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
-      bounded=chosen.bounded and method != Method.FALLBACK)
+      bounded=chosen.bounded and method != Method.FALLBACK,
+      accountant=fallback.name if method == Method.FALLBACK else None)
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
                       None if sweep is None else sweep.sums)

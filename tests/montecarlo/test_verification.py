@@ -214,3 +214,70 @@ def test_cyclic_poisson_monte_carlo_agrees_with_its_pld():
       want = expected[direction].get_delta_for_epsilon(eps)
       got, se = estimate.delta_hat[direction][i], estimate.standard_error[direction][i]
       assert abs(got - want) <= 4 * se, (direction, eps, got, want, se)
+
+
+# -- the fallback accountant (issue 12: verify(..., fallback=) takes an accountant)
+def test_released_fallback_names_its_accountant():
+  sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
+  result = jaxacct.verify(jax.random.key(7), _candidates([0.5, sigma_up]), epsilon=1.0,
+                          delta=1e-1)
+  assert result.guarantee.method == 'fallback'
+  assert result.guarantee.accountant == verification.DEFAULT_FALLBACK == 'unamplified_gaussian'
+  # A verified Monte Carlo candidate is proven by no deterministic accountant.
+  passed = jaxacct.verify(jax.random.key(7), _candidates([3.0, sigma_up]), epsilon=1.0,
+                          delta=1e-1)
+  assert passed.guarantee.method == 'verified_mc' and passed.guarantee.accountant is None
+
+
+def test_pld_fallback_proves_a_smaller_last_candidate():
+  # Untruncated Poisson DP-SGD: the PLD σ at (ε, δ_b) is far below the unamplified one, so a
+  # last candidate between them is refused by the default fallback and accepted by "pld".
+  from jaxacct.deterministic import base
+  pld_accountant = base.get('pld')
+  sigma_pld = pld_accountant.sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
+  sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
+  assert sigma_pld < 0.5 * sigma_up
+  last = 1.001 * sigma_pld
+  with pytest.raises(ValueError, match=r"deterministic accountant \(fallback='unamplified_gauss"):
+    jaxacct.verify(jax.random.key(7), _candidates([0.1, last]), epsilon=1.0, delta=1e-1)
+  for fallback in ('pld', pld_accountant):
+    result = jaxacct.verify(jax.random.key(7), _candidates([0.1, last]), epsilon=1.0,
+                            delta=1e-1, fallback=fallback)
+    assert result.accepted == (False, True) and result.guarantee.accountant == 'pld'
+    assert result.guarantee.noise_multiplier == last
+  # Below the PLD σ, the error gives the σ that the fallback proves.
+  with pytest.raises(ValueError, match=f'must be >= {sigma_pld}'):
+    jaxacct.verify(jax.random.key(7), _candidates([0.1, 0.99 * sigma_pld]), epsilon=1.0,
+                   delta=1e-1, fallback='pld')
+
+
+def test_fallback_bad_input():
+  bins = jaxacct.BallsInBins(iterations=8, cycle_length=4)
+  sigma_up = pld.unamplified_sigma(bins, IDENTITY, epsilon=1.0, delta=5e-2)
+  cands = [jaxacct.MatrixMechanism(bins, IDENTITY, s) for s in (1.0, sigma_up)]
+  with pytest.raises(ValueError, match="fallback accountant 'pld' cannot prove"):
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback='pld')
+  with pytest.raises(ValueError, match='unknown deterministic accountant'):
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback='gaussian')
+  with pytest.raises(TypeError, match='fallback must be a deterministic accountant'):
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback=3)
+  with pytest.raises(ValueError, match="fallback accountant 'pld' cannot prove"):
+    jaxacct.calibrate_noise_multiplier(bins, IDENTITY, epsilon=1.0, delta=1e-1,
+                                       key=jax.random.key(0), fallback='pld')
+
+
+def test_calibration_with_pld_fallback_records_it():
+  # Truncated Poisson, where "pld" (seed 001) supports the mechanism: σ_up is the PLD σ at
+  # (ε, δ_b), below the unamplified bound, and the record names the accountant.
+  from jaxacct.deterministic import base
+  scheme = jaxacct.Poisson(sampling_prob=0.1, iterations=20, truncated_batch_size=18,
+                           dataset_size=100)
+  result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-1,
+                                              key=jax.random.key(4), fallback='pld',
+                                              num_candidates=2)
+  record = result.record
+  assert record.fallback_accountant == 'pld' and record['fallback_accountant'] == 'pld'
+  expected = base.get('pld').sigma(scheme, IDENTITY, epsilon=1.0, delta=record.base_delta)
+  assert record.sigma_up == result.candidates[-1] == expected
+  assert expected < pld.unamplified_sigma(scheme, IDENTITY, epsilon=1.0, delta=record.base_delta)
+  assert result.guarantee.accountant == ('pld' if result.guarantee.method == 'fallback' else None)

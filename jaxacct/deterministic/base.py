@@ -1,0 +1,415 @@
+"""The deterministic-accountant contract and its registry (host code).
+
+A *deterministic accountant* proves (ε, δ) statements about a ``MatrixMechanism`` without
+sampling: a closed form, or a PLD composed by dp_accounting. Every accountant subclasses
+``DeterministicAccountant`` (abstract; concrete accountants are final and implement only the
+``_``-prefixed hooks) and answers the same questions:
+
+- ``supports(mechanism, **options)``: None when it accounts the mechanism under these
+  options, else a one-line reason (which accountant, or Monte Carlo, covers it instead);
+- ``privacy_curve(mechanism, **options)``: the mechanism's ``PrivacyCurve`` (δ(ε) and ε(δ)
+  per direction or their maximum), built once and queried many times;
+- ``delta_for_epsilon`` / ``epsilon_for_delta``: one point of that curve;
+- ``sigma`` / ``calibrate``: the smallest noise multiplier meeting (ε, δ), with its
+  ``Guarantee`` (method ``"deterministic"``, ``accountant`` = the accountant's ``name``);
+- ``supersedes_monte_carlo(mechanism)``: whether it is the accountant of record for the
+  mechanism, because the Monte Carlo engine accounts it by a looser pair or not at all
+  (a config's ``accountant: auto`` asks this).
+
+Conventions (``jaxacct.conventions``): ``direction`` is ``"remove"`` (H(P‖Q), the example
+present under P), ``"add"`` (H(Q‖P)) or None for the maximum over both, which is the (ε, δ)
+statement; ``adjacency`` is ``"zero_out"`` (default), ``"add_remove"`` or ``"replace_one"``,
+and an accountant that cannot honour the requested adjacency does not support the call.
+``noise_multiplier`` is not normalised by ‖c_col‖.
+
+Every argument is checked before any compute: ValueError naming the argument, its value and
+the allowed range (δ ∈ (0, 1), finite ε ≥ 0, a known direction, an adjacency the accountant
+covers); ``UnsupportedMechanismError`` (a ValueError) naming the accountants that do support
+the mechanism; TypeError for an option the accountant does not take.
+
+The registry (``register``, ``get``, ``available``, ``supporting``) is filled by importing
+``jaxacct.deterministic``: each accountant module decorates its class with ``@register``.
+``jaxacct.epsilon_for_delta`` / ``delta_for_epsilon`` / ``calibrate_deterministic`` look
+accountants up by name, or take the tightest supported one for ``accountant="auto"``.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Callable, ClassVar, Mapping
+
+from jaxacct import _validate
+from jaxacct.conventions import ADJACENCIES, DIRECTIONS, Adjacency, Direction, Method
+from jaxacct.guarantee import Guarantee
+from jaxacct.mechanism import MatrixMechanism
+
+MONTE_CARLO_HINT = 'the Monte Carlo accountant (jaxacct.estimate_delta / calibrate_noise_multiplier)'
+RESERVED_NAMES = ('auto', 'monte_carlo')  # accountant choices that are not registry entries
+MIN_TOLERANCE = 1e-12  # the finest relative σ tolerance any accountant promises
+
+
+class UnsupportedMechanismError(ValueError):
+  """An accountant was asked about a mechanism (or adjacency) it does not cover."""
+
+
+# ---------------------------------------------------------------- argument checks
+def check_mechanism(mechanism) -> MatrixMechanism:
+  """A ``MatrixMechanism`` (TypeError otherwise)."""
+  if not isinstance(mechanism, MatrixMechanism):
+    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  return mechanism
+
+
+def check_epsilon(epsilon) -> float:
+  """ε: a finite real ≥ 0."""
+  value = _validate.real_number('epsilon', epsilon)
+  if not (math.isfinite(value) and value >= 0.0):
+    raise ValueError(f'epsilon must be finite and >= 0, got {value}')
+  return value
+
+
+def check_delta(delta) -> float:
+  """δ ∈ (0, 1) (open: δ = 1 says nothing and δ = 0 needs ε = ∞ for a Gaussian mechanism)."""
+  value = _validate.real_number('delta', delta)
+  if not (math.isfinite(value) and 0.0 < value < 1.0):
+    raise ValueError(f'delta must be in (0, 1), got {value}')
+  return value
+
+
+def check_direction(direction) -> str | None:
+  """``"remove"``, ``"add"`` (or a ``Direction``) or None (the maximum over both)."""
+  if direction is None:
+    return None
+  if direction not in DIRECTIONS:
+    raise ValueError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))} or None (the '
+                     f'maximum over both), got {direction!r}')
+  return Direction(direction).value
+
+
+def check_tolerance(tolerance) -> float:
+  """Relative σ tolerance in [1e-12, 0.5)."""
+  value = _validate.real_number('tolerance', tolerance)
+  if not (math.isfinite(value) and MIN_TOLERANCE <= value < 0.5):
+    raise ValueError(f'tolerance must be in [{MIN_TOLERANCE:g}, 0.5), got {value}')
+  return value
+
+
+def _check_adjacency(value) -> str:
+  return Adjacency(_validate.one_of('adjacency', value, ADJACENCIES)).value
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+  """A keyword option of an accountant: its default and its check (value → canonical value).
+
+  The check raises ValueError/TypeError naming the option before any compute.
+  """
+
+  default: Any
+  check: Callable[[Any], Any]
+
+
+ADJACENCY = Option('zero_out', _check_adjacency)
+"""The ``adjacency`` option, which every accountant takes (``DeterministicAccountant``)."""
+
+
+# ---------------------------------------------------------------- privacy curves
+class PrivacyCurve(abc.ABC):
+  """δ(ε) and ε(δ) of one mechanism under one accountant (abstract; curves are final).
+
+  Implementations give one direction at a time (``_delta``, ``_epsilon``); the maximum over
+  directions is taken here, so it always equals one of them.
+  """
+
+  @typing.final
+  def delta_for_epsilon(self, epsilon: float, *, direction: str | None = None) -> float:
+    """δ(ε) in ``direction`` (``"remove"`` or ``"add"``), or the max over both (None)."""
+    epsilon, direction = check_epsilon(epsilon), check_direction(direction)
+    if direction is not None:
+      return float(self._delta(epsilon, direction))
+    return max(float(self._delta(epsilon, d)) for d in DIRECTIONS)
+
+  @typing.final
+  def epsilon_for_delta(self, delta: float, *, direction: str | None = None) -> float:
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` in ``direction``, or the max over both (None)."""
+    delta, direction = check_delta(delta), check_direction(direction)
+    if direction is not None:
+      return float(self._epsilon(delta, direction))
+    return max(float(self._epsilon(delta, d)) for d in DIRECTIONS)
+
+  @abc.abstractmethod
+  def _delta(self, epsilon: float, direction: str) -> float:
+    """δ(ε) of one direction (arguments already checked)."""
+
+  @abc.abstractmethod
+  def _epsilon(self, delta: float, direction: str) -> float:
+    """ε(δ) of one direction (arguments already checked)."""
+
+
+# ---------------------------------------------------------------- the contract
+class DeterministicAccountant(abc.ABC):
+  """Interface of a deterministic accountant (abstract; concrete accountants are final).
+
+  Class attributes of a concrete accountant:
+    name: the registry key (an identifier, not ``"auto"`` or ``"monte_carlo"``).
+    references: citations of the results it implements (paper, arXiv id and version, theorem).
+    adjacencies: the adjacencies it covers for at least one mechanism.
+    options: its keyword options besides ``adjacency`` (name → ``Option``).
+    sigma_floor: the lowest σ ``calibrate`` tries (returned when it already meets the target).
+
+  Concrete accountants implement the hooks ``_refusal``, ``_curve``, ``_sigma`` and
+  ``_supersedes_monte_carlo``; the public methods below check every argument first and are
+  not overridden.
+  """
+
+  name: ClassVar[str]
+  references: ClassVar[tuple[str, ...]]
+  adjacencies: ClassVar[tuple[str, ...]]
+  options: ClassVar[Mapping[str, Option]] = types.MappingProxyType({})
+  sigma_floor: ClassVar[float] = 0.0
+
+  # -- public, final
+  @typing.final
+  def option_names(self) -> tuple[str, ...]:
+    """Every keyword option this accountant takes (``adjacency`` first)."""
+    return ('adjacency', *self.options)
+
+  @typing.final
+  def supports(self, mechanism: MatrixMechanism, **options) -> str | None:
+    """None when this accountant accounts ``mechanism`` under ``options``, else the reason.
+
+    Raises:
+      TypeError: ``mechanism`` is not a ``MatrixMechanism``, or an option it does not take.
+      ValueError: an option value outside its range.
+    """
+    mechanism = check_mechanism(mechanism)
+    return self._refusal(mechanism, self._resolve(options))
+
+  @typing.final
+  def supersedes_monte_carlo(self, mechanism: MatrixMechanism) -> bool:
+    """True when this is the accountant of record for ``mechanism`` (zero-out adjacency).
+
+    That is: it supports the mechanism and the Monte Carlo engine accounts it by a looser
+    dominating pair or not at all, so Monte Carlo cannot prove as much. Where both are exact
+    (e.g. untruncated Poisson) it is False and Monte Carlo stays the default.
+    """
+    mechanism = check_mechanism(mechanism)
+    options = self._resolve({})
+    return self._refusal(mechanism, options) is None and bool(
+        self._supersedes_monte_carlo(mechanism))
+
+  @typing.final
+  def privacy_curve(self, mechanism: MatrixMechanism, **options) -> PrivacyCurve:
+    """The mechanism's δ(ε) / ε(δ) curve under this accountant (built once, queried often).
+
+    Raises:
+      UnsupportedMechanismError: the accountant does not cover ``mechanism`` / ``options``.
+    """
+    mechanism = check_mechanism(mechanism)
+    resolved = self._resolve(options)
+    self._require(mechanism, resolved, options)
+    return self._curve(mechanism, resolved)
+
+  @typing.final
+  def delta_for_epsilon(self, mechanism: MatrixMechanism, epsilon: float, *,
+                        direction: str | None = None, **options) -> float:
+    """δ(ε) of ``mechanism`` in ``direction`` (None: the max over both directions)."""
+    epsilon, direction = check_epsilon(epsilon), check_direction(direction)
+    return self.privacy_curve(mechanism, **options).delta_for_epsilon(epsilon,
+                                                                      direction=direction)
+
+  @typing.final
+  def epsilon_for_delta(self, mechanism: MatrixMechanism, delta: float, *,
+                        direction: str | None = None, **options) -> float:
+    """ε(δ) of ``mechanism`` in ``direction`` (None: the max over both directions)."""
+    delta, direction = check_delta(delta), check_direction(direction)
+    return self.privacy_curve(mechanism, **options).epsilon_for_delta(delta, direction=direction)
+
+  @typing.final
+  def sigma(self, scheme, matrix, *, epsilon: float, delta: float, tolerance: float = 1e-4,
+            **options) -> float:
+    """The smallest σ (rounded up, to ``tolerance`` relative, ≥ ``sigma_floor``) with ε(δ) ≤ ε.
+
+    At the returned σ the mechanism is (ε, δ)-DP by this accountant; at σ·(1 − 2·tolerance)
+    it is not (unless σ is the floor).
+    """
+    probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
+        scheme, matrix, epsilon, delta, tolerance, options)
+    return float(self._sigma(probe, epsilon, delta, tolerance, resolved))
+
+  @typing.final
+  def calibrate(self, scheme, matrix, *, epsilon: float, delta: float, tolerance: float = 1e-4,
+                **options) -> tuple[MatrixMechanism, Guarantee]:
+    """(mechanism at ``sigma(...)``, its ``Guarantee``: method ``"deterministic"``, this accountant)."""
+    probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
+        scheme, matrix, epsilon, delta, tolerance, options)
+    sigma = float(self._sigma(probe, epsilon, delta, tolerance, resolved))
+    mechanism = dataclasses.replace(probe, noise_multiplier=sigma)
+    return mechanism, Guarantee(epsilon=epsilon, delta=delta, method=Method.DETERMINISTIC,
+                                noise_multiplier=sigma, adjacency=resolved['adjacency'],
+                                accountant=self.name)
+
+  def __repr__(self) -> str:
+    return f'{type(self).__name__}(name={self.name!r})'
+
+  # -- hooks
+  @abc.abstractmethod
+  def _refusal(self, mechanism: MatrixMechanism, options: dict) -> str | None:
+    """None if supported under the (checked, complete) ``options``, else a one-line reason."""
+
+  @abc.abstractmethod
+  def _curve(self, mechanism: MatrixMechanism, options: dict) -> PrivacyCurve:
+    """The curve of a supported mechanism."""
+
+  @abc.abstractmethod
+  def _sigma(self, probe: MatrixMechanism, epsilon: float, delta: float, tolerance: float,
+             options: dict) -> float:
+    """The calibrated σ for ``probe``'s scheme and matrix (``probe`` is supported)."""
+
+  @abc.abstractmethod
+  def _supersedes_monte_carlo(self, mechanism: MatrixMechanism) -> bool:
+    """See ``supersedes_monte_carlo`` (called only for supported mechanisms)."""
+
+  # -- helpers
+  def _resolve(self, options: Mapping[str, Any]) -> dict:
+    """Checked options with defaults filled; TypeError for an option this accountant lacks."""
+    specs = {'adjacency': ADJACENCY, **self.options}
+    unknown = [name for name in options if name not in specs]
+    if unknown:
+      raise TypeError(f'accountant {self.name!r} got an unexpected option '
+                      f'{", ".join(map(repr, unknown))}; it takes: {", ".join(specs)}')
+    return {name: spec.check(options[name]) if name in options else spec.default
+            for name, spec in specs.items()}
+
+  def _require(self, mechanism: MatrixMechanism, resolved: dict, given: Mapping) -> None:
+    reason = self._refusal(mechanism, resolved)
+    if reason is not None:
+      raise UnsupportedMechanismError(
+          f'accountant {self.name!r} does not support this mechanism: {reason}. '
+          + _who_supports(mechanism, given))
+
+  def _calibration_inputs(self, scheme, matrix, epsilon, delta, tolerance, options):
+    epsilon, delta = check_epsilon(epsilon), check_delta(delta)
+    tolerance = check_tolerance(tolerance)
+    resolved = self._resolve(options)
+    probe = MatrixMechanism(scheme, matrix, 1.0)  # checks the scheme/strategy pairing
+    self._require(probe, resolved, options)
+    return probe, resolved, epsilon, delta, tolerance
+
+
+# ---------------------------------------------------------------- registry
+class AccountantRegistry:
+  """Deterministic accountants by name, in registration order."""
+
+  def __init__(self):
+    self._accountants: dict[str, DeterministicAccountant] = {}
+
+  def register(self, accountant):
+    """Registers an accountant instance, or a class (as a decorator: registers ``cls()``).
+
+    Raises:
+      TypeError: not a ``DeterministicAccountant``.
+      ValueError: a reserved or invalid name, or a name already registered.
+    """
+    instance = accountant() if isinstance(accountant, type) else accountant
+    if not isinstance(instance, DeterministicAccountant):
+      raise TypeError(f'register expects a DeterministicAccountant (class or instance), got '
+                      f'{accountant!r}')
+    name = instance.name
+    if not (isinstance(name, str) and name.isidentifier()) or name in RESERVED_NAMES:
+      raise ValueError(f'an accountant name must be an identifier other than '
+                       f'{", ".join(RESERVED_NAMES)}, got {name!r}')
+    if name in self._accountants:
+      raise ValueError(f'a deterministic accountant named {name!r} is already registered '
+                       f'({self._accountants[name]!r})')
+    self._accountants[name] = instance
+    return accountant
+
+  def get(self, name: str) -> DeterministicAccountant:
+    """The accountant registered as ``name``; ValueError listing the registered names if none."""
+    if not isinstance(name, str):
+      raise TypeError(f'accountant must be a name (str), got {name!r}')
+    try:
+      return self._accountants[name]
+    except KeyError:
+      raise ValueError(f'unknown deterministic accountant {name!r}; registered: '
+                       f'{", ".join(self._accountants) or "none"}') from None
+
+  def available(self) -> tuple[str, ...]:
+    """The registered names, in registration order."""
+    return tuple(self._accountants)
+
+  def accountants(self) -> tuple[DeterministicAccountant, ...]:
+    """The registered accountants, in registration order."""
+    return tuple(self._accountants.values())
+
+  def supporting(self, mechanism: MatrixMechanism, **options) -> tuple[str, ...]:
+    """Names of the accountants that support ``mechanism`` under ``options``.
+
+    Each accountant is asked with the options it takes; an option it does not take is not
+    held against it (``accountant="auto"`` would not pass it).
+    """
+    mechanism = check_mechanism(mechanism)
+    return tuple(a.name for a in self.accountants()
+                 if a.supports(mechanism, **taken_options(a, options)) is None)
+
+  def superseding_monte_carlo(self, mechanism: MatrixMechanism) -> str | None:
+    """The first accountant that ``supersedes_monte_carlo(mechanism)``, or None."""
+    for accountant in self.accountants():
+      if accountant.supersedes_monte_carlo(mechanism):
+        return accountant.name
+    return None
+
+
+def taken_options(accountant: DeterministicAccountant, options: Mapping) -> dict:
+  """The subset of ``options`` that ``accountant`` takes (what ``"auto"`` passes it)."""
+  names = accountant.option_names()
+  return {k: v for k, v in options.items() if k in names}
+
+
+_REGISTRY = AccountantRegistry()
+
+
+def register(accountant):
+  """Registers a deterministic accountant (class decorator or instance); see ``AccountantRegistry``."""
+  return _REGISTRY.register(accountant)
+
+
+def get(name: str) -> DeterministicAccountant:
+  """The registered accountant ``name`` (ValueError listing the registered names otherwise)."""
+  return _REGISTRY.get(name)
+
+
+def available() -> tuple[str, ...]:
+  """Names of the registered deterministic accountants, in registration order."""
+  return _REGISTRY.available()
+
+
+def accountants() -> tuple[DeterministicAccountant, ...]:
+  """The registered accountants, in registration order."""
+  return _REGISTRY.accountants()
+
+
+def supporting(mechanism: MatrixMechanism, **options) -> tuple[str, ...]:
+  """Names of the registered accountants that support ``mechanism`` under ``options``."""
+  return _REGISTRY.supporting(mechanism, **options)
+
+
+def superseding_monte_carlo(mechanism: MatrixMechanism) -> str | None:
+  """The registered accountant of record for ``mechanism`` (see ``supersedes_monte_carlo``)."""
+  return _REGISTRY.superseding_monte_carlo(mechanism)
+
+
+def _who_supports(mechanism: MatrixMechanism, options: Mapping) -> str:
+  try:
+    names = supporting(mechanism, **options)
+  except (TypeError, ValueError):  # an option value another accountant rejects
+    names = ()
+  if names:
+    return f'Accountants that support it: {", ".join(names)}'
+  return (f'No registered deterministic accountant ({", ".join(available())}) supports it; use '
+          f'{MONTE_CARLO_HINT}')

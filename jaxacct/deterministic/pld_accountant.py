@@ -1,0 +1,256 @@
+"""The ``"pld"`` accountant: PLDs composed by dp_accounting, where a mechanism reduces to 1-D pairs.
+
+Mechanisms it covers (a banded strategy C; ``noise_multiplier`` is not normalised by
+‖c_col‖, so every round is charged the maximum column norm of C: σ_eff = σ/‖c‖_max,
+conservative for the truncated last columns):
+
+======================================  ==================================================
+scheme                                  reduction
+======================================  ==================================================
+``Poisson``, ``BMinSep(min_sep=1)``     n rounds of the Poisson-subsampled Gaussian
+                                        (dp_accounting); with truncation, the seed-001
+                                        pairs (``truncated_poisson.truncated_poisson_pld``)
+``CyclicPoisson``                       ⌈n/T⌉ Poisson rounds of phase 0 (``pld``); with
+                                        truncation (``equal_split``), seed 001 over the
+                                        group sizes (``truncated_cyclic_poisson_pld``)
+======================================  ==================================================
+
+``BMinSep`` with b = 1 is Poisson sampling: every example is eligible in every round, so cold
+and warm start coincide, and a truncated-away example is blocked for b − 1 = 0 rounds. It is
+accounted as the ``Poisson`` scheme with the same p, n, B and dataset size, hence with the
+same PLD bit for bit.
+
+Adjacency: ``zero_out`` (default; equal to add/remove without truncation), ``add_remove``
+(truncated Poisson: for the fixed public dataset size; refused for truncated cyclic Poisson,
+whose group sizes it would change) and ``replace_one`` (Poisson family, truncated cyclic
+Poisson). Discretisation is pessimistic (dp_accounting's connect-the-dots), so every δ(ε) and
+ε(δ) is an upper bound. Per direction: ``remove`` = H(P‖Q), ``add`` = H(Q‖P), read from the
+PLD's two PMFs (``_pmfs``).
+
+References:
+  Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv 2508.15089v1,
+  Thms 3.1, 3.3, 3.4 and the remark after Thm 3.1; Choquette-Choo et al., "(Amplified) banded
+  matrix factorization", NeurIPS 2023 (cyclic-Poisson reduction); Dong & Ganesh, arXiv
+  2602.09338v2, §2.2 and §4 (b = 1 is Poisson); Doroshenko et al., "Connect the Dots", arXiv
+  2207.04380, Alg. 1 (pessimistic PLD).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable
+
+from jaxacct import _validate, schemes
+from jaxacct.conventions import Adjacency
+from jaxacct.deterministic import _pmfs, pld, truncated_poisson
+from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
+                                        PrivacyCurve, register)
+from jaxacct.mechanism import MatrixMechanism
+
+DEFAULT_DISCRETIZATION = 1e-4
+_SCOPE = ('poisson and cyclic_poisson schemes (and bminsep with min_sep = 1) with a banded '
+          'strategy')
+
+
+@dataclasses.dataclass(frozen=True)
+class _Refusal:
+  """Why the PLD accountant does not cover a mechanism.
+
+  Attributes:
+    reason: the one-line reason (``supports``).
+    error: ``mechanism_pld``'s exception type: TypeError for the scheme or strategy,
+      ValueError for the adjacency.
+    scheme: True when the scheme itself is not covered (``mechanism_pld`` then says so first).
+  """
+
+  reason: str
+  error: type[Exception] = ValueError
+  scheme: bool = False
+
+
+_Build = Callable[[float, float], Any]  # (σ, discretisation) → PLD or WorstCasePLD
+
+
+def _not_covered(what: str) -> _Refusal:
+  return _Refusal(f'pld is available for {_SCOPE}, not {what}; use {MONTE_CARLO_HINT}',
+                  TypeError, scheme=True)
+
+
+def _poisson_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
+  """Poisson, or b-min-sep with b = 1 (the same mechanism: accounted as that ``Poisson``)."""
+  scheme = mechanism.scheme
+  if scheme.min_sep != 1:
+    return _not_covered(f'{type(scheme).__name__} with min_sep = {scheme.min_sep}')
+  if not isinstance(scheme, schemes.Poisson):  # BMinSep(min_sep=1), cold or warm start
+    scheme = schemes.Poisson(sampling_prob=scheme.sampling_prob, iterations=scheme.iterations,
+                             truncated_batch_size=scheme.truncated_batch_size,
+                             dataset_size=scheme.dataset_size)
+  column_norm = float(mechanism.matrix.max_column_norm(scheme.iterations))
+
+  def build(sigma: float, d: float):
+    sigma_eff = sigma / column_norm
+    if scheme.truncates:
+      return truncated_poisson.truncated_poisson_pld(
+          scheme.dataset_size, float(scheme.sampling_prob), scheme.truncated_batch_size,
+          sigma_eff, scheme.iterations, adjacency, value_discretization_interval=d)
+    from dp_accounting import privacy_accountant  # local: heavy imports
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    relation = (privacy_accountant.NeighboringRelation.REPLACE_ONE
+                if adjacency == Adjacency.REPLACE_ONE
+                else privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE)
+    single = pld_lib.from_gaussian_mechanism(sigma_eff, sampling_prob=float(scheme.sampling_prob),
+                                             value_discretization_interval=d,
+                                             neighboring_relation=relation)
+    return single if scheme.iterations == 1 else single.self_compose(scheme.iterations)
+
+  return build
+
+
+def _cyclic_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
+  scheme, matrix = mechanism.scheme, mechanism.matrix
+  if scheme.truncates:
+    if adjacency == Adjacency.ADD_REMOVE:
+      return _Refusal(
+          "adjacency='add_remove' is not supported for truncated cyclic Poisson: removing an "
+          'example changes the dataset size and hence the group sizes, which this reduction '
+          "needs public and fixed; use 'zero_out' or 'replace_one'")
+    return lambda sigma, d: truncated_poisson.truncated_cyclic_poisson_pld(
+        scheme, matrix, sigma, adjacency=adjacency, value_discretization_interval=d)
+  if adjacency == Adjacency.REPLACE_ONE:
+    return _Refusal("adjacency='replace_one' is not implemented for untruncated cyclic Poisson; "
+                    "use 'zero_out' (equal to add/remove there)")
+  return lambda sigma, d: pld.cyclic_poisson_pld(scheme, matrix, sigma,
+                                                 value_discretization_interval=d)
+
+
+# Scheme classes are final, so the exact type selects the reduction.
+_PLANS = {schemes.Poisson: _poisson_plan, schemes.BMinSep: _poisson_plan,
+          schemes.CyclicPoisson: _cyclic_plan}
+
+
+def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
+  """How to build the mechanism's PLD at any σ, or why the accountant refuses it."""
+  if mechanism.bounded:
+    return _Refusal(
+        'a dense LowerTriangular strategy has no PLD accountant here (its columns overlap '
+        'across rounds); use the Monte Carlo accountant, which applies the r-min-sep bounds of '
+        'seed 000 App. B', TypeError)
+  plan = _PLANS.get(type(mechanism.scheme))
+  if plan is None:
+    return _not_covered(type(mechanism.scheme).__name__)
+  return plan(mechanism, adjacency)
+
+
+def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
+                  value_discretization_interval: float = DEFAULT_DISCRETIZATION):
+  """The PLD (both directions, pessimistic) of a Poisson or cyclic-Poisson mechanism.
+
+  Args:
+    mechanism: scheme ``Poisson``, ``BMinSep`` with ``min_sep=1`` (the same mechanism) or
+      ``CyclicPoisson`` (truncated or not), with a banded strategy.
+    adjacency: ``"zero_out"`` (default; equals ``"add_remove"`` without truncation),
+      ``"add_remove"`` (truncated Poisson: for the fixed public dataset size) or
+      ``"replace_one"``.
+    value_discretization_interval: PLD grid step.
+
+  Returns:
+    An object with ``get_epsilon_for_delta`` / ``get_delta_for_epsilon`` (max over
+    directions): a dp_accounting ``PrivacyLossDistribution`` or a
+    ``truncated_poisson.WorstCasePLD``.
+
+  Raises:
+    TypeError: for other schemes or a dense strategy (they need Monte Carlo accounting).
+    ValueError: an adjacency the scheme's accountant does not cover.
+
+  References:
+    Ganesh, arXiv 2508.15089, Thms 3.1, 3.3, 3.4 (truncation); Choquette-Choo et al., NeurIPS
+    2023 (cyclic Poisson); Dong & Ganesh, arXiv 2602.09338v2, §3.
+  """
+  if not isinstance(mechanism, MatrixMechanism):
+    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  adjacency = _validate.one_of('adjacency', adjacency, truncated_poisson.ADJACENCIES)
+  d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)
+  plan = _plan(mechanism, Adjacency(adjacency).value)
+  if isinstance(plan, _Refusal):
+    prefix = (f'no deterministic accountant for {type(mechanism.scheme).__name__} builds a PLD: '
+              if plan.scheme else '')
+    raise plan.error(prefix + plan.reason)
+  return plan(mechanism.noise_multiplier, d)
+
+
+@typing.final
+class PLDCurve(PrivacyCurve):
+  """The curve of a PLD, or the worst over several (``WorstCasePLD``), per direction.
+
+  Attributes:
+    cases: the dp_accounting ``PrivacyLossDistribution`` of each case (one, or one per group
+      size of truncated cyclic Poisson); every query is the maximum over them.
+  """
+
+  def __init__(self, pld_like):
+    self.cases = tuple(getattr(pld_like, 'plds', (pld_like,)))
+
+  def _delta(self, epsilon: float, direction: str) -> float:
+    return max(float(_pmfs.direction_pmf(case, direction).get_delta_for_epsilon(epsilon))
+               for case in self.cases)
+
+  def _epsilon(self, delta: float, direction: str) -> float:
+    return max(float(_pmfs.direction_pmf(case, direction).get_epsilon_for_delta(delta))
+               for case in self.cases)
+
+
+def _check_discretization(value) -> float:
+  return _validate.positive_finite('value_discretization_interval', value)
+
+
+@register
+@typing.final
+class PLDAccountant(DeterministicAccountant):
+  """Today's PLD accountants behind the contract (see the module docstring).
+
+  Options: ``adjacency`` and ``value_discretization_interval`` (the PLD grid step, default
+  1e-4; pessimistic). ``calibrate`` bisects ln σ down to ``sigma_floor`` = 0.05 (the PLD grid
+  grows like 1/σ²), returning the floor if it already meets the target.
+  """
+
+  name = 'pld'
+  references = (
+      'Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv 2508.15089v1, '
+      'Thms 3.1, 3.3, 3.4 (truncated Poisson; remark after Thm 3.1: cyclic Poisson)',
+      'Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS 2023 '
+      '(cyclic-Poisson BandMF reduction)',
+      'Dong & Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling", arXiv '
+      '2602.09338v2, §2.2, §4 (b = 1 is Poisson)',
+      'Doroshenko et al., "Connect the Dots: Tighter Discrete Approximations of Privacy Loss '
+      'Distributions", arXiv 2207.04380, Alg. 1 (pessimistic discretisation)',
+  )
+  adjacencies = tuple(a.value for a in Adjacency)
+  options = {'value_discretization_interval': Option(DEFAULT_DISCRETIZATION,
+                                                     _check_discretization)}
+  sigma_floor = truncated_poisson.SIGMA_FLOOR
+
+  def _refusal(self, mechanism, options):
+    plan = _plan(mechanism, options['adjacency'])
+    return plan.reason if isinstance(plan, _Refusal) else None
+
+  def _curve(self, mechanism, options):
+    build = _plan(mechanism, options['adjacency'])
+    return PLDCurve(build(mechanism.noise_multiplier, options['value_discretization_interval']))
+
+  def _sigma(self, probe, epsilon, delta, tolerance, options):
+    build, d = _plan(probe, options['adjacency']), options['value_discretization_interval']
+
+    def meets(sigma: float) -> bool:
+      return PLDCurve(build(sigma, d)).delta_for_epsilon(epsilon) <= delta
+
+    return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor)
+
+  def _supersedes_monte_carlo(self, mechanism):
+    # Truncated Poisson: the Monte Carlo engine uses seed 000 App. D's pair (it also releases
+    # the other examples' batch sizes), looser than seed 001's; truncated cyclic Poisson has
+    # no Monte Carlo kernel. Untruncated, both are exact (Poisson) or Monte Carlo mixes over
+    # the random phase (cyclic Poisson, independent), so Monte Carlo is not worse.
+    return mechanism.scheme.truncates
+

@@ -1,0 +1,230 @@
+"""The accountant registry, ``accountant="auto"``, and the config/CLI choice of accountant."""
+
+import json
+import pathlib
+import typing
+
+import pytest
+
+import jaxacct
+from jaxacct import cli
+from jaxacct import config as config_lib
+from jaxacct.deterministic import base
+
+from accountant_contract import mechanism
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[2] / 'configs'
+TRUNCATED_POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=6, truncated_batch_size=25,
+                                    dataset_size=200)
+COARSE = {'value_discretization_interval': 1e-3}
+
+
+@typing.final
+class _Stub(base.DeterministicAccountant):
+  """A do-nothing accountant for registry tests (registered only in private registries)."""
+
+  name = 'stub'
+  references = ('none',)
+  adjacencies = ('zero_out',)
+
+  def _refusal(self, mechanism, options):
+    return None
+
+  def _curve(self, mechanism, options):
+    raise NotImplementedError
+
+  def _sigma(self, probe, epsilon, delta, tolerance, options):
+    raise NotImplementedError
+
+  def _supersedes_monte_carlo(self, mechanism):
+    return False
+
+
+# ---------------------------------------------------------------- registry
+def test_registered_accountants_in_order():
+  assert base.available() == ('pld', 'unamplified_gaussian')
+  assert [a.name for a in base.accountants()] == list(base.available())
+  assert base.get('pld') is base.get('pld')
+
+
+def test_registry_refuses_collisions_reserved_names_and_non_accountants():
+  registry = base.AccountantRegistry()
+  assert registry.register(_Stub) is _Stub and registry.available() == ('stub',)
+  with pytest.raises(ValueError, match="named 'stub' is already registered"):
+    registry.register(_Stub())
+  for reserved in ('auto', 'monte_carlo', 'not a name'):
+    stub = _Stub()
+    stub.name = reserved  # instance attribute: only this object is renamed
+    with pytest.raises(ValueError, match='identifier other than auto, monte_carlo'):
+      registry.register(stub)
+  with pytest.raises(TypeError, match='expects a DeterministicAccountant'):
+    registry.register(object())
+  # The package registry refuses a second "pld" and is unchanged.
+  stub = _Stub()
+  stub.name = 'pld'
+  with pytest.raises(ValueError, match="named 'pld' is already registered"):
+    base.register(stub)
+  assert base.available() == ('pld', 'unamplified_gaussian')
+
+
+def test_unknown_names_list_the_registered_ones():
+  with pytest.raises(ValueError, match="unknown deterministic accountant 'rdp'; registered: pld, "
+                                       'unamplified_gaussian'):
+    base.get('rdp')
+  mech = mechanism(TRUNCATED_POISSON)
+  with pytest.raises(ValueError, match='registered: pld, unamplified_gaussian'):
+    jaxacct.delta_for_epsilon(mech, 1.0, accountant='rdp')
+  with pytest.raises(TypeError, match='accountant must be a name'):
+    jaxacct.epsilon_for_delta(mech, 1e-5, accountant=3)
+
+
+def test_supporting_asks_each_accountant_with_the_options_it_takes():
+  truncated = mechanism(TRUNCATED_POISSON)
+  assert base.supporting(truncated) == ('pld', 'unamplified_gaussian')
+  assert base.supporting(truncated, adjacency='replace_one', **COARSE) == ('pld',)
+  bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
+  assert base.supporting(bminsep) == ('unamplified_gaussian',)
+  assert base.supporting(bminsep, adjacency='replace_one') == ()
+
+
+# ---------------------------------------------------------------- auto
+def _every_supporting(mech, **options):
+  return {name: base.taken_options(base.get(name), options)
+          for name in base.supporting(mech, **options)}
+
+
+@pytest.mark.parametrize('scheme, options', [
+    (TRUNCATED_POISSON, COARSE),
+    (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3), {}),
+    (jaxacct.Poisson(sampling_prob=1.0, iterations=1), COARSE),  # no amplification to credit
+], ids=['truncated_poisson', 'bminsep3', 'poisson-p1'])
+def test_auto_takes_the_smallest_over_the_supporting_accountants(scheme, options):
+  mech = mechanism(scheme, sigma=2.0)
+  chosen = _every_supporting(mech, **options)
+  deltas = [base.get(n).delta_for_epsilon(mech, 1.0, **o) for n, o in chosen.items()]
+  epsilons = [base.get(n).epsilon_for_delta(mech, 1e-5, direction='remove', **o)
+              for n, o in chosen.items()]
+  assert jaxacct.delta_for_epsilon(mech, 1.0, **options) == min(deltas)
+  assert jaxacct.epsilon_for_delta(mech, 1e-5, direction='remove', **options) == min(epsilons)
+  sigmas = {n: base.get(n).sigma(scheme, mech.matrix, epsilon=1.0, delta=1e-5, tolerance=1e-3,
+                                 **o) for n, o in chosen.items()}
+  calibrated, guarantee = jaxacct.calibrate_deterministic(
+      scheme, mech.matrix, epsilon=1.0, delta=1e-5, tolerance=1e-3, **options)
+  winner = min(sigmas, key=sigmas.get)
+  assert guarantee.accountant == winner and calibrated.noise_multiplier == sigmas[winner]
+  assert guarantee.method == 'deterministic' and guarantee.adjacency == 'zero_out'
+
+
+def test_auto_winner_depends_on_the_mechanism():
+  # Amplified (p = 0.1, truncated): the PLD wins. Unamplified (p = 1, one round): the exact
+  # Gaussian σ (1e-12 relative) beats the PLD's σ rounded up to 1e-3 on a 1e-3 grid.
+  matrix = jaxacct.BandedToeplitz([1.0])
+  winners = [jaxacct.calibrate_deterministic(s, matrix, epsilon=1.0, delta=1e-5, tolerance=1e-3,
+                                             **COARSE)[1].accountant
+             for s in (TRUNCATED_POISSON, jaxacct.Poisson(sampling_prob=1.0, iterations=1))]
+  assert winners == ['pld', 'unamplified_gaussian']
+
+
+def test_auto_options_are_passed_only_where_taken_and_never_ignored():
+  bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
+  with pytest.raises(TypeError, match="'value_discretization_interval' is not taken by any "
+                                      'accountant that supports this mechanism'):
+    jaxacct.delta_for_epsilon(bminsep, 1.0, **COARSE)
+  with pytest.raises(TypeError, match="unexpected option 'discretization'"):
+    jaxacct.delta_for_epsilon(bminsep, 1.0, discretization=1e-3)
+  with pytest.raises(base.UnsupportedMechanismError, match='no registered deterministic '
+                                                           'accountant supports'):
+    jaxacct.delta_for_epsilon(bminsep, 1.0, adjacency='replace_one')
+  with pytest.raises(ValueError, match='adjacency must be one of'):
+    jaxacct.delta_for_epsilon(bminsep, 1.0, adjacency='swap')
+  # replace_one: only pld honours it, so auto is pld (the Gaussian accountant is zero-out only).
+  truncated = mechanism(TRUNCATED_POISSON)
+  assert jaxacct.delta_for_epsilon(truncated, 1.0, adjacency='replace_one', **COARSE) == \
+      base.get('pld').delta_for_epsilon(truncated, 1.0, adjacency='replace_one', **COARSE)
+  # By name, an option the accountant does not take is a TypeError naming it.
+  with pytest.raises(TypeError, match="'unamplified_gaussian' got an unexpected option "
+                                      "'value_discretization_interval'"):
+    jaxacct.delta_for_epsilon(truncated, 1.0, accountant='unamplified_gaussian', **COARSE)
+
+
+def test_accountant_instances_are_accepted():
+  truncated = mechanism(TRUNCATED_POISSON)
+  accountant = base.get('unamplified_gaussian')
+  assert jaxacct.delta_for_epsilon(truncated, 1.0, accountant=accountant) == \
+      accountant.delta_for_epsilon(truncated, 1.0)
+
+
+# ---------------------------------------------------------------- accountant of record
+@pytest.mark.parametrize('scheme, expected', [
+    (TRUNCATED_POISSON, 'pld'),
+    (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=1, truncated_batch_size=25,
+                     dataset_size=200), 'pld'),
+    (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=6, cycle_length=2,
+                           partition='equal_split', truncated_batch_size=5, dataset_size=40), 'pld'),
+    (jaxacct.Poisson(sampling_prob=0.1, iterations=6), None),  # both exact: Monte Carlo stays
+    (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=6, cycle_length=2), None),
+    (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3, truncated_batch_size=25,
+                     dataset_size=200), None),
+    (jaxacct.BallsInBins(iterations=6, cycle_length=2), None),
+], ids=['truncated_poisson', 'truncated_bminsep1', 'truncated_cyclic', 'poisson', 'cyclic',
+        'truncated_bminsep3', 'balls_in_bins'])
+def test_superseding_monte_carlo(scheme, expected):
+  assert base.superseding_monte_carlo(mechanism(scheme)) == expected
+
+
+def _accountant_of(name, **changes):
+  raw = config_lib.load(CONFIGS / name, [f'{k}={v}' for k, v in changes.items()])
+  scheme = config_lib.scheme_from(raw)
+  return config_lib.accountant_from(raw, scheme, config_lib.matrix_from(raw, scheme.iterations))
+
+
+def test_config_auto_keeps_the_shipped_configs_choices():
+  assert _accountant_of('truncated_poisson_dpsgd.yaml') == 'pld'
+  assert _accountant_of('truncated_cyclic_poisson.yaml') == 'pld'
+  assert _accountant_of('digits_dpsgd.yaml') == 'pld'  # explicit
+  for name in ('quickstart.yaml', 'truncated_bminsep_small.yaml', 'bisr_rminsep.yaml'):
+    assert _accountant_of(name) == 'monte_carlo'
+  # Untruncated Poisson: both exact, auto stays Monte Carlo (as before the contract).
+  assert _accountant_of('truncated_poisson_dpsgd.yaml',
+                        **{'scheme.truncated_batch_size': 60000}) == 'monte_carlo'
+
+
+def test_config_takes_any_registered_name():
+  assert _accountant_of('quickstart.yaml', accountant='unamplified_gaussian') == \
+      'unamplified_gaussian'
+  assert config_lib.accountant_choices() == ('auto', 'monte_carlo', 'pld', 'unamplified_gaussian')
+  with pytest.raises(config_lib.ConfigError,
+                     match='accountant must be one of auto, monte_carlo, pld, unamplified_gaussian'):
+    _accountant_of('quickstart.yaml', accountant='rdp')
+  with pytest.raises(config_lib.ConfigError, match='unamplified_gaussian covers zero_out '
+                                                   'adjacency only, not replace_one'):
+    _accountant_of('quickstart.yaml', accountant='unamplified_gaussian', adjacency='replace_one')
+  with pytest.raises(config_lib.ConfigError, match='adjacency: add_remove is only for accountant: '
+                                                   'pld;'):
+    _accountant_of('quickstart.yaml', adjacency='add_remove')
+
+
+def test_cli_payloads_name_the_accountant(tmp_path, capsys):
+  quick = ['--json', '--out', str(tmp_path), '--set', 'accountant=unamplified_gaussian']
+  assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml')] + quick) == 0
+  estimate = json.loads(capsys.readouterr().out)
+  assert estimate['accountant'] == 'unamplified_gaussian' and estimate['method'] == 'deterministic'
+  by_direction = estimate['delta_of_epsilon_by_direction']
+  assert estimate['delta_of_epsilon'] == [max(r, a) for r, a in zip(by_direction['remove'],
+                                                                    by_direction['add'])]
+  assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml')] + quick) == 0
+  calibrated = json.loads(capsys.readouterr().out)
+  assert calibrated['accountant'] == 'unamplified_gaussian'
+  raw = config_lib.load(CONFIGS / 'quickstart.yaml')
+  scheme = config_lib.scheme_from(raw)
+  expected = base.get('unamplified_gaussian').sigma(
+      scheme, config_lib.matrix_from(raw, scheme.iterations),
+      epsilon=raw['calibration']['epsilon'], delta=raw['calibration']['delta'])
+  assert calibrated['noise_multiplier'] == expected
+  small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=20']
+  assert cli.main(['estimate', str(CONFIGS / 'truncated_poisson_dpsgd.yaml')] + small) == 0
+  assert json.loads(capsys.readouterr().out)['accountant'] == 'pld'
+  monte_carlo = ['--json', '--out', str(tmp_path), '--set', 'monte_carlo.num_samples=500',
+                 '--set', 'scheme.iterations=16']
+  assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml')] + monte_carlo) == 0
+  assert json.loads(capsys.readouterr().out)['accountant'] == 'monte_carlo'
