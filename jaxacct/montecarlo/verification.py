@@ -51,8 +51,8 @@ def check_fallback(fallback: accountants.DeterministicAccountant,
   """ValueError unless ``fallback`` supports ``mechanism`` (zero-out adjacency)."""
   reason = fallback.supports(mechanism)
   if reason is not None:
-    raise ValueError(f'fallback accountant {fallback.name!r} cannot prove the last candidate: '
-                     f'{reason}')
+    raise ValueError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
+                     f'({reason}); the default fallback {DEFAULT_FALLBACK!r} covers every scheme')
 
 
 class VerificationLedger:
