@@ -39,6 +39,7 @@ import traceback
 
 import jax
 import numpy as np
+import tqdm
 
 from jaxacct import config as config_lib
 from jaxacct import report
@@ -46,28 +47,41 @@ from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import base as deterministic_base
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.montecarlo import sharding
 from jaxacct.montecarlo.estimator import estimate_delta
 
 
 class _Progress:
-  """One-line progress on stderr: samples done, samples/s, ETA."""
+  """A tqdm bar on stderr per phase (samples, samples/s, ETA); silent with ``--json``, when
+  stderr is not a terminal, and on every process but 0."""
+
+  enabled = True  # main() turns it off for --json
 
   def __init__(self, label: str):
     self.label = label
-    self.start = time.perf_counter()
-    self.last = 0.0
+    self.bar = None
 
   def __call__(self, done: int, total: int) -> None:
-    now = time.perf_counter()
-    if now - self.last < 0.5 and done < total:
+    if not (self.enabled and sys.stderr.isatty() and sharding.is_leader()):
       return
-    self.last = now
-    rate = done / max(now - self.start, 1e-9)
-    eta = (total - done) / rate if rate > 0 else float('inf')
-    sys.stderr.write(f'\r{self.label}: {done:,}/{total:,} samples  {rate:,.0f}/s  ETA {eta:,.0f} s ')
+    if self.bar is None or self.bar.total != total or done < self.bar.n:
+      self.close()
+      self.bar = tqdm.tqdm(total=total, initial=done, desc=self.label, unit=' samples',
+                           unit_scale=True, file=sys.stderr, leave=True, dynamic_ncols=True)
+    self.bar.update(done - self.bar.n)
     if done >= total:
-      sys.stderr.write('\n')
-    sys.stderr.flush()
+      self.close()
+
+  def close(self) -> None:
+    if self.bar is not None:
+      self.bar.close()
+      self.bar = None
+
+
+def _write(function, *args) -> None:
+  """Writes a report file on process 0 only (every process computed the same result)."""
+  if sharding.is_leader():
+    function(*args)
 
 
 def _output_dir(args, raw) -> pathlib.Path:
@@ -94,8 +108,8 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
                                             for e in epsilons] for d in DIRECTIONS},
   }
   folder = _output_dir(args, raw)
-  report.write_json(folder, 'estimate.json', payload)
-  report.plot_delta_curve(folder, epsilons, deltas,
+  _write(report.write_json, folder, 'estimate.json', payload)
+  _write(report.plot_delta_curve, folder, epsilons, deltas,
                           f'δ(ε) by {name} ({adjacency}), σ = {mechanism.noise_multiplier:.4g}')
   payload['report'] = str(folder)
   return payload
@@ -119,7 +133,7 @@ def _estimate(args, raw) -> dict:
   if dtype is None:
     raise config_lib.ConfigError(f'monte_carlo.dtype must be float64 or float32, got {mc["dtype"]!r}')
   result = estimate_delta(jax.random.key(seed), mechanism, epsilons, num_samples, dtype=dtype,
-                          progress=_Progress('estimate'))
+                          progress=_Progress('estimate'), **_checkpointing(args))
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
   payload = {
@@ -135,8 +149,8 @@ def _estimate(args, raw) -> dict:
       'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},
   }
   folder = _output_dir(args, raw)
-  report.write_json(folder, 'estimate.json', payload)
-  report.plot_delta_hat(folder, result.epsilons, result.delta_hat, result.standard_error,
+  _write(report.write_json, folder, 'estimate.json', payload)
+  _write(report.plot_delta_hat, folder, result.epsilons, result.delta_hat, result.standard_error,
                         f'δ̂(ε), σ = {mechanism.noise_multiplier:.4g}, N = {num_samples:,}')
   payload['report'] = str(folder)
   return payload
@@ -155,7 +169,19 @@ def _calibration_section(raw) -> dict:
   return cal
 
 
-def _calibrated(raw, scheme, matrix) -> tuple:
+def _checkpointing(args) -> dict:
+  """The checkpoint options of a Monte Carlo run (``--checkpoint``, ``--checkpoint-interval``)."""
+  if args.checkpoint is None:
+    return {}
+  return {'checkpoint': args.checkpoint, 'checkpoint_interval': args.checkpoint_interval}
+
+
+def _ledger_path(args, raw) -> pathlib.Path:
+  """``--ledger``, or ``ledger.json`` in the report folder: the attempt ledger of calibrate."""
+  return pathlib.Path(args.ledger) if args.ledger else _output_dir(args, raw) / 'ledger.json'
+
+
+def _calibrated(args, raw, scheme, matrix) -> tuple:
   """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
   cal = _calibration_section(raw)
   started = time.perf_counter()
@@ -171,10 +197,13 @@ def _calibrated(raw, scheme, matrix) -> tuple:
     return mechanism, g, payload, None
   seed = int(cal.get('seed', 0))
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                                 'estimation_samples', 'num_candidates', 'fallback') if k in cal}
+                                 'estimation_samples', 'num_candidates', 'fallback', 'attempt')
+             if k in cal}
+  ledger = _ledger_path(args, raw)
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
-                                      progress=_Progress('verify'), **options)
+                                      progress=_Progress('verify'), ledger=ledger,
+                                      **_checkpointing(args), **options)
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
@@ -182,6 +211,7 @@ def _calibrated(raw, scheme, matrix) -> tuple:
       'accountant': g.accountant, 'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
+      'attempts': g.attempts, 'ledger': str(ledger),
   }
   return result.mechanism, g, payload, result.record
 
@@ -195,12 +225,12 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 def _calibrate(args, raw) -> dict:
   _calibration_section(raw)  # a config error before the strategy is built
-  mechanism, g, payload, record = _calibrated(raw, *_strategy(raw))
+  mechanism, g, payload, record = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
-  report.write_json(folder, 'calibration.json', payload)
+  _write(report.write_json, folder, 'calibration.json', payload)
   if record is not None:
-    report.plot_candidates(folder, record, g.noise_multiplier)
+    _write(report.plot_candidates, folder, record, g.noise_multiplier)
   payload['report'] = str(folder)
   return payload
 
@@ -224,7 +254,7 @@ def _train(args, raw) -> dict:
   scheme, matrix = _strategy(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
   if noise:
-    mechanism, g, calibration, _ = _calibrated(raw, scheme, matrix)
+    mechanism, g, calibration, _ = _calibrated(args, raw, scheme, matrix)
   else:
     mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
   started = time.perf_counter()
@@ -238,7 +268,7 @@ def _train(args, raw) -> dict:
   if noise:
     _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
-  report.write_json(folder, 'training.json', payload)
+  _write(report.write_json, folder, 'training.json', payload)
   payload['report'] = str(folder)
   return payload
 
@@ -321,6 +351,29 @@ def _report_error(error: BaseException, *, debug: bool) -> int:
   return 1
 
 
+def _initialize_distributed(args) -> None:
+  """``jax.distributed.initialize`` from the flags, the environment, or cluster detection."""
+  import os
+  def from_env(value, name):
+    if value is not None or os.environ.get(name) is None:
+      return value
+    try:
+      return int(os.environ[name])
+    except ValueError:
+      raise config_lib.ConfigError(f'{name} must be an integer, got {os.environ[name]!r}') from None
+  kwargs = {'coordinator_address': args.coordinator,
+            'num_processes': from_env(args.num_processes, 'JAX_NUM_PROCESSES'),
+            'process_id': from_env(args.process_id, 'JAX_PROCESS_ID')}
+  try:
+    jax.distributed.initialize(**{k: v for k, v in kwargs.items() if v is not None})
+  except (ValueError, TypeError, RuntimeError) as error:
+    raise config_lib.ConfigError(
+        f'--distributed: jax.distributed.initialize failed ({error}). Give --coordinator '
+        'HOST:PORT --num-processes N --process-id I (or JAX_COORDINATOR_ADDRESS, '
+        'JAX_NUM_PROCESSES, JAX_PROCESS_ID), or run where JAX detects the cluster (Cloud TPU, '
+        'SLURM, Open MPI)') from None
+
+
 def main(argv: list[str] | None = None) -> int:
   parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
   commands = parser.add_subparsers(dest='command', required=True)
@@ -336,8 +389,29 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument('--force', action='store_true', help='run accelerator-scale configs on CPU')
     sub.add_argument('--debug', action='store_true',
                      help='print the traceback of an internal error (exit code 1)')
+    sub.add_argument('--checkpoint', metavar='DIR',
+                     help='save the run state here and resume from it when rerun')
+    sub.add_argument('--checkpoint-interval', type=float, default=60.0, metavar='SECONDS',
+                     help='seconds between checkpoint saves during a phase (default 60)')
+    sub.add_argument('--ledger', metavar='PATH',
+                     help='attempt ledger file shared by runs (default <out>/ledger.json)')
+    sub.add_argument('--distributed', action='store_true',
+                     help='run under jax.distributed (one process per host)')
+    sub.add_argument('--coordinator', metavar='HOST:PORT',
+                     help='with --distributed: the coordinator (process 0) address')
+    sub.add_argument('--num-processes', type=int, help='with --distributed: process count')
+    sub.add_argument('--process-id', type=int, help='with --distributed: this process\'s id')
   args = parser.parse_args(argv)
+  _Progress.enabled = not args.json
   try:
+    if args.distributed:
+      _initialize_distributed(args)
+    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
+      raise config_lib.ConfigError('--coordinator, --num-processes and --process-id need '
+                                   '--distributed')
+    if not args.checkpoint_interval > 0:
+      raise config_lib.ConfigError(f'--checkpoint-interval must be > 0 seconds, got '
+                                   f'{args.checkpoint_interval}')
     raw = config_lib.load(args.config, args.set)
     if raw.get('accelerator_scale') and not args.force and jax.default_backend() == 'cpu':
       raise config_lib.ConfigError(
@@ -346,6 +420,8 @@ def main(argv: list[str] | None = None) -> int:
         args, raw)
   except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
     return _report_error(error, debug=args.debug)
+  if not sharding.is_leader():
+    return 0  # every process computed the same result; process 0 reports it
   if args.json:
     print(json.dumps(payload))
   else:

@@ -48,6 +48,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     num_candidates: int        # default 8
     fallback: str              # accountant proving the last candidate σ_up (default
                                # unamplified_gaussian, every scheme; pld where it supports it)
+    attempt: int               # declares the k-th verification of this (scheme, strategy, ε, δ)
+                               # (the attempt ledger refuses an undeclared retry)
     seed: int
   report:
     output_dir: str            # default reports/<config name>
@@ -104,7 +106,7 @@ SCHEMA: dict[str, Any] = {
     'adjacency': None,
     'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                    'estimation_samples', 'num_candidates', 'fallback', 'seed'),
+                    'estimation_samples', 'num_candidates', 'fallback', 'attempt', 'seed'),
     'report': ('output_dir',),
     'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
                     'max_neighbourhood_size'),

@@ -32,8 +32,10 @@ from jaxacct.deterministic import pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
-from jaxacct.montecarlo import evr, verification
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
+from jaxacct.montecarlo import evr, sharding, verification
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import ledger as ledger_lib
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
 
@@ -115,10 +117,22 @@ class Calibration:
   record: CalibrationRecord
 
 
-def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices):
-  sweep = candidates_lib.estimate_delta_for_sigmas(
-      key, mechanism, sigmas, [epsilon], num_samples, shared_draws=shared_draws, devices=devices)
+def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices,
+                      phase):
+  sweep = candidates_lib.sweep_sigmas(
+      key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
+      shared_draws=shared_draws, devices=devices, phase=phase)
   return sweep.delta_hat_max[:, 0]
+
+
+def _fallback_and_guess(scheme, matrix, fallback, epsilon, base) -> list[float]:
+  """[σ_up, the search's initial guess]: the fallback's σ at (ε, δ_b), and Poisson DP-SGD's
+  PLD σ at the expected participation rate times the maximum column norm (capped at σ_up)."""
+  sigma_up = fallback.sigma(scheme, matrix, epsilon=epsilon, delta=base)
+  column_norm = float(matrix.max_column_norm(scheme.iterations))
+  guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
+                                        epsilon=epsilon, delta=base)
+  return [float(sigma_up), float(min(guess, sigma_up))]
 
 
 def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, key,
@@ -126,8 +140,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
                                num_candidates: int = 8, attempt: int = 1,
-                               ledger: verification.VerificationLedger | None = None,
-                               fallback=None, devices=None, progress=None) -> Calibration:
+                               ledger=None, fallback=None, devices=None, progress=None,
+                               checkpoint=None,
+                               checkpoint_interval: float = 60.0) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -148,12 +163,18 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     num_candidates: Monte Carlo candidates verified (plus the fallback).
     attempt: the 1-based index of this verification for the mechanism at (ε, δ)
       (``verification.verify``); re-calibrating with a new key is another attempt.
-    ledger: the session's ``VerificationLedger`` (default: a fresh one for this call).
+    ledger: the session's ``VerificationLedger``, or a file path for a ``FileLedger``
+      shared by processes and CLI calls (default: a fresh in-memory one for this call).
     fallback: the deterministic accountant that proves σ_up, the last candidate (an
       accountant or registered name; default ``"unamplified_gaussian"``, which covers every
       scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
     devices: devices to shard over (default all local devices).
     progress: called as ``progress(samples_done, samples_total)`` during verification.
+    checkpoint: a directory where the run saves its state (the sweeps done, the phase in
+      progress and its float64 sums) every ``checkpoint_interval`` seconds and at every
+      phase boundary; calling again with the same arguments resumes and returns bitwise the
+      result of an uninterrupted run, on any device count. Other arguments (scheme, strategy,
+      ε, δ, key, options, code version) are refused, naming what differs.
 
   Returns:
     ``Calibration``.
@@ -175,17 +196,25 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)
-  sigma_up = fallback.sigma(scheme, matrix, epsilon=epsilon, delta=base)
-  column_norm = float(matrix.max_column_norm(scheme.iterations))
-  guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
-                                        epsilon=epsilon, delta=base)
-  guess = min(guess, sigma_up)
+  ledger = ledger_lib.ledger_from(ledger)
+  saved = checkpoint_lib.open_checkpoint(checkpoint, {
+      'run': 'calibrate', 'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint),
+      'epsilon': epsilon, 'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
+      'num_samples': n_verify, 'base_delta': base, 'grid_ratio': grid_ratio,
+      'shared_draws': bool(shared_draws), 'estimation_samples': estimation_samples,
+      'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name},
+      checkpoint_interval)
+  # Host decisions from libraries whose last bits may differ between hosts are process 0's.
+  sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
+      scheme, matrix, fallback, epsilon, base))
   probe = MatrixMechanism(scheme, matrix, guess)
   sweeps = []
 
   def sweep(sigmas):
+    phase = checkpoint_lib.Phase(saved, f'estimation-sweep-{len(sweeps)}',
+                                 [float(s).hex() for s in sigmas])
     values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
-                               devices)
+                               devices, phase)
     sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
     return values
 
@@ -219,7 +248,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
                                 attempt=attempt, ledger=ledger, fallback=fallback,
-                                devices=devices, progress=progress)
+                                devices=devices, progress=progress, checkpoint=saved)
   record = CalibrationRecord(
       base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),

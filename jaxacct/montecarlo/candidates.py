@@ -35,6 +35,7 @@ from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import estimator, kernels, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
@@ -100,12 +101,14 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
 def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
                  num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
                  block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
-                 progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
+                 progress: Callable[[int, int], None] | None = None,
+                 phase: checkpoint_lib.Phase | None = None) -> SigmaSweep:
   """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal).
 
   Both modes run through the one stream driver (``stream.accumulate``): shared draws as one
   ``SharedDraws`` program of K candidates; independent keys as K ``OneSigma`` programs, each
-  on the streams of its own key fold_in(key, 2¹⁶ + j).
+  on the streams of its own key fold_in(key, 2¹⁶ + j). ``phase`` (a checkpoint's view of
+  this sweep) resumes it and saves its progress.
   """
   sampling.check_mechanism(mechanism)
   sigmas = _check_sigmas(noise_multipliers)
@@ -118,8 +121,9 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
     block_size = sampling.default_block_size(kernel.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
   mesh = SampleMesh.over(devices)
-  totals = stream.BlockSums.zeros(sigmas.size, grid.size)
-  run = dict(num_samples=num_samples, first_block=0, block_size=block_size,
+  phase = checkpoint_lib.Phase(None, 'sweep') if phase is None else phase
+  state = phase.start(stream.StreamState(stream.BlockSums.zeros(sigmas.size, grid.size)))
+  run = dict(after_call=phase.after_call, num_samples=num_samples, first_block=0, block_size=block_size,
              blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=None)
 
   def streams_of(run_key):
@@ -128,13 +132,15 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
 
   if shared_draws:
     program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
-    stream.accumulate(streams_of(key), program, totals, progress=progress, **run)
+    stream.accumulate(streams_of(key), program, state, progress=progress, **run)
   else:
     for j, sigma in enumerate(sigmas):
       candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
       stream.accumulate(streams_of(jax.random.fold_in(key, CANDIDATE_TAG + j)),
-                        sampling.OneSigma(candidate, kernel, block_size, mesh), totals,
-                        candidate_offset=j, **run)
+                        sampling.OneSigma(candidate, kernel, block_size, mesh), state,
+                        program_index=j, candidate_offset=j, **run)
+  phase.finish(state)
+  totals = state.totals
   delta_hat, standard_error = {}, {}
   for d in DIRECTIONS:
     delta_hat[d], standard_error[d] = stream.mean_and_standard_error(

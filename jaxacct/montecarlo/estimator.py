@@ -39,6 +39,7 @@ from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import DIRECTIONS, Purpose
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import kernels, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
@@ -192,8 +193,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    dtype=jnp.float64,
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
-                   devices=None, progress: Callable[[int, int], None] | None = None
-                   ) -> DeltaEstimate:
+                   devices=None, progress: Callable[[int, int], None] | None = None,
+                   checkpoint=None, checkpoint_interval: float = 60.0) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
 
   Args:
@@ -211,8 +212,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       so histogram-based δ̂ is conservative.
     state: a previous run's ``EstimatorState`` to extend (same fingerprint;
       its ``num_samples`` must be a multiple of ``block_size``).
-    devices: devices to shard over (default: all local devices).
+    devices: devices to shard over (default: every device of every process; under
+      ``jax.distributed`` all processes call this with the same arguments).
     progress: called as ``progress(samples_done, samples_total)`` after each call.
+    checkpoint: a directory where the run saves its state every ``checkpoint_interval``
+      seconds and at its end; calling again with the same arguments resumes from it, bitwise
+      as if uninterrupted (``montecarlo/checkpoint.py``); other arguments are refused.
 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
@@ -228,7 +233,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
                       block_size=block_size, blocks_per_call=blocks_per_call,
                       histogram_edges=histogram_edges, state=state, devices=devices,
-                      progress=progress)
+                      progress=progress, checkpoint=checkpoint,
+                      checkpoint_interval=checkpoint_interval)
 
 
 @scoped_x64
@@ -236,7 +242,8 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                  dtype=jnp.float64, block_size: int | None = None,
                  blocks_per_call: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None, devices=None,
-                 progress: Callable[[int, int], None] | None = None) -> DeltaEstimate:
+                 progress: Callable[[int, int], None] | None = None,
+                 checkpoint=None, checkpoint_interval: float = 60.0) -> DeltaEstimate:
   """``estimate_delta`` on the stream of ``purpose`` (library-internal: ``verify`` uses it)."""
   sampling.check_mechanism(mechanism)
   grid = check_epsilons(epsilons)
@@ -274,11 +281,19 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
 
   mesh = SampleMesh.over(devices)
   purpose_key = keys_lib.purpose_key(key, purpose)
+  saved = checkpoint_lib.open_checkpoint(
+      checkpoint, {'run': 'estimate', 'estimator': run_fingerprint, 'num_samples': num_samples,
+                   'extends_samples': 0 if state is None else state.num_samples},
+      checkpoint_interval)
+  phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
+  run_state = phase.start(stream.StreamState(totals))
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
-                    sampling.OneSigma(mechanism, kernel, block_size, mesh), totals,
+                    sampling.OneSigma(mechanism, kernel, block_size, mesh), run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,
                     blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
-                    progress=progress)
+                    progress=progress, after_call=phase.after_call)
+  phase.finish(run_state)
+  totals = run_state.totals
   new_state = EstimatorState(
       fingerprint=run_fingerprint, key_data=key_data, purpose=purpose,
       epsilons=tuple(grid.tolist()), block_size=block_size, num_samples=num_samples,

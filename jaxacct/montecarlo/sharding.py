@@ -5,25 +5,31 @@ Blocks of samples are independent, so the only sharding is along the sample axis
 of its global index, and per-block sums are combined on the host in block order.
 
 ``SampleMesh`` is the one place that knows the devices: it turns a range of global block
-indices into per-call index arrays placed on the mesh. Multi-host runs and resumed runs plug
-in here (a global mesh over every process's devices; a first block other than 0).
+indices into per-call index arrays placed on the mesh, and brings per-block results back to
+the host. Under ``jax.distributed`` (multi-controller JAX: one process per host, every
+process running the same program) the default mesh spans every process's devices; each
+process computes only the blocks of its own devices, and ``to_host`` all-gathers the small
+per-block sums so that every process adds the same values in the same block order: the
+result is bitwise that of one process with the same blocks.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Iterator
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 SAMPLE_AXIS = 'samples'
 
 
 def sample_mesh(devices=None) -> Mesh:
-  """A 1-D mesh over ``devices`` (default: all local devices)."""
-  devices = jax.local_devices() if devices is None else list(devices)
+  """A 1-D mesh over ``devices`` (default: every device of every process, ``jax.devices()``)."""
+  devices = jax.devices() if devices is None else list(devices)
   return Mesh(np.asarray(devices), (SAMPLE_AXIS,))
 
 
@@ -44,7 +50,7 @@ class SampleMesh:
 
   @classmethod
   def over(cls, devices=None) -> 'SampleMesh':
-    """The mesh over ``devices`` (default: all local devices)."""
+    """The mesh over ``devices`` (default: all devices of all processes)."""
     return cls(sample_mesh(devices))
 
   @property
@@ -61,5 +67,60 @@ class SampleMesh:
     call_blocks = blocks_per_call * self.size
     shard = sample_sharding(self.mesh)
     for block in range(first_block, end_block, call_blocks):
-      ids = jax.device_put(np.arange(block, block + call_blocks, dtype=np.int64), shard)
-      yield block, min(call_blocks, end_block - block), ids
+      ids = np.arange(block, block + call_blocks, dtype=np.int64)
+      # Each process places only the ids of its own devices (the global array is the same).
+      placed = jax.make_array_from_callback(ids.shape, shard, lambda index, ids=ids: ids[index])
+      yield block, min(call_blocks, end_block - block), placed
+
+  @staticmethod
+  def to_host(arrays):
+    """NumPy copies of sharded results, all-gathered across processes when needed."""
+    def one(array):
+      if getattr(array, 'is_fully_addressable', True):
+        return np.asarray(array)
+      return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return jax.tree_util.tree_map(one, arrays)
+
+
+def is_leader() -> bool:
+  """True in process 0 (the one process that writes files under ``jax.distributed``)."""
+  return jax.process_index() == 0
+
+
+def broadcast_json(value):
+  """Process 0's JSON-ready ``value``, on every process (itself when there is one process).
+
+  Host decisions that could differ between hosts (a file only process 0 reads; a float from
+  a library whose last bits depend on the host's NumPy build) go through here, so that every
+  process runs the same program.
+  """
+  if jax.process_count() == 1:
+    return value
+  data = np.frombuffer(json.dumps(value).encode(), np.uint8) if is_leader() else None
+  size = int(multihost_utils.broadcast_one_to_all(
+      np.asarray(0 if data is None else data.size, np.int64)))
+  buffer = data if data is not None else np.zeros(size, np.uint8)
+  received = np.asarray(multihost_utils.broadcast_one_to_all(buffer), np.uint8)
+  return json.loads(received.tobytes().decode())
+
+
+def on_leader(compute):
+  """``compute()`` run on process 0 only (e.g. a file lock), its JSON-ready value on every process.
+
+  A ValueError or TypeError raised on process 0 is raised on every process (as ValueError
+  elsewhere, with the same message), so no process waits for a broadcast that never comes.
+  """
+  if jax.process_count() == 1:
+    return compute()
+  outcome, error = None, None
+  if is_leader():
+    try:
+      outcome = {'value': compute()}
+    except (ValueError, TypeError) as caught:
+      error, outcome = caught, {'error': f'{type(caught).__name__}: {caught}'}
+  outcome = broadcast_json(outcome)
+  if error is not None:
+    raise error
+  if 'error' in outcome:
+    raise ValueError(outcome['error'])
+  return outcome['value']

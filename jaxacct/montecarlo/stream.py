@@ -193,41 +193,87 @@ class SharedDraws:
     return params, view, jnp.asarray(self.sigmas)
 
 
-def accumulate(stream_key_of: Callable[[str], jax.Array], program, totals: BlockSums, *,
-               candidate_offset: int = 0, num_samples: int, first_block: int, block_size: int,
-               blocks_per_call: int | None, mesh: SampleMesh, epsilons: np.ndarray,
-               edges: tuple[float, ...] | None,
-               progress: Callable[[int, int], None] | None = None) -> None:
+@dataclasses.dataclass
+class StreamState:
+  """A stream run that can stop at any call boundary and resume there bit for bit.
+
+  A run is one or more loss programs (one, or one per candidate for independent keys), each
+  over both directions, each direction over blocks [first_block, end).
+
+  Attributes:
+    totals: the accumulator (``BlockSums``) of everything computed so far.
+    program: index of the program being run (earlier ones are finished).
+    direction: index into ``DIRECTIONS`` of the direction being run in that program.
+    block: the next global block of that direction, or None for the run's first block.
+  """
+
+  totals: BlockSums
+  program: int = 0
+  direction: int = 0
+  block: int | None = None
+
+  def to_dict(self) -> dict:
+    """JSON-ready (floats round-trip exactly through ``json``)."""
+    return {'totals': self.totals.to_dict(), 'program': self.program,
+            'direction': self.direction, 'block': self.block}
+
+  @classmethod
+  def from_dict(cls, record: dict) -> 'StreamState':
+    return cls(BlockSums.from_dict(record['totals']), int(record['program']),
+               int(record['direction']), None if record['block'] is None else int(record['block']))
+
+
+def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: StreamState, *,
+               program_index: int = 0, candidate_offset: int = 0, num_samples: int,
+               first_block: int, block_size: int, blocks_per_call: int | None,
+               mesh: SampleMesh, epsilons: np.ndarray, edges: tuple[float, ...] | None,
+               progress: Callable[[int, int], None] | None = None,
+               after_call: Callable[[StreamState], None] | None = None) -> None:
   """Runs ``program`` over blocks [first_block, ⌈num_samples/block_size⌉) of both directions.
 
-  Adds each call's per-block sums to ``totals`` (candidate ``candidate_offset + j`` for the
-  program's j-th candidate), in block order. Samples past ``num_samples`` in the last block
-  are masked out.
+  Adds each call's per-block sums to ``state.totals`` (candidate ``candidate_offset + j`` for
+  the program's j-th candidate), in block order, and advances ``state`` past the call. A
+  resumed ``state`` skips what it has done: programs before ``state.program``, directions
+  before ``state.direction``, blocks before ``state.block``. Samples past ``num_samples``
+  in the last block are masked out.
 
   Args:
     stream_key_of: the key of a direction's stream (purpose and direction folded in).
     program: a loss program (``sampling.OneSigma`` or ``SharedDraws``).
-    totals: the accumulator (resumed or fresh).
+    state: the run's state (fresh or resumed); updated in place.
+    program_index: this program's index in the run.
     blocks_per_call: blocks per device per call (performance only; default keeps ~2²⁰
       output entries per device).
     progress: called as ``progress(samples_done, samples_total)`` after each call.
+    after_call: called with ``state`` after each call (a checkpoint hook).
   """
+  if program_index < state.program:
+    return  # finished before the run was resumed
   if blocks_per_call is None:
     blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
   total_blocks = -(-num_samples // block_size)
   eps_device = jnp.asarray(epsilons)
   edges_device = jnp.asarray(edges if edges is not None else [0.0])
-  done = first_block * block_size * len(DIRECTIONS)
-  for direction in DIRECTIONS:
+  # Where this program starts: a resumed state's direction and block, else the beginning.
+  resume_direction, resume_block = ((state.direction, state.block)
+                                    if program_index == state.program else (0, None))
+  for index, direction in enumerate(DIRECTIONS):
+    if index < resume_direction:
+      continue
+    start = resume_block if index == resume_direction and resume_block is not None else first_block
     stream_key = stream_key_of(direction)
-    for block, used, ids in mesh.calls(first_block, total_blocks, blocks_per_call):
+    for block, used, ids in mesh.calls(start, total_blocks, blocks_per_call):
       remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
       for j, losses in enumerate(program(stream_key, ids, direction)):
-        block_sums, block_squares, block_counts = (
-            np.asarray(a)[:used] for a in block_reductions(
-                losses, remaining, eps_device, edges_device, mesh=mesh.mesh))
-        totals.add(direction, candidate_offset + j, block_sums, block_squares,
-                   None if edges is None else block_counts)
-      done += min(used * block_size, num_samples - block * block_size)
+        block_sums, block_squares, block_counts = mesh.to_host(block_reductions(
+            losses, remaining, eps_device, edges_device, mesh=mesh.mesh))
+        state.totals.add(direction, candidate_offset + j, block_sums[:used],
+                         block_squares[:used], None if edges is None else block_counts[:used])
+      state.program, state.direction, state.block = program_index, index, block + used
+      if after_call is not None:
+        after_call(state)
       if progress is not None:
+        done = index * num_samples + min((block + used) * block_size, num_samples)
         progress(done, num_samples * len(DIRECTIONS))
+    state.program, state.direction, state.block = program_index, index + 1, None
+  state.program, state.direction, state.block = program_index + 1, 0, None

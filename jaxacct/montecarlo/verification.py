@@ -21,7 +21,12 @@ from jaxacct.deterministic import base as accountants
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.ledger import FileLedger as FileLedger
+from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
 
 
@@ -53,48 +58,6 @@ def check_fallback(fallback: accountants.DeterministicAccountant,
   if reason is not None:
     raise ValueError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
                      f'({reason}); the default fallback {DEFAULT_FALLBACK!r} covers every scheme')
-
-
-class VerificationLedger:
-  """The verification runs made for each (scheme, strategy, ε, δ): the attempts to charge.
-
-  Re-running verification with fresh seeds (or other candidates, N, δ_b) until a run passes
-  would void Theorem A.1; a repeat must declare itself (``attempt``) and is then charged by
-  a union bound over the attempts. A ledger is an explicit object: pass the same one to every
-  ``verify`` / ``calibrate_noise_multiplier`` call of a session (a notebook, a team's
-  pipeline) that could retry the same guarantee. ``verify`` without a ledger uses a fresh
-  one, so it only sees its own run: the caller then answers for declaring ``attempt``.
-  """
-
-  def __init__(self):
-    self._runs: dict[str, list[str]] = {}
-
-  @staticmethod
-  def guarantee_id(mechanism: MatrixMechanism, epsilon: float, delta: float) -> str:
-    """The identity of a guarantee: one ledger entry per (scheme, strategy, ε, δ)."""
-    return repr((mechanism.scheme, mechanism.matrix.fingerprint, float(epsilon), float(delta)))
-
-  def runs(self, guarantee_id: str) -> tuple[str, ...]:
-    """The distinct runs recorded for a guarantee, in order."""
-    return tuple(self._runs.get(guarantee_id, ()))
-
-  def attempts_for(self, guarantee_id: str, run: str, attempt: int) -> int:
-    """Attempts to charge if ``run`` is made now; raises if it is an undeclared retry."""
-    seen = self._runs.get(guarantee_id, [])
-    new_run = run not in seen
-    if new_run and len(seen) >= attempt:
-      raise ValueError(
-          f'this mechanism was already verified {len(seen)} time(s) at the same (epsilon, '
-          f'delta) with other keys or settings; re-running verification until it passes voids '
-          f'the guarantee. Declare the run with attempt={len(seen) + 1} to charge a union '
-          'bound over all attempts')
-    return max(attempt, len(seen) + new_run)
-
-  def record(self, guarantee_id: str, run: str) -> None:
-    """Records ``run`` (once it is certain to draw verification samples)."""
-    seen = self._runs.setdefault(guarantee_id, [])
-    if run not in seen:
-      seen.append(run)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,8 +105,8 @@ def released_index(accepted) -> int:
 
 def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
-           ledger: VerificationLedger | None = None, fallback=None, devices=None,
-           progress=None) -> Verification:
+           ledger=None, fallback=None, devices=None, progress=None, checkpoint=None,
+           checkpoint_interval: float = 60.0) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
   Candidates M_1 … M_k share one scheme and strategy and have strictly
@@ -171,13 +134,18 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       (``resolve_sample_size``).
     shared_draws: common random numbers across candidates (see ``candidates.py``).
     attempt: the 1-based index of this verification run for this mechanism at (ε, δ).
-    ledger: the ``VerificationLedger`` of the session (default: a fresh one, which knows
-      only this run).
+    ledger: the session's ``VerificationLedger``, or a file path for a ``FileLedger``
+      shared by processes and CLI calls (default: a fresh in-memory one, which knows only
+      this run).
     fallback: the deterministic accountant proving M_k (a ``DeterministicAccountant`` or
       registered name; default ``"unamplified_gaussian"``). A released fallback's
       ``Guarantee.accountant`` names it.
-    devices / progress: devices to shard over (default all local devices); called as
-      ``progress(samples_done, samples_total)``.
+    devices / progress: devices to shard over (default every device of every process);
+      called as ``progress(samples_done, samples_total)``.
+    checkpoint: a directory where the verification saves its state every
+      ``checkpoint_interval`` seconds; calling again with the same arguments resumes it
+      bitwise (the resumed run is the same ledger run, not a new attempt). A
+      ``checkpoint.Checkpoint`` is used as is (``calibrate_noise_multiplier`` passes its own).
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
@@ -207,15 +175,26 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   key_data = keys_lib.key_words(key)
   # Any verification run that differs in key, candidates, N, δ_b or shared draws is another
   # attempt at the same guarantee.
-  ledger = VerificationLedger() if ledger is None else ledger
+  ledger = ledger_lib.ledger_from(ledger)
   guarantee_id = VerificationLedger.guarantee_id(first, epsilon, delta)
   run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws)))
-  attempts = ledger.attempts_for(guarantee_id, run, attempt)
+  if isinstance(checkpoint, checkpoint_lib.Checkpoint):
+    saved = checkpoint
+  else:
+    saved = checkpoint_lib.open_checkpoint(
+        checkpoint, {'run': 'verify', 'guarantee': guarantee_id, 'verification': run,
+                     'attempt': attempt, 'fallback': fallback.name}, checkpoint_interval)
+
+  def within_delta(attempts):
+    released = overall_delta(n, base, attempts=attempts)
+    if released > delta:
+      raise ValueError(f'with attempt = {attempts} the overall delta {released} exceeds '
+                       f'delta = {delta}; use more num_samples or a smaller base_delta')
+
+  # Recorded only once the run is certain to draw verification samples; under
+  # jax.distributed process 0 charges the ledger and every process gets its answer.
+  attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run, attempt, within_delta))
   released_delta = overall_delta(n, base, attempts=attempts)
-  if released_delta > delta:
-    raise ValueError(f'with attempt = {attempts} the overall delta {released_delta} exceeds '
-                     f'delta = {delta}; use more num_samples or a smaller base_delta')
-  ledger.record(guarantee_id, run)  # only once the run is certain to draw verification samples
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
@@ -223,7 +202,8 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if len(candidates) > 1:
     sweep = candidates_lib.sweep_sigmas(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        devices=devices, progress=progress)
+        devices=devices, progress=progress,
+        phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]

@@ -1,0 +1,61 @@
+"""Crash-safe, checksummed JSON files (checkpoints and attempt ledgers).
+
+``write_checked_json`` writes ``{"body": …, "sha256": …}`` to a temporary file, fsyncs it,
+renames it over the target and fsyncs the directory: after a crash the file is the old or
+the new document, never a mix. ``read_checked_json`` refuses a document whose checksum does
+not match (a truncated or edited file) instead of silently starting over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+
+
+def _digest(body) -> str:
+  return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def write_atomically(path: pathlib.Path, text: str) -> None:
+  """Writes ``text`` to ``path`` so that a crash leaves either the old or the new file."""
+  path = pathlib.Path(path)
+  temporary = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+  with open(temporary, 'w', encoding='utf-8') as handle:
+    handle.write(text)
+    handle.flush()
+    os.fsync(handle.fileno())
+  os.replace(temporary, path)
+  directory = os.open(path.parent, os.O_RDONLY)
+  try:
+    os.fsync(directory)
+  finally:
+    os.close(directory)
+
+
+def write_checked_json(path, body) -> None:
+  """Atomically writes ``body`` (JSON-ready) with its SHA-256."""
+  write_atomically(pathlib.Path(path), json.dumps({'body': body, 'sha256': _digest(body)}))
+
+
+def read_checked_json(path, what: str, error: type[Exception]):
+  """The body of the checked document at ``path``, or None if there is no file.
+
+  Raises:
+    ``error`` naming ``what`` and the path when the file is not a complete document or its
+    checksum does not match (it is left in place).
+  """
+  path = pathlib.Path(path)
+  if not path.exists():
+    return None
+  try:
+    document = json.loads(path.read_text(encoding='utf-8'))
+    body, digest = document['body'], document['sha256']
+  except (ValueError, KeyError, TypeError):
+    raise error(f'{what} {str(path)!r} is corrupt or truncated (not a complete document); it '
+                'is kept as is') from None
+  if _digest(body) != digest:
+    raise error(f'{what} {str(path)!r} is corrupt: its checksum does not match its content; it '
+                'is kept as is')
+  return body

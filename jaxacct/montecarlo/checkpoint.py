@@ -1,0 +1,209 @@
+"""Checkpoint and resume of long Monte Carlo runs (host code).
+
+A run (an estimate, a σ calibration, a verification) is a sequence of named *phases*
+(``estimation-sweep-0``, ``estimation-sweep-1``, …, ``verification``; ``estimate``); each
+phase is a stream run (``stream.StreamState``) that can stop at any call boundary. A
+``Checkpoint`` keeps, in one JSON file of its directory:
+
+- the run's *fingerprint*: named fields (scheme, strategy, ε, δ, seed, options, block size,
+  the code version …); resuming with any field changed is refused, naming the fields;
+- the results of the finished phases (what the run decided from them);
+- the stream state of the phase in progress (per direction and candidate, the float64
+  block-ordered sums, and the next block).
+
+It is written atomically (write to a temporary file, fsync, rename, fsync the directory)
+every ``interval_seconds`` during a phase and at every phase boundary, with a SHA-256 of its
+content: a corrupt or truncated file is refused, never silently restarted. Resuming from it
+adds the same per-block sums in the same order, so the result is bitwise that of an
+uninterrupted run, whatever the device count before and after (the key of a sample depends
+only on its global index).
+
+Under ``jax.distributed`` only process 0 reads and writes the file; it sends what it read to
+the other processes, so every process resumes from the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import time
+from typing import Any
+
+from jaxacct import _files
+from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.stream import StreamState
+
+FORMAT = 1
+FILE_NAME = 'checkpoint.json'
+
+
+class CheckpointError(ValueError):
+  """A checkpoint that cannot be used: another run's, corrupt, or not writable."""
+
+
+def _code_version() -> str:
+  """The package version and a digest of its sources: any code change starts a new run."""
+  import jaxacct  # local: this module is imported by jaxacct itself
+  root = pathlib.Path(jaxacct.__file__).resolve().parent
+  digest = hashlib.sha256()
+  for path in sorted(root.rglob('*.py')):
+    digest.update(str(path.relative_to(root)).encode())
+    digest.update(path.read_bytes())
+  return f'{jaxacct.__version__}+{digest.hexdigest()[:16]}'
+
+
+_CODE_VERSION: str | None = None
+
+
+def code_version() -> str:
+  """``_code_version()``, computed once per process."""
+  global _CODE_VERSION
+  if _CODE_VERSION is None:
+    _CODE_VERSION = _code_version()
+  return _CODE_VERSION
+
+
+class Checkpoint:
+  """The saved state of one run in ``directory`` (see the module docstring).
+
+  Args:
+    directory: where ``checkpoint.json`` lives (created if missing; must be writable).
+    fingerprint: the run's identity, a JSON-ready mapping of named fields; the code version
+      is added as ``code``.
+    interval_seconds: the longest time between two saves during a phase (> 0).
+
+  Raises:
+    CheckpointError: the directory cannot be written; the file there belongs to a run with
+      another fingerprint (naming the fields that differ); the file is corrupt or truncated.
+  """
+
+  def __init__(self, directory, fingerprint: dict, *, interval_seconds: float = 60.0):
+    if not (isinstance(interval_seconds, (int, float)) and interval_seconds > 0):
+      raise ValueError(f'interval_seconds must be > 0, got {interval_seconds!r}')
+    self.directory = pathlib.Path(directory)
+    self.path = self.directory / FILE_NAME
+    self.interval_seconds = float(interval_seconds)
+    self.fingerprint = json.loads(json.dumps({**fingerprint, 'code': code_version()}))
+    self.completed: dict[str, Any] = {}
+    self.current: dict | None = None
+    self.resumed = False
+    self._last_save = time.monotonic()
+    if sharding.is_leader():
+      self._check_writable()
+    saved = sharding.broadcast_json(self._read() if sharding.is_leader() else None)
+    if saved is not None:
+      self._adopt(saved)
+
+  # -- reading
+  def _check_writable(self) -> None:
+    try:
+      self.directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+      raise CheckpointError(f'checkpoint directory {str(self.directory)!r} cannot be created: '
+                            f'{error.strerror or error}') from None
+    if not os.access(self.directory, os.W_OK | os.X_OK):
+      raise CheckpointError(f'checkpoint directory {str(self.directory)!r} is not writable')
+
+  def _read(self) -> dict | None:
+    return _files.read_checked_json(self.path, 'checkpoint', CheckpointError)
+
+  def _adopt(self, body: dict) -> None:
+    if body.get('format') != FORMAT:
+      raise CheckpointError(f'checkpoint {str(self.path)!r} has format {body.get("format")!r}; '
+                            f'this version reads format {FORMAT}')
+    saved = body['fingerprint']
+    differ = sorted(k for k in set(saved) | set(self.fingerprint)
+                    if saved.get(k) != self.fingerprint.get(k))
+    if differ:
+      details = '; '.join(f'{k}: checkpoint {saved.get(k)!r}, now {self.fingerprint.get(k)!r}'
+                          for k in differ)
+      raise CheckpointError(
+          f'checkpoint {str(self.path)!r} belongs to another run ({", ".join(differ)} '
+          f'{"differs" if len(differ) == 1 else "differ"}: {details}); use another checkpoint '
+          'directory, or remove it to start over')
+    self.completed = dict(body['completed'])
+    self.current = body['current']
+    self.resumed = True
+
+  # -- phases
+  def saved_state(self, phase: str, identity) -> StreamState | None:
+    """The saved stream state of ``phase`` (finished or in progress), or None.
+
+    ``identity`` (JSON-ready: e.g. the phase's σ list) must equal the saved one: a replayed
+    run that reaches a phase with other inputs is refused.
+    """
+    identity = json.loads(json.dumps(identity))
+    record = self.completed.get(phase)
+    if record is None and self.current is not None and self.current['phase'] == phase:
+      record = self.current
+    if record is None:
+      return None
+    if record['identity'] != identity:
+      raise CheckpointError(f'checkpoint {str(self.path)!r}: phase {phase} was run with '
+                            f'{record["identity"]!r}, the resumed run reaches it with '
+                            f'{identity!r}; remove the checkpoint to start over')
+    return StreamState.from_dict(record['stream'])
+
+  def progress(self, phase: str, identity, state: StreamState) -> None:
+    """Saves ``state`` of the phase in progress if ``interval_seconds`` have passed."""
+    if time.monotonic() - self._last_save >= self.interval_seconds:
+      self.current = {'phase': phase, 'identity': identity, 'stream': state.to_dict()}
+      self.save()
+
+  def finish(self, phase: str, identity, state: StreamState) -> None:
+    """Records a finished phase's final state and saves now (a phase boundary)."""
+    self.completed[phase] = json.loads(json.dumps(
+        {'identity': identity, 'stream': state.to_dict()}))
+    self.current = None
+    self.save()
+
+  def save(self) -> None:
+    """Writes the checkpoint now (process 0 only)."""
+    self._last_save = time.monotonic()
+    if not sharding.is_leader():
+      return
+    _files.write_checked_json(self.path, {
+        'format': FORMAT, 'fingerprint': self.fingerprint, 'completed': self.completed,
+        'current': self.current})
+
+
+class Phase:
+  """A ``Checkpoint`` seen from one phase of a run (a stream run over both directions).
+
+  ``start(fresh)`` gives the state to run from: the phase's final state if it finished
+  before (nothing is left to compute), its saved state if it was interrupted, else
+  ``fresh``; ``after_call`` saves progress every ``interval_seconds``; ``finish`` records
+  the phase's end. With ``checkpoint=None`` it never resumes and saves nothing.
+
+  Attributes:
+    checkpoint: the run's ``Checkpoint`` or None. name: the phase's name. identity: its
+      inputs (JSON-ready), checked on resume.
+  """
+
+  def __init__(self, checkpoint: Checkpoint | None, name: str, identity=None):
+    self.checkpoint, self.name, self.identity = checkpoint, name, identity
+
+  def start(self, fresh: StreamState) -> StreamState:
+    if self.checkpoint is None:
+      return fresh
+    return self.checkpoint.saved_state(self.name, self.identity) or fresh
+
+  def after_call(self, state: StreamState) -> None:
+    if self.checkpoint is not None:
+      self.checkpoint.progress(self.name, self.identity, state)
+
+  def finish(self, state: StreamState) -> None:
+    if self.checkpoint is not None:
+      self.checkpoint.finish(self.name, self.identity, state)
+
+
+def open_checkpoint(directory, fingerprint: dict,
+                    interval_seconds: float = 60.0) -> Checkpoint | None:
+  """``Checkpoint(directory, fingerprint, ...)``, or None when ``directory`` is None."""
+  if directory is None:
+    return None
+  if not isinstance(directory, (str, os.PathLike)):
+    raise TypeError(f'checkpoint must be a directory path, got {directory!r}')
+  return Checkpoint(directory, fingerprint, interval_seconds=interval_seconds)

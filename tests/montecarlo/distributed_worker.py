@@ -1,0 +1,49 @@
+"""One process of a jax.distributed run on localhost (spawned by test_distributed.py).
+
+Usage: python distributed_worker.py COORDINATOR NUM_PROCESSES PROCESS_ID
+(NUM_PROCESSES = 1: no jax.distributed at all, the single-process reference). Process 0 prints
+one JSON line with the bit patterns of an estimate and of two small calibrations (untruncated
+and truncated b-min-sep); every process checks it computed the same bits.
+"""
+
+import json
+import sys
+
+import jax
+
+coordinator, num_processes, process_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+if num_processes > 1:
+  jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                             process_id=process_id, initialization_timeout=120)
+
+import numpy as np  # noqa: E402  (after initialize, as jax.distributed requires)
+
+import jaxacct  # noqa: E402
+from jaxacct.montecarlo import sharding  # noqa: E402
+
+
+def hexes(values):
+  return [float(v).hex() for v in np.asarray(values, np.float64).ravel()]
+
+
+band = jaxacct.BandedToeplitz([1.0, 0.5, 0.25])
+warm = jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=True)
+truncated = jaxacct.BMinSep(sampling_prob=0.3, iterations=16, min_sep=3, truncated_batch_size=4,
+                            dataset_size=12)
+estimate = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
+                                  [0.5, 1.0, 2.0], 20_000, blocks_per_call=1)
+result = {'devices': jax.device_count(),
+          'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')}}
+for name, scheme, matrix in (('untruncated', warm, band),
+                             ('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4]))):
+  calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
+                                                   key=jax.random.key(13), num_candidates=3)
+  result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),
+                  'candidates': hexes(calibration.candidates),
+                  'delta_hat': json.dumps(calibration.record.to_dict()['verification'])}
+agreed = sharding.broadcast_json(result)
+assert agreed == result, f'process {process_id} computed other bits than process 0'
+if process_id == 0:
+  print(json.dumps(result))
+if num_processes > 1:
+  jax.distributed.shutdown()

@@ -1,0 +1,83 @@
+"""Two processes under jax.distributed on localhost give the bits of one process (issue 13).
+
+The processes (CPU, 2 devices each, gloo collectives) are spawned with a local coordinator;
+each draws only the blocks of its own devices, the per-block sums are all-gathered and added
+in block order, so ``estimate_delta`` and ``calibrate_noise_multiplier`` (untruncated and
+truncated b-min-sep) must agree bit for bit with one process on the same 4 devices, and with
+one process on 1 device (except the known truncated defect marked below).
+"""
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+
+WORKER = pathlib.Path(__file__).with_name('distributed_worker.py')
+
+
+def _free_port() -> int:
+  with socket.socket() as probe:
+    probe.bind(('localhost', 0))
+    return probe.getsockname()[1]
+
+
+def _spawn(coordinator: str, num_processes: int, process_id: int, devices: int, log):
+  env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={devices}')
+  return subprocess.Popen([sys.executable, str(WORKER), coordinator, str(num_processes),
+                           str(process_id)], env=env, stdout=subprocess.PIPE, stderr=log,
+                          text=True)
+
+
+def _result(stdout: str):
+  """The worker's JSON line (the gloo runtime prints its own lines on stdout too)."""
+  lines = [line for line in stdout.splitlines() if line.startswith('{')]
+  return json.loads(lines[-1]) if lines else None
+
+
+def _run(tmp_path, name: str, num_processes: int, devices: int) -> list[str]:
+  coordinator = f'localhost:{_free_port()}'
+  logs = [open(tmp_path / f'{name}{i}.log', 'w') for i in range(num_processes)]
+  try:
+    processes = [_spawn(coordinator, num_processes, i, devices, logs[i])
+                 for i in range(num_processes)]
+    outputs = [p.communicate(timeout=900)[0] for p in processes]
+  finally:
+    for log in logs:
+      log.close()
+  for i, process in enumerate(processes):
+    assert process.returncode == 0, (tmp_path / f'{name}{i}.log').read_text()
+  return outputs
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+  """Process 0's results: 1 process × 1 device, 1 process × 4 devices, 2 processes × 2."""
+  folder = tmp_path_factory.mktemp('distributed')
+  results = {}
+  for name, processes, devices in (('single', 1, 1), ('four', 1, 4), ('two', 2, 2)):
+    outputs = _run(folder, name, processes, devices)
+    results[name] = _result(outputs[0])
+    assert all(_result(out) is None for out in outputs[1:])  # only process 0 reports
+  assert [results[n].pop('devices') for n in ('single', 'four', 'two')] == [1, 4, 4]
+  return results
+
+
+def test_two_processes_give_the_bits_of_one_process_on_as_many_devices(runs):
+  assert runs['two'] == runs['four']
+
+
+def test_two_processes_give_the_bits_of_one_device(runs):
+  for name in ('estimate', 'untruncated'):
+    assert runs['two'][name] == runs['single'][name] == runs['four'][name], name
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    'known defect (found by this test, present before issue 13): the shared-draws program of '
+    'the truncated b-min-sep kernel compiles its mixture path differently on one device than '
+    'on several, so ~7% of truncated samples differ by 1 ulp between 1 device and >= 2'))
+def test_truncated_calibration_is_the_same_on_one_device(runs):
+  assert runs['two']['truncated'] == runs['single']['truncated']

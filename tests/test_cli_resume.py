@@ -1,0 +1,107 @@
+"""`jaxacct calibrate --checkpoint`: killed with SIGKILL mid-phase and rerun, it gives the
+uninterrupted run's JSON (issue 13), also when resumed on another device count; the attempt
+ledger of the report folder charges or refuses a second calibration with a new seed.
+
+Each run is a subprocess (the CLI as a user runs it); the kill comes when the checkpoint file
+shows the phase of interest in progress.
+"""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import jaxacct
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIG = ROOT / 'configs' / 'quickstart.yaml'
+# Small budgets (δ = 0.02) with long enough phases to be caught mid-way by the poller.
+SETTINGS = ['--set', 'calibration.delta=0.02', '--set', 'calibration.epsilon=1.0',
+            '--set', 'calibration.estimation_samples=150000',
+            '--set', 'calibration.num_samples=400000']
+VOLATILE = ('seconds', 'report', 'ledger')
+
+
+def _command(out, *extra):
+  return [sys.executable, '-m', 'jaxacct.cli', 'calibrate', str(CONFIG), '--json', '--out',
+          str(out), *SETTINGS, *extra]
+
+
+def _env(devices: int) -> dict:
+  env = dict(os.environ)
+  env['XLA_FLAGS'] = f'--xla_force_host_platform_device_count={devices}'
+  return env
+
+
+def _run(out, *extra, devices=1) -> dict:
+  done = subprocess.run(_command(out, *extra), env=_env(devices), capture_output=True,
+                        text=True, timeout=900, check=False)
+  assert done.returncode == 0, done.stderr
+  payload = json.loads(done.stdout)
+  return {k: v for k, v in payload.items() if k not in VOLATILE}
+
+
+def _kill_during(out, checkpoint: pathlib.Path, phase_prefix: str, devices: int) -> dict:
+  """Starts the run, SIGKILLs it once the checkpoint shows ``phase_prefix`` in progress."""
+  path = checkpoint / 'checkpoint.json'
+  errors = out.parent / 'stderr.txt'
+  with open(errors, 'w') as stderr:
+    process = subprocess.Popen(_command(out, '--checkpoint', str(checkpoint),
+                                        '--checkpoint-interval', '0.000001'),
+                               env=_env(devices), stdout=subprocess.DEVNULL, stderr=stderr)
+    deadline = time.monotonic() + 600
+    try:
+      while time.monotonic() < deadline and process.poll() is None:
+        try:
+          current = json.loads(path.read_text())['body']['current']
+        except (OSError, ValueError, KeyError):
+          current = None
+        if current is not None and current['phase'].startswith(phase_prefix):
+          process.send_signal(signal.SIGKILL)
+          break
+        time.sleep(0.01)
+    finally:
+      if process.poll() is None:
+        process.kill()
+      process.wait()
+  assert process.returncode == -signal.SIGKILL, (
+      f'the run ended before it could be killed: {errors.read_text()}')
+  return json.loads(path.read_text())['body']
+
+
+@pytest.fixture(scope='module')
+def uninterrupted(tmp_path_factory):
+  return _run(tmp_path_factory.mktemp('reference'))
+
+
+def test_killed_in_the_sweep_and_in_verification_resumes_bitwise(tmp_path, uninterrupted):
+  checkpoint, out = tmp_path / 'checkpoint', tmp_path / 'out'
+  saved = _kill_during(out, checkpoint, 'estimation-sweep', devices=4)
+  assert 'verification' not in saved['completed'] and saved['current']['stream']['block']
+  saved = _kill_during(out, checkpoint, 'verification', devices=4)
+  assert saved['current']['phase'] == 'verification'
+  resumed = _run(out, '--checkpoint', str(checkpoint), devices=1)
+  assert resumed == uninterrupted
+
+
+def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, uninterrupted):
+  out = tmp_path / 'out'
+  assert _run(out) == uninterrupted  # the first attempt, recorded in out/ledger.json
+  assert _run(out) == uninterrupted  # the same run again is not a new attempt
+  again = subprocess.run(_command(out, '--set', 'calibration.seed=1'), env=_env(1),
+                         capture_output=True, text=True, timeout=900, check=False)
+  assert again.returncode == 2 and 'attempt=2' in again.stderr
+  # Declared, the second attempt is charged: δ_overall = δ_b + union bound over 2 attempts
+  # (a smaller δ_b leaves room for it under the same target δ).
+  charged = _run(out, '--set', 'calibration.seed=1', '--set', 'calibration.attempt=2',
+                 '--set', 'calibration.base_delta=0.015')
+  assert charged['attempts'] == 2 and charged['delta'] <= 0.02
+  assert charged['delta'] == pytest.approx(
+      jaxacct.overall_delta(400000, 0.015, attempts=2), rel=1e-12)
+  ledger = json.loads((out / 'ledger.json').read_text())['body']['runs']
+  assert [len(runs) for runs in ledger.values()] == [2]
