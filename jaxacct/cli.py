@@ -46,8 +46,11 @@ from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import base as deterministic_base
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
-from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.lower_triangular import banded_inverse_square_root
+from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
 
 
@@ -162,6 +165,85 @@ def _strategy(raw) -> tuple:
   return scheme, config_lib.matrix_from(raw, scheme.iterations)
 
 
+def _plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
+  """The config's mechanism for timing, and a note when an optimised strategy is stood in for.
+
+  The cost of a sample depends on the strategy's shape only (band count, or a dense n × n C),
+  so an optimised band (an L-BFGS run of minutes at n = 7200) is timed as the square-root band
+  of the same length, and an optimised banded inverse as the BISR matrix of the same bands.
+  """
+  scheme = config_lib.scheme_from(raw)
+  strategy = raw.get('strategy') or {}
+  sigma = float(raw.get('noise_multiplier', 1.0))
+  if 'optimized_bands' in strategy:
+    bands = int(strategy['optimized_bands'])
+    return (MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), sigma),
+            f'timed with the square-root band of the same length ({bands}) for the optimised one')
+  if 'optimized_inverse_bands' in strategy:
+    bands = int(strategy['optimized_inverse_bands'])
+    return (MatrixMechanism(scheme, banded_inverse_square_root(scheme.iterations, bands), sigma),
+            f'timed with the BISR matrix of {bands} inverse bands for the optimised one')
+  return MatrixMechanism(scheme, config_lib.matrix_from(raw, scheme.iterations), sigma), None
+
+
+def _capacity_plan(args, raw) -> dict:
+  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/plan.py``)."""
+  cal = _calibration_section(raw)
+  mechanism, note = _plan_mechanism(raw)
+  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'estimation_samples',
+                                 'num_candidates') if k in cal}
+  capacity = plan_lib.capacity_plan(
+      mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+      target_devices=getattr(args, 'devices', None),
+      samples_per_second=getattr(args, 'samples_per_second', None), **options)
+  payload = {'plan': capacity.to_dict(), 'stand_in': note, 'epsilon': float(cal['epsilon']),
+             'delta': float(cal['delta']), 'backend': jax.default_backend()}
+  return payload
+
+
+def _plan(args, raw) -> dict:
+  payload = _capacity_plan(args, raw)
+  folder = _output_dir(args, raw)
+  _write(report.write_json, folder, 'plan.json', payload)
+  payload['report'] = str(folder)
+  return payload
+
+
+def _format_seconds(seconds: float) -> str:
+  for unit, size in (('days', 86400.0), ('h', 3600.0), ('min', 60.0)):
+    if seconds >= size:
+      return f'{seconds / size:,.1f} {unit}'
+  return f'{seconds:,.1f} s'
+
+
+def _print_plan(payload: dict, file=None) -> None:
+  plan = payload['plan']
+  file = sys.stdout if file is None else file
+  rate = 1.0 / plan['seconds_per_sample']['1']
+  print(f'capacity plan at (ε, δ) = ({payload["epsilon"]}, {payload["delta"]:.4g}), n = '
+        f'{plan["iterations"]}, block {plan["block_size"]}:', file=file)
+  print(f'  verification: N = {plan["num_samples"]:,} per direction (δ_b = '
+        f'{plan["base_delta"]:.4g}), {plan["verification_candidates"]} candidates in one '
+        f'pass: {plan["verification_samples"]:,} draws', file=file)
+  print(f'  estimation: {plan["estimation_samples"]:,} per direction per sweep of 16 σ, '
+        f'at least 2 sweeps: {2 * plan["estimation_samples_per_sweep"]:,} draws', file=file)
+  source = (f'measured on {plan["devices_here"]} {payload["backend"]} device(s)'
+            if plan['measured'] else 'given (--samples-per-second)')
+  print(f'  throughput: {rate:,.0f} one-σ samples/s ({source}); 16 σ cost '
+        f'{plan["seconds_per_sample"]["16"] / plan["seconds_per_sample"]["1"]:.2f}× one σ',
+        file=file)
+  if payload.get('stand_in'):
+    print(f'  ({payload["stand_in"]})', file=file)
+  print(f'  projected wall time here: {_format_seconds(plan["seconds_here"])} (+ '
+        f'{_format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
+  print(f'  on {plan["target_devices"]} device(s): '
+        f'{_format_seconds(plan["seconds_on_target"])}, '
+        f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)
+  if plan['memory_per_device'] is not None:
+    print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
+          file=file)
+
+
 def _calibration_section(raw) -> dict:
   cal = raw.get('calibration')
   if not cal or 'epsilon' not in cal or 'delta' not in cal:
@@ -274,6 +356,10 @@ def _train(args, raw) -> dict:
 
 
 def _print_human(command: str, payload: dict) -> None:
+  if command == 'plan':
+    _print_plan(payload)
+    print(f'report: {payload["report"]}')
+    return
   if command != 'train' and payload['method'] == 'deterministic':
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic accountant '
           f'{payload["accountant"]} ({payload["adjacency"]} adjacency; a proven bound)')
@@ -379,8 +465,15 @@ def main(argv: list[str] | None = None) -> int:
   commands = parser.add_subparsers(dest='command', required=True)
   for name, help_text in (('estimate', 'Monte Carlo δ̂(ε), both directions'),
                           ('calibrate', 'smallest σ verified by Estimate-Verify-Release'),
-                          ('train', 'calibrate σ, then train the digits example with it')):
+                          ('train', 'calibrate σ, then train the digits example with it'),
+                          ('plan', 'samples, measured throughput and projected time of a '
+                                   'calibration')):
     sub = commands.add_parser(name, help=help_text)
+    if name == 'plan':
+      sub.add_argument('--devices', type=int, metavar='N',
+                       help='project to N devices (default: the devices here)')
+      sub.add_argument('--samples-per-second', type=float, metavar='R',
+                       help='one-σ samples/s per device, instead of measuring here')
     sub.add_argument('config')
     sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                      help='override a config value, e.g. --set monte_carlo.num_samples=1000')
@@ -413,11 +506,14 @@ def main(argv: list[str] | None = None) -> int:
       raise config_lib.ConfigError(f'--checkpoint-interval must be > 0 seconds, got '
                                    f'{args.checkpoint_interval}')
     raw = config_lib.load(args.config, args.set)
-    if raw.get('accelerator_scale') and not args.force and jax.default_backend() == 'cpu':
+    if (args.command != 'plan' and raw.get('accelerator_scale') and not args.force
+        and jax.default_backend() == 'cpu'):
+      if args.command == 'calibrate' and raw.get('calibration'):
+        _print_plan(_capacity_plan(args, raw), file=sys.stderr)
       raise config_lib.ConfigError(
           f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass --force')
-    payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train}[args.command](
-        args, raw)
+    payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train,
+               'plan': _plan}[args.command](args, raw)
   except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
     return _report_error(error, debug=args.debug)
   if not sharding.is_leader():

@@ -1,12 +1,15 @@
 """The ``jaxacct`` command on the shipped configs (small overrides keep it fast)."""
 
 import json
+import math
 import pathlib
 
 import numpy as np
 import pytest
 import yaml
 
+import jaxacct
+import jaxacct.montecarlo.evr
 from jaxacct import cli
 from jaxacct import config as config_lib
 
@@ -189,3 +192,65 @@ def test_bad_fallback_is_refused_before_compute(override, message, capsys):
   assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--set', override]) == 2
   err = capsys.readouterr().err
   assert message in err and 'verify' not in err  # no progress line: nothing was sampled
+
+
+def test_plan_of_the_production_config_is_finite(tmp_path, capsys):
+  # Seed 000 §7.4 on this CPU: measured throughput (a stand-in band of the same length).
+  assert cli.main(['plan', str(CONFIGS / 'bminsep_production_7_4.yaml'), '--json', '--out',
+                   str(tmp_path), '--devices', '256']) == 0
+  payload = json.loads(capsys.readouterr().out)
+  plan = payload['plan']
+  assert plan['measured'] and plan['iterations'] == 7200 and plan['target_devices'] == 256
+  assert plan['num_samples'] == jaxacct.minimum_samples(1.301e-8 / 2, 1.301e-8)
+  for name in ('seconds_here', 'seconds_on_target', 'device_hours_on_target'):
+    assert math.isfinite(plan[name]) and plan[name] > 0
+  assert plan['seconds_on_target'] == pytest.approx(plan['seconds_here'] / 256, rel=1e-12)
+  assert 'square-root band' in payload['stand_in'] and (tmp_path / 'plan.json').is_file()
+
+
+def test_plan_arithmetic_with_a_given_throughput(tmp_path, capsys):
+  # 1000 one-σ samples/s per device, 16 σ at DEFAULT_CANDIDATE_COST: the projection is exact
+  # arithmetic on the sample counts of calibrate_noise_multiplier's defaults.
+  from jaxacct.montecarlo import plan as plan_lib
+  assert cli.main(['plan', str(CONFIGS / 'quickstart.yaml'), '--json', '--out', str(tmp_path),
+                   '--samples-per-second', '1000', '--devices', '4']) == 0
+  plan = json.loads(capsys.readouterr().out)['plan']
+  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
+  estimation = max(1000, min(n // 4, math.ceil(50 / base)))
+  c1 = 1 / 1000
+  c16 = c1 * (1 + 15 * plan_lib.DEFAULT_CANDIDATE_COST)
+  c8 = c1 + (c16 - c1) / 15 * 7
+  expected = 2 * (2 * estimation) * c16 + 2 * n * c8
+  assert not plan['measured'] and plan['num_samples'] == n
+  assert plan['seconds_here'] == pytest.approx(expected, rel=1e-12)
+  assert plan['seconds_on_target'] == pytest.approx(expected / 4, rel=1e-12)
+
+
+def test_accelerator_scale_calibrate_prints_the_plan_before_refusing(capsys):
+  assert cli.main(['calibrate', str(CONFIGS / 'bminsep_production_7_4.yaml'),
+                   '--set', 'calibration.num_candidates=2']) == 2
+  err = capsys.readouterr().err
+  assert 'capacity plan' in err and 'projected wall time here' in err
+  assert 'accelerator-scale' in err
+
+
+@pytest.mark.parametrize('flags, message', [
+    (['--distributed'], '--distributed: jax.distributed.initialize failed (coordinator_address'),
+    (['--coordinator', 'localhost:1'], 'need --distributed'),
+    (['--checkpoint-interval', '0'], '--checkpoint-interval must be > 0 seconds'),
+])
+def test_bad_run_flags_are_refused(flags, message, capsys, monkeypatch):
+  monkeypatch.delenv('JAX_COORDINATOR_ADDRESS', raising=False)
+  assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), *flags]) == 2
+  assert message in capsys.readouterr().err
+
+
+def test_corrupt_checkpoint_and_ledger_exit_2(tmp_path, capsys):
+  (tmp_path / 'checkpoint.json').write_text('{"body": {"format": 1')
+  assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--checkpoint',
+                   str(tmp_path)]) == 2
+  assert 'is corrupt or truncated' in capsys.readouterr().err
+  (tmp_path / 'ledger.json').write_text('not json')
+  assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--ledger',
+                   str(tmp_path / 'ledger.json')]) == 2
+  assert "ledger" in capsys.readouterr().err

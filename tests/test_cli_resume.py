@@ -22,8 +22,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / 'configs' / 'quickstart.yaml'
 # Small budgets (δ = 0.02) with long enough phases to be caught mid-way by the poller.
 SETTINGS = ['--set', 'calibration.delta=0.02', '--set', 'calibration.epsilon=1.0',
-            '--set', 'calibration.estimation_samples=150000',
-            '--set', 'calibration.num_samples=400000']
+            '--set', 'calibration.estimation_samples=80000',
+            '--set', 'calibration.num_samples=200000']
 VOLATILE = ('seconds', 'report', 'ledger')
 
 
@@ -102,6 +102,6 @@ def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, unin
                  '--set', 'calibration.base_delta=0.015')
   assert charged['attempts'] == 2 and charged['delta'] <= 0.02
   assert charged['delta'] == pytest.approx(
-      jaxacct.overall_delta(400000, 0.015, attempts=2), rel=1e-12)
+      jaxacct.overall_delta(200000, 0.015, attempts=2), rel=1e-12)
   ledger = json.loads((out / 'ledger.json').read_text())['body']['runs']
   assert [len(runs) for runs in ledger.values()] == [2]

@@ -273,7 +273,9 @@ def losses_of_stream(stream_key, mechanism: MatrixMechanism, kernel: SchemeKerne
 def _collect(stream_key, mechanism, kernel, num_samples, direction, *, keep_info: bool):
   """(losses, r or None) of samples 0 … num_samples − 1 of a stream (all local devices)."""
   block_size = default_block_size(kernel.iterations)
-  program = OneSigma(mechanism, kernel, block_size, sharding_lib.SampleMesh.over())
+  # The plain samplers return arrays to this process: its own devices only.
+  program = OneSigma(mechanism, kernel, block_size, sharding_lib.SampleMesh.over(
+      jax.local_devices()))
   losses_parts, rest_parts = [], []
   for _, used, ids in program.mesh.calls(0, -(-num_samples // block_size),
                                          default_blocks_per_call(block_size, kernel.iterations)):

@@ -1,0 +1,176 @@
+"""Capacity plan of a Monte Carlo calibration: samples, measured throughput, projected time.
+
+Before a production verification (seed 000 §7.4: ~10¹⁰ samples per σ) a user needs to know
+what it costs. ``capacity_plan`` counts the samples ``calibrate_noise_multiplier`` draws —
+
+- verification: N per direction (Fact 4.2 of Chua et al. through ``evr.resolve_sample_size``)
+  in one shared-draws pass over the k Monte Carlo candidates;
+- estimation: each σ sweep draws ``estimation_samples`` per direction for 16 candidates; the
+  search makes at least 2 sweeps (a coarse bracket and a fine grid), more when the initial
+  guess is far off (each extra sweep is reported);
+
+— and times the same programs here: one call of the shared-draws program (``stream.SharedDraws``)
+with 1 and with 16 candidates on the local devices, after a compiling call, which gives the
+cost per sample c(K) = c₀ + K·c₁ (one draw, K recursions). Projections: wall time here, and on N
+devices assuming linear scaling in the device count (blocks are independent; the per-block
+sums all-gathered per call are a few kB), device-hours, and the memory per device of one call
+(XLA's compiled memory analysis, where the backend gives it).
+
+A user who knows the throughput of their accelerator passes ``samples_per_second`` (one-σ
+samples per second per device); the K-candidate cost then follows the ratio c(16)/c(1)
+measured on this machine if ``measure_ratio`` or else ``DEFAULT_CANDIDATE_COST`` (the ratio
+recorded in benchmarks/RESULTS.md at the production shape: 16 σ cost 6.45 × one σ).
+
+Host code around short device runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import jax
+import numpy as np
+
+from jaxacct import _validate
+from jaxacct._precision import scoped_x64
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import evr, kernels, sampling, stream
+from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.sharding import SampleMesh
+
+SWEEP_CANDIDATES = 16  # σ per estimation sweep (calibration.py)
+MIN_SWEEPS = 2
+DEFAULT_CANDIDATE_COST = (6.45 - 1.0) / 15.0  # c₁/c₀ from 16 σ = 6.45 × one σ (RESULTS.md)
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityPlan:
+  """What a calibration costs (see the module docstring).
+
+  Attributes:
+    num_samples / base_delta: verification N per direction and candidate, and δ_b.
+    verification_candidates: Monte Carlo candidates verified (plus the fallback, free).
+    estimation_samples: samples per direction of each estimation sweep.
+    verification_samples / estimation_samples_per_sweep: draws of each phase (both
+      directions; one draw serves all candidates of a pass).
+    seconds_per_sample: {1: c(1), 16: c(16), k: c(k)} seconds per draw on all devices here.
+    measured: True when timed here, False when from ``samples_per_second``.
+    devices_here: devices the rate refers to.
+    seconds_here: projected wall time here with the minimum of 2 sweeps;
+      seconds_per_extra_sweep: each further sweep.
+    target_devices: N for the projection; seconds_on_target / device_hours_on_target.
+    memory_per_device: bytes of one call's arguments, outputs and temporaries (or None).
+    block_size / iterations: the kernel's block and n.
+  """
+
+  num_samples: int
+  base_delta: float
+  verification_candidates: int
+  estimation_samples: int
+  verification_samples: int
+  estimation_samples_per_sweep: int
+  seconds_per_sample: dict
+  measured: bool
+  devices_here: int
+  seconds_here: float
+  seconds_per_extra_sweep: float
+  target_devices: int
+  seconds_on_target: float
+  device_hours_on_target: float
+  memory_per_device: int | None
+  block_size: int
+  iterations: int
+
+  def to_dict(self) -> dict:
+    record = dataclasses.asdict(self)
+    record['seconds_per_sample'] = {str(k): v for k, v in self.seconds_per_sample.items()}
+    return record
+
+
+def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
+                num_candidates: int) -> tuple[float, int | None]:
+  """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
+  sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
+  program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
+  key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
+  seconds = []
+  for _ in range(2):  # the first call compiles
+    _, _, ids = next(mesh.calls(0, mesh.size, 1))
+    start = time.perf_counter()
+    jax.block_until_ready(program(key, ids, 'remove'))
+    seconds.append(time.perf_counter() - start)
+  memory = None
+  try:
+    params, view, traced_sigmas = program._traced  # pylint: disable=protected-access
+    compiled = stream._block_components.lower(  # pylint: disable=protected-access
+        ids, key, params, view, kernel=kernel, direction='remove', block_size=block_size,
+        mesh=mesh.mesh).compile()
+    analysis = compiled.memory_analysis()
+    if analysis is not None:
+      memory = int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+                   + analysis.temp_size_in_bytes)
+      # The recursion pass holds the draws plus one (K, block) loss row per candidate.
+      memory += 2 * num_candidates * block_size * 8
+  except (AttributeError, NotImplementedError):  # a backend without memory analysis
+    memory = None
+  return seconds[1] / (mesh.size * block_size), memory
+
+
+@scoped_x64
+def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
+                  num_samples: int | None = None, base_delta: float | None = None,
+                  estimation_samples: int | None = None, num_candidates: int = 8,
+                  target_devices: int | None = None, samples_per_second: float | None = None,
+                  devices=None) -> CapacityPlan:
+  """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
+
+  Args:
+    mechanism: scheme and strategy (σ only sets the timed candidates' scale).
+    epsilon, delta, num_samples, base_delta, estimation_samples, num_candidates: as
+      ``calibrate_noise_multiplier`` (the same defaults).
+    target_devices: N devices to project to (default: the devices here).
+    samples_per_second: one-σ samples per second per device, instead of measuring.
+    devices: local devices to time on (default all local devices).
+
+  References:
+    Dong & Ganesh, arXiv 2602.09338v2, App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
+  """
+  sampling.check_mechanism(mechanism)
+  _validate.finite_real('epsilon', epsilon)
+  n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
+  if estimation_samples is None:
+    estimation_samples = max(1000, min(n_verify // 4, math.ceil(50 / base)))
+  estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
+  num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
+  mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
+  if target_devices is None:
+    target_devices = mesh.size
+  target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
+  block_size = sampling.default_block_size(kernel.iterations)
+  if samples_per_second is not None:
+    rate = _validate.positive_finite('samples_per_second', samples_per_second)
+    one = 1.0 / (rate * mesh.size)
+    cost = {1: one, SWEEP_CANDIDATES: one * (1 + DEFAULT_CANDIDATE_COST * 15)}
+    memory, measured = None, False
+  else:
+    one, _ = _timed_cost(mechanism, kernel, mesh, block_size, 1)
+    sweep, memory = _timed_cost(mechanism, kernel, mesh, block_size, SWEEP_CANDIDATES)
+    cost, measured = {1: one, SWEEP_CANDIDATES: sweep}, True
+  per_candidate = (cost[SWEEP_CANDIDATES] - cost[1]) / (SWEEP_CANDIDATES - 1)
+  cost[num_candidates] = cost[1] + per_candidate * (num_candidates - 1)
+  verification = 2 * n_verify
+  per_sweep = 2 * estimation_samples
+  sweep_seconds = per_sweep * cost[SWEEP_CANDIDATES]
+  here = MIN_SWEEPS * sweep_seconds + verification * cost[num_candidates]
+  on_target = here * mesh.size / target_devices
+  return CapacityPlan(
+      num_samples=n_verify, base_delta=base, verification_candidates=num_candidates,
+      estimation_samples=estimation_samples, verification_samples=verification,
+      estimation_samples_per_sweep=per_sweep, seconds_per_sample=cost, measured=measured,
+      devices_here=mesh.size, seconds_here=here, seconds_per_extra_sweep=sweep_seconds,
+      target_devices=target_devices, seconds_on_target=on_target,
+      device_hours_on_target=on_target * target_devices / 3600.0,
+      memory_per_device=memory, block_size=block_size, iterations=kernel.iterations)
