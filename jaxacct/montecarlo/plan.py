@@ -9,8 +9,9 @@ what it costs. ``capacity_plan`` counts the samples ``calibrate_noise_multiplier
   search makes at least 2 sweeps (a coarse bracket and a fine grid), more when the initial
   guess is far off (each extra sweep is reported);
 
-— and times the same programs here: one call of the shared-draws program (``stream.SharedDraws``)
-with 1 and with 16 candidates on the local devices, after a compiling call, which gives the
+— and times the same programs here: the median of 3 calls (one block per device) of the
+shared-draws program (``stream.SharedDraws``) with 1 and with 16 candidates on the local
+devices, after a compiling call, which gives the
 cost per sample c(K) = c₀ + K·c₁ (one draw, K recursions). Projections: wall time here, and on N
 devices assuming linear scaling in the device count (blocks are independent; the per-block
 sums all-gathered per call are a few kB), device-hours, and the memory per device of one call
@@ -43,6 +44,7 @@ from jaxacct.montecarlo.sharding import SampleMesh
 SWEEP_CANDIDATES = 16  # σ per estimation sweep (calibration.py)
 MIN_SWEEPS = 2
 DEFAULT_CANDIDATE_COST = (6.45 - 1.0) / 15.0  # c₁/c₀ from 16 σ = 6.45 × one σ (RESULTS.md)
+_TIMED_CALLS = 3  # calls timed after the compiling one (median)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +98,7 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
   program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
   key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   seconds = []
-  for _ in range(2):  # the first call compiles
+  for _ in range(1 + _TIMED_CALLS):  # the first call compiles
     _, _, ids = next(mesh.calls(0, mesh.size, 1))
     start = time.perf_counter()
     jax.block_until_ready(program(key, ids, 'remove'))
@@ -115,7 +117,7 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
       memory += 2 * num_candidates * block_size * 8
   except (AttributeError, NotImplementedError):  # a backend without memory analysis
     memory = None
-  return seconds[1] / (mesh.size * block_size), memory
+  return float(np.median(seconds[1:])) / (mesh.size * block_size), memory
 
 
 @scoped_x64
