@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from scipy import special
 
 from jaxacct import _validate, schemes

@@ -23,8 +23,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate

@@ -29,7 +29,6 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64

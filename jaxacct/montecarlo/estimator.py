@@ -31,13 +31,12 @@ import hashlib
 import json
 from typing import Callable
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.conventions import DIRECTIONS, Purpose
+from jaxacct.conventions import DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import kernels, sampling, stream
