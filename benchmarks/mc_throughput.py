@@ -523,8 +523,8 @@ def variants(chunk: int, log=print) -> dict[str, float]:
               modes = balls_in_bins_modes(n, period, view.c_col)
               inner = unrolled_phase_sum(d, period)
               norms = jnp.sum(jnp.square(modes), axis=1).astype(dt)[:, None]
-              two_var = (2.0 * jnp.square(sigma)).astype(dt)
-              loss = (jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=0)
+              scale = (1.0 / (2.0 * jnp.square(sigma))).astype(dt)
+              loss = (jax.nn.logsumexp((2.0 * inner - norms) * scale, axis=0)
                       - jnp.log(period).astype(dt))
             else:
               y_bm = sigma.astype(dt) * z_bm
@@ -532,7 +532,7 @@ def variants(chunk: int, log=print) -> dict[str, float]:
                 y_bm = y_bm + kernel.sample_mean(sk, params, view, 'remove')[0].astype(dt).T
               d_bm = batch_major_sliding(y_bm, c_col)
               norms = view.charge(direction, n).astype(dt)[None, :]
-              ell = ((2.0 * d_bm - norms) / (2.0 * jnp.square(sigma)).astype(dt)).T
+              ell = ((2.0 * d_bm - norms) * (1.0 / (2.0 * jnp.square(sigma))).astype(dt)).T
               loss = bminsep_kernel.log_ratio(ell, params.sampling_prob, period,
                                               kernel.warm_start)
             loss = loss.astype(jnp.float64)

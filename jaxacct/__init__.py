@@ -3,6 +3,7 @@
 Public API (re-exported; nothing is computed at import).
 """
 
+from jaxacct._version import __version__ as __version__
 from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
 from jaxacct.batching.attribution import bound_contributions as bound_contributions
 from jaxacct.deterministic.accountant import calibrate_deterministic as calibrate_deterministic
@@ -69,4 +70,3 @@ __all__ = [
     'verify',
 ]
 
-__version__ = '0.1.0.dev0'

@@ -55,21 +55,20 @@ from jaxacct.montecarlo.estimator import estimate_delta
 
 
 class _Progress:
-  """A tqdm bar on stderr per phase (samples, samples/s, ETA); silent with ``--json``, when
-  stderr is not a terminal, and on every process but 0."""
+  """A tqdm bar on stderr per stage of a run (samples, samples/s, ETA); silent with ``--json``,
+  when stderr is not a terminal, and on every process but 0."""
 
-  enabled = True  # main() turns it off for --json
-
-  def __init__(self, label: str):
-    self.label = label
+  def __init__(self, args):
+    self.enabled = not args.json and sys.stderr.isatty() and sharding.is_leader()
     self.bar = None
 
-  def __call__(self, done: int, total: int) -> None:
-    if not (self.enabled and sys.stderr.isatty() and sharding.is_leader()):
+  def __call__(self, done: int, total: int, stage: str) -> None:
+    if not self.enabled:
       return
-    if self.bar is None or self.bar.total != total or done < self.bar.n:
+    if (self.bar is None or self.bar.desc != stage or self.bar.total != total
+        or done < self.bar.n):
       self.close()
-      self.bar = tqdm.tqdm(total=total, initial=done, desc=self.label, unit=' samples',
+      self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=' samples',
                            unit_scale=True, file=sys.stderr, leave=True, dynamic_ncols=True)
     self.bar.update(done - self.bar.n)
     if done >= total:
@@ -136,7 +135,7 @@ def _estimate(args, raw) -> dict:
   if dtype is None:
     raise config_lib.ConfigError(f'monte_carlo.dtype must be float64 or float32, got {mc["dtype"]!r}')
   result = estimate_delta(jax.random.key(seed), mechanism, epsilons, num_samples, dtype=dtype,
-                          progress=_Progress('estimate'), **_checkpointing(args))
+                          progress=_Progress(args), **_checkpointing(args))
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
   payload = {
@@ -284,7 +283,7 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
   ledger = _ledger_path(args, raw)
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
-                                      progress=_Progress('verify'), ledger=ledger,
+                                      progress=_Progress(args), ledger=ledger,
                                       **_checkpointing(args), **options)
   g = result.guarantee
   payload = {
@@ -410,18 +409,23 @@ _PACKAGE = pathlib.Path(__file__).resolve().parent
 def is_bad_input(error: BaseException) -> bool:
   """True when ``error`` is the library refusing its input, not a failure of the library.
 
-  Bad input: a ``ConfigError``; a ValueError, TypeError or ImportError raised by a jaxacct
-  frame (every argument check of the library raises these, naming the argument and its
-  range, and a missing extra raises ImportError with the install command); an OSError (a
-  file that is missing or cannot be written). The same exception types raised inside a
-  dependency (NumPy, JAX, dp_accounting) or any other exception are internal errors.
+  Bad input: a ``ConfigError``; a ValueError, TypeError or ImportError raised by a ``raise``
+  statement of a jaxacct frame (every argument check of the library raises these, naming
+  the argument and its range, and a missing extra raises ImportError with the install
+  command); an OSError (a file that is missing or cannot be written). The same exception
+  types raised inside a dependency (NumPy, JAX, dp_accounting) or by an operation of jaxacct
+  itself (a call with wrong arguments, ``int('x')``: a bug) are internal errors.
   """
   if isinstance(error, (config_lib.ConfigError, OSError)):
     return True
   if not isinstance(error, (ValueError, TypeError, ImportError)):
     return False
   frames = traceback.extract_tb(error.__traceback__)
-  return bool(frames) and _PACKAGE in pathlib.Path(frames[-1].filename).resolve().parents
+  if not frames:
+    return False
+  last = frames[-1]
+  return (_PACKAGE in pathlib.Path(last.filename).resolve().parents
+          and (last.line or '').lstrip().startswith('raise '))
 
 
 def _report_error(error: BaseException, *, debug: bool) -> int:
@@ -495,7 +499,6 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument('--num-processes', type=int, help='with --distributed: process count')
     sub.add_argument('--process-id', type=int, help='with --distributed: this process\'s id')
   args = parser.parse_args(argv)
-  _Progress.enabled = not args.json
   try:
     if args.distributed:
       _initialize_distributed(args)

@@ -180,6 +180,12 @@ def test_bad_input_is_told_apart_from_a_bug():
     _numpy_failure()
   except ValueError as error:
     assert not cli.is_bad_input(error)
+  # A TypeError of a jaxacct frame that no ``raise`` statement made (a call with the wrong
+  # arguments) is a bug, not bad input.
+  from jaxacct.montecarlo import sharding
+  with pytest.raises(TypeError) as caught:
+    sharding.on_leader(lambda unexpected: None)
+  assert not cli.is_bad_input(caught.value)
   assert cli.is_bad_input(config_lib.ConfigError('x')) and cli.is_bad_input(PermissionError('x'))
   assert not cli.is_bad_input(KeyError('x'))
 

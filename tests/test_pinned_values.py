@@ -14,6 +14,11 @@ dp_accounting's PLD (``pld.dpsgd_sigma``), whose FFT convolutions round differen
 NumPy/SciPy builds (the guess moved by ~1e-13 relative between two installs of the same
 pinned versions; the base and current trees still agree bitwise within one install). Those
 values (``GUESS_DEPENDENT``) are compared to 1e-12 relative; every other pin is exact.
+
+Intended change since: ``losses/bminsep_warm/remove/float32`` was regenerated when the kernels
+began multiplying by an explicit 1/(2σ²) instead of dividing by 2σ² (issue 13: XLA rewrote
+some of those divisions and not others depending on the device count). Every float64 pin
+stayed bitwise the same.
 """
 
 import json

@@ -31,7 +31,7 @@ from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import evr, sharding, verification
+from jaxacct.montecarlo import evr, sharding, stream, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 
@@ -116,10 +116,10 @@ class Calibration:
 
 
 def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices,
-                      phase):
+                      phase, progress):
   sweep = candidates_lib.sweep_sigmas(
       key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
-      shared_draws=shared_draws, devices=devices, phase=phase)
+      shared_draws=shared_draws, devices=devices, phase=phase, progress=progress)
   return sweep.delta_hat_max[:, 0]
 
 
@@ -167,7 +167,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       accountant or registered name; default ``"unamplified_gaussian"``, which covers every
       scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
     devices: devices to shard over (default all local devices).
-    progress: called as ``progress(samples_done, samples_total)`` during verification.
+    progress: called as ``progress(samples_done, samples_total, stage)`` after each call, with
+      stage "estimation sweep 1", "estimation sweep 2", … (a coarse bracket of 16 σ until it
+      straddles the target, then a fine one) and "verification"; counts restart per stage.
     checkpoint: a directory where the run saves its state (the sweeps done, the phase in
       progress and its float64 sums) every ``checkpoint_interval`` seconds and at every
       phase boundary; calling again with the same arguments resumes and returns bitwise the
@@ -212,7 +214,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     phase = checkpoint_lib.Phase(saved, f'estimation-sweep-{len(sweeps)}',
                                  [float(s).hex() for s in sigmas])
     values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
-                               devices, phase)
+                               devices, phase,
+                               stream.staged(progress, f'estimation sweep {len(sweeps) + 1}'))
     sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
     return values
 

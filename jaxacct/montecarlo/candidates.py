@@ -75,13 +75,14 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
                               epsilons, num_samples: int, *, shared_draws: bool = True,
                               dtype=jnp.float64, block_size: int | None = None,
                               blocks_per_call: int | None = None, devices=None,
-                              progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
+                              progress: stream.Progress | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
 
   With ``shared_draws`` every candidate uses the same draws (x, z) of the key's
   estimation stream; otherwise candidate j uses the independent key
   fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
-  reachable only through ``evr.verify``.)
+  reachable only through ``evr.verify``.) ``progress(samples_done, samples_total, stage)``
+  is called after each call (stage "estimation sweep").
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -93,7 +94,7 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   return sweep_sigmas(key, mechanism, noise_multipliers, epsilons, num_samples,
                       purpose='estimation', shared_draws=shared_draws, dtype=dtype,
                       block_size=block_size, blocks_per_call=blocks_per_call, devices=devices,
-                      progress=progress)
+                      progress=stream.staged(progress, 'estimation sweep'))
 
 
 @scoped_x64
@@ -107,7 +108,8 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
   Both modes run through the one stream driver (``stream.accumulate``): shared draws as one
   ``SharedDraws`` program of K candidates; independent keys as K ``OneSigma`` programs, each
   on the streams of its own key fold_in(key, 2¹⁶ + j). ``phase`` (a checkpoint's view of
-  this sweep) resumes it and saves its progress.
+  this sweep) resumes it and saves its progress; ``progress(done, total)`` counts the samples
+  of every candidate program and direction.
   """
   sampling.check_mechanism(mechanism)
   sigmas = _check_sigmas(noise_multipliers)
@@ -137,7 +139,8 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
       candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
       stream.accumulate(streams_of(jax.random.fold_in(key, CANDIDATE_TAG + j)),
                         sampling.OneSigma(candidate, kernel, block_size, mesh), state,
-                        program_index=j, candidate_offset=j, **run)
+                        program_index=j, num_programs=sigmas.size, candidate_offset=j,
+                        progress=progress, **run)
   phase.finish(state)
   totals = state.totals
   delta_hat, standard_error = {}, {}

@@ -24,6 +24,7 @@ the other processes, so every process resumes from the same state.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,6 +33,7 @@ import time
 from typing import Any
 
 from jaxacct import _files
+from jaxacct._version import __version__
 from jaxacct.montecarlo import sharding
 from jaxacct.montecarlo.stream import StreamState
 
@@ -43,26 +45,16 @@ class CheckpointError(ValueError):
   """A checkpoint that cannot be used: another run's, corrupt, or not writable."""
 
 
-def _code_version() -> str:
-  """The package version and a digest of its sources: any code change starts a new run."""
-  import jaxacct  # local: this module is imported by jaxacct itself
-  root = pathlib.Path(jaxacct.__file__).resolve().parent
+@functools.cache
+def code_version() -> str:
+  """The package version and a digest of its sources (once per process): any code change
+  starts a new run."""
+  root = pathlib.Path(__file__).resolve().parents[1]  # the jaxacct package
   digest = hashlib.sha256()
   for path in sorted(root.rglob('*.py')):
     digest.update(str(path.relative_to(root)).encode())
     digest.update(path.read_bytes())
-  return f'{jaxacct.__version__}+{digest.hexdigest()[:16]}'
-
-
-_CODE_VERSION: str | None = None
-
-
-def code_version() -> str:
-  """``_code_version()``, computed once per process."""
-  global _CODE_VERSION
-  if _CODE_VERSION is None:
-    _CODE_VERSION = _code_version()
-  return _CODE_VERSION
+  return f'{__version__}+{digest.hexdigest()[:16]}'
 
 
 class Checkpoint:
@@ -90,9 +82,8 @@ class Checkpoint:
     self.current: dict | None = None
     self.resumed = False
     self._last_save = time.monotonic()
-    if sharding.is_leader():
-      self._check_writable()
-    saved = sharding.broadcast_json(self._read() if sharding.is_leader() else None)
+    # Only process 0 touches the file; its refusal is raised on every process (no hang).
+    saved = sharding.on_leader(self._check_and_read)
     if saved is not None:
       self._adopt(saved)
 
@@ -108,6 +99,10 @@ class Checkpoint:
 
   def _read(self) -> dict | None:
     return _files.read_checked_json(self.path, 'checkpoint', CheckpointError)
+
+  def _check_and_read(self) -> dict | None:
+    self._check_writable()
+    return self._read()
 
   def _adopt(self, body: dict) -> None:
     if body.get('format') != FORMAT:

@@ -192,7 +192,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    dtype=jnp.float64,
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
-                   devices=None, progress: Callable[[int, int], None] | None = None,
+                   devices=None, progress: stream.Progress | None = None,
                    checkpoint=None, checkpoint_interval: float = 60.0) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
 
@@ -213,7 +213,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       its ``num_samples`` must be a multiple of ``block_size``).
     devices: devices to shard over (default: every device of every process; under
       ``jax.distributed`` all processes call this with the same arguments).
-    progress: called as ``progress(samples_done, samples_total)`` after each call.
+    progress: called as ``progress(samples_done, samples_total, "estimate")`` after each call.
     checkpoint: a directory where the run saves its state every ``checkpoint_interval``
       seconds and at its end; calling again with the same arguments resumes from it, bitwise
       as if uninterrupted (``montecarlo/checkpoint.py``); other arguments are refused.
@@ -232,7 +232,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
                       block_size=block_size, blocks_per_call=blocks_per_call,
                       histogram_edges=histogram_edges, state=state, devices=devices,
-                      progress=progress, checkpoint=checkpoint,
+                      progress=stream.staged(progress, 'estimate'), checkpoint=checkpoint,
                       checkpoint_interval=checkpoint_interval)
 
 

@@ -30,6 +30,7 @@ from typing import Callable, Iterator
 
 from jaxacct import _files
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import sharding
 
 FORMAT = 1
 
@@ -171,5 +172,9 @@ def ledger_from(ledger) -> VerificationLedger:
   if isinstance(ledger, VerificationLedger):
     return ledger
   if isinstance(ledger, (str, os.PathLike)):
-    return FileLedger(ledger)
+    # Under jax.distributed only process 0 opens (and later charges) the file; its refusal
+    # is raised on every process. The others hold an in-memory ledger they never charge.
+    opened = []
+    sharding.on_leader(lambda: opened.append(FileLedger(ledger)))
+    return opened[0] if opened else VerificationLedger()
   raise TypeError(f'ledger must be a VerificationLedger, a file path or None, got {ledger!r}')

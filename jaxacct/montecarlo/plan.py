@@ -103,20 +103,10 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
     start = time.perf_counter()
     jax.block_until_ready(program(key, ids, 'remove'))
     seconds.append(time.perf_counter() - start)
-  memory = None
-  try:
-    params, view, traced_sigmas = program._traced  # pylint: disable=protected-access
-    compiled = stream._block_components.lower(  # pylint: disable=protected-access
-        ids, key, params, view, kernel=kernel, direction='remove', block_size=block_size,
-        mesh=mesh.mesh).compile()
-    analysis = compiled.memory_analysis()
-    if analysis is not None:
-      memory = int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-                   + analysis.temp_size_in_bytes)
-      # The recursion pass holds the draws plus one (K, block) loss row per candidate.
-      memory += 2 * num_candidates * block_size * 8
-  except (AttributeError, NotImplementedError):  # a backend without memory analysis
-    memory = None
+  memory = program.draws_memory(key, ids, 'remove')
+  if memory is not None:
+    # The recursion pass holds the draws plus one (K, block) loss row per candidate.
+    memory += 2 * num_candidates * block_size * 8
   return float(np.median(seconds[1:])) / (mesh.size * block_size), memory
 
 

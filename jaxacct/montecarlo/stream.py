@@ -18,6 +18,10 @@ Loss programs:
 ``BlockSums`` is serialisable (``to_dict``/``from_dict``) per candidate and direction, so a
 run can be resumed from any block boundary without changing any key.
 
+Progress: every public long run takes ``progress(samples_done, samples_total, stage)``
+(``Progress``), called after each call; ``stage`` names the part of the run ("estimate",
+"estimation sweep 2", "verification") and the counts start again at 0 with each stage.
+
 Where the code runs: the loss programs and block reductions are JAX (device, sharded over the
 sample axis); the driver and the accumulator are NumPy (host).
 """
@@ -38,6 +42,16 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import sampling
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.montecarlo.sharding import SampleMesh
+
+Progress = Callable[[int, int, str], None]
+"""``progress(samples_done, samples_total, stage)``: the public progress callback."""
+
+
+def staged(progress: Progress | None, stage: str) -> Callable[[int, int], None] | None:
+  """The driver's ``(done, total)`` callback reporting to ``progress`` under ``stage``."""
+  if progress is None:
+    return None
+  return lambda done, total: progress(done, total, stage)
 
 
 def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
@@ -187,6 +201,21 @@ class SharedDraws:
                                     direction=direction, mesh=self.mesh.mesh)
     return [loss[:, j, :] for j in range(self.num_candidates)]
 
+  def draws_memory(self, stream_key, ids, direction: str) -> int | None:
+    """Bytes per device of the draw pass of one call (arguments, outputs and temporaries,
+    from XLA's memory analysis), or None on a backend without one."""
+    params, view, _ = self._traced
+    try:
+      analysis = _block_components.lower(
+          ids, stream_key, params, view, kernel=self.kernel, direction=direction,
+          block_size=self.block_size, mesh=self.mesh.mesh).compile().memory_analysis()
+    except NotImplementedError:
+      return None
+    if analysis is None:
+      return None
+    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+               + analysis.temp_size_in_bytes)
+
   @functools.cached_property
   def _traced(self):
     params, _, view = sampling.traced_params(self.mechanism, self.kernel)
@@ -224,7 +253,8 @@ class StreamState:
 
 
 def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: StreamState, *,
-               program_index: int = 0, candidate_offset: int = 0, num_samples: int,
+               program_index: int = 0, num_programs: int = 1, candidate_offset: int = 0,
+               num_samples: int,
                first_block: int, block_size: int, blocks_per_call: int | None,
                mesh: SampleMesh, epsilons: np.ndarray, edges: tuple[float, ...] | None,
                progress: Callable[[int, int], None] | None = None,
@@ -241,10 +271,11 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
     stream_key_of: the key of a direction's stream (purpose and direction folded in).
     program: a loss program (``sampling.OneSigma`` or ``SharedDraws``).
     state: the run's state (fresh or resumed); updated in place.
-    program_index: this program's index in the run.
+    program_index: this program's index in the run, of ``num_programs``.
     blocks_per_call: blocks per device per call (performance only; default keeps ~2²⁰
       output entries per device).
-    progress: called as ``progress(samples_done, samples_total)`` after each call.
+    progress: called as ``progress(samples_done, samples_total)`` after each call, counting
+      the samples of all ``num_programs`` programs and both directions.
     after_call: called with ``state`` after each call (a checkpoint hook).
   """
   if program_index < state.program:
@@ -273,7 +304,8 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
       if after_call is not None:
         after_call(state)
       if progress is not None:
-        done = index * num_samples + min((block + used) * block_size, num_samples)
-        progress(done, num_samples * len(DIRECTIONS))
+        done = ((program_index * len(DIRECTIONS) + index) * num_samples
+                + min((block + used) * block_size, num_samples))
+        progress(done, num_programs * len(DIRECTIONS) * num_samples)
     state.program, state.direction, state.block = program_index, index + 1, None
   state.program, state.direction, state.block = program_index + 1, 0, None

@@ -24,7 +24,7 @@ from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
@@ -141,7 +141,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       registered name; default ``"unamplified_gaussian"``). A released fallback's
       ``Guarantee.accountant`` names it.
     devices / progress: devices to shard over (default every device of every process);
-      called as ``progress(samples_done, samples_total)``.
+      called as ``progress(samples_done, samples_total, "verification")`` after each call.
     checkpoint: a directory where the verification saves its state every
       ``checkpoint_interval`` seconds; calling again with the same arguments resumes it
       bitwise (the resumed run is the same ledger run, not a new attempt). A
@@ -202,7 +202,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if len(candidates) > 1:
     sweep = candidates_lib.sweep_sigmas(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        devices=devices, progress=progress,
+        devices=devices, progress=stream.staged(progress, 'verification'),
         phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()

@@ -34,9 +34,14 @@ def test_shared_draws_equal_the_estimator_at_each_sigma():
 def test_independent_keys_give_independent_estimates():
   key = jax.random.key(2)
   shared = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024, block_size=256)
-  independent = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024, block_size=256,
-                                                     shared_draws=False)
+  calls = []
+  independent = candidates.estimate_delta_for_sigmas(
+      key, MECH, SIGMAS, EPS, 1024, block_size=256, blocks_per_call=2, shared_draws=False,
+      progress=lambda done, total, stage: calls.append((done, total, stage)))
   assert shared.shared_draws and not independent.shared_draws
+  # Progress counts every candidate's program and both directions: 3 × 2 × 2 calls.
+  total = len(SIGMAS) * 2 * 1024
+  assert calls == [(512 * i, total, 'estimation sweep') for i in range(1, 13)]
   for j in range(len(SIGMAS)):
     assert not np.array_equal(shared.delta_hat['remove'][j], independent.delta_hat['remove'][j])
     # ... but they estimate the same quantity: within 5 combined standard errors.

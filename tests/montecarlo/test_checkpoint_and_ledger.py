@@ -24,7 +24,7 @@ class Stop(Exception):
 
 def _stop_after(calls: int):
   seen = []
-  def progress(done, total):
+  def progress(done, total, stage):
     seen.append(done)
     if len(seen) == calls:
       raise Stop

@@ -4,7 +4,7 @@ The processes (CPU, 2 devices each, gloo collectives) are spawned with a local c
 each draws only the blocks of its own devices, the per-block sums are all-gathered and added
 in block order, so ``estimate_delta`` and ``calibrate_noise_multiplier`` (untruncated and
 truncated b-min-sep) must agree bit for bit with one process on the same 4 devices, and with
-one process on 1 device (except the known truncated defect marked below).
+one process on 1 device.
 """
 
 import json
@@ -70,14 +70,8 @@ def test_two_processes_give_the_bits_of_one_process_on_as_many_devices(runs):
   assert runs['two'] == runs['four']
 
 
-def test_two_processes_give_the_bits_of_one_device(runs):
-  for name in ('estimate', 'untruncated'):
-    assert runs['two'][name] == runs['single'][name] == runs['four'][name], name
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    'known defect (found by this test, present before issue 13): the shared-draws program of '
-    'the truncated b-min-sep kernel compiles its mixture path differently on one device than '
-    'on several, so ~7% of truncated samples differ by 1 ulp between 1 device and >= 2'))
-def test_truncated_calibration_is_the_same_on_one_device(runs):
-  assert runs['two']['truncated'] == runs['single']['truncated']
+@pytest.mark.parametrize('name', ['estimate', 'untruncated', 'truncated'])
+def test_two_processes_give_the_bits_of_one_device(runs, name):
+  # 'truncated' once differed by 1 ulp on ~7% of samples: XLA rewrote x / (2σ²) as
+  # x · (1/(2σ²)) in the mixture path on >= 2 devices only (kernels now multiply explicitly).
+  assert runs['two'][name] == runs['single'][name] == runs['four'][name], name

@@ -152,11 +152,22 @@ def test_calibration_matches_pld_for_poisson_dpsgd():
   # (PLD, 1e-4 discretisation). MC + grid error: the 1.01 grid plus a few % of MC noise in δ.
   reference = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6,
                               discretization=1e-4)
-  result = jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=1e-3,
-                                              key=jax.random.key(2))
+  calls = []
+  result = jaxacct.calibrate_noise_multiplier(
+      POISSON, IDENTITY, epsilon=1.0, delta=1e-3, key=jax.random.key(2),
+      progress=lambda done, total, stage: calls.append((done, total, stage)))
   assert result.guarantee.method == 'verified_mc'
   assert reference / 1.03 <= result.mechanism.noise_multiplier <= reference * 1.03
   assert result.guarantee.delta <= 1e-3 and result.candidates[-1] > result.mechanism.noise_multiplier
+  # Progress: one stage per estimation sweep, then the verification, each run to its total.
+  stages = list(dict.fromkeys(stage for _, _, stage in calls))
+  sweeps = len(result.record.sweeps)
+  assert stages == [f'estimation sweep {i}' for i in range(1, sweeps + 1)] + ['verification']
+  for stage in stages:
+    counts = [(done, total) for done, total, s in calls if s == stage]
+    assert counts[-1][0] == counts[-1][1] and all(
+        a[0] < b[0] for a, b in zip(counts, counts[1:]))
+  assert calls[-1][1] == 2 * result.record.num_samples  # shared draws: one program
 
 
 def test_bminsep_needs_less_noise_than_poisson():

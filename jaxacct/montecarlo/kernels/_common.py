@@ -59,13 +59,24 @@ def sum_by_phase(values: jax.Array, cycle: int) -> jax.Array:
   return total
 
 
-def two_variance(noise_multiplier: jax.Array, dtype) -> jax.Array:
-  """2σ² in the kernel dtype."""
-  return (2.0 * jnp.square(noise_multiplier)).astype(dtype)
+def inverse_two_variance(noise_multiplier: jax.Array, dtype) -> jax.Array:
+  """1/(2σ²) in the kernel dtype: kernels multiply by it and never divide by σ².
+
+  Device code never divides by a traced scalar: XLA may rewrite x / broadcast(s) as
+  x · broadcast(1/s) in some fusions and not others, and the choice depends on the
+  program around it (it differed between 1 and ≥ 2 devices), changing the last bit.
+  An explicit reciprocal leaves it nothing to rewrite.
+  """
+  return reciprocal(2.0 * jnp.square(noise_multiplier)).astype(dtype)
+
+
+def reciprocal(value: jax.Array) -> jax.Array:
+  """1/value, the one division of a traced scalar allowed in device code (see above)."""
+  return 1.0 / value
 
 
 def per_round_ratios(d: jax.Array, noise_multiplier: jax.Array, view, direction: str,
                      iterations: int) -> jax.Array:
   """ℓ_i = (2d_i − s_i)/(2σ²) with the view's charge s for ``direction`` (spec 000 §4.3)."""
   charge = view.charge(direction, iterations).astype(d.dtype)[None, :]
-  return (2.0 * d - charge) / two_variance(noise_multiplier, d.dtype)
+  return (2.0 * d - charge) * inverse_two_variance(noise_multiplier, d.dtype)

@@ -40,8 +40,8 @@ def log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: int,
   dtype = d.dtype
   inner = _common.sum_by_phase(d, cycle)
   norms = jnp.sum(jnp.square(modes), axis=1).astype(dtype)[None, :]
-  two_var = _common.two_variance(noise_multiplier, dtype)
-  return jax.nn.logsumexp((2.0 * inner - norms) / two_var, axis=1) - jnp.log(cycle).astype(dtype)
+  scale = _common.inverse_two_variance(noise_multiplier, dtype)
+  return jax.nn.logsumexp((2.0 * inner - norms) * scale, axis=1) - jnp.log(cycle).astype(dtype)
 
 
 @register

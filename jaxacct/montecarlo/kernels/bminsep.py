@@ -53,13 +53,14 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
   num_gaps = -(-n // b)
   words = _common.stream_words(keys, Stream.TRIALS, num_gaps)
   uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
-  log_stay = jnp.log1p(-sampling_prob)
+  per_log_stay = _common.reciprocal(jnp.log1p(-sampling_prob))  # −0 at p = 1
   # Rounds waited, capped at n + 1 (later participations fall outside the run anyway).
-  waits = jnp.minimum(jnp.floor(jnp.log(uniform) / log_stay), n + 1.0).astype(jnp.int64)
+  waits = jnp.minimum(jnp.floor(jnp.log(uniform) * per_log_stay), n + 1.0).astype(jnp.int64)
   if warm_start:
     v = jax.vmap(lambda k: jax.random.uniform(k, (), jnp.float64))(_common.start_keys(keys))
-    p_available = 1.0 / (1.0 + (b - 1) * sampling_prob)
-    rank = jnp.floor((v - p_available) / (1.0 - p_available) * (b - 1)).astype(jnp.int32)
+    p_available = _common.reciprocal(1.0 + (b - 1) * sampling_prob)
+    rank = jnp.floor((v - p_available) * _common.reciprocal(1.0 - p_available)
+                     * (b - 1)).astype(jnp.int32)
     first_eligible = jnp.where(v < p_available, 0, 1 + jnp.clip(rank, 0, b - 2))
   else:
     first_eligible = jnp.zeros(keys.shape[0], jnp.int32)

@@ -62,7 +62,7 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
   return jnp.where(rounds, counts, 0)
 
 
-def log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: jax.Array, two_var: jax.Array,
+def log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: jax.Array, scale: jax.Array,
               min_sep: int, multiplicity: int) -> jax.Array:
   """ln P/Q of multi-attribution b-min-sep by Theorem 6.1's recursion (seed 000 §6.3), log space.
 
@@ -76,7 +76,7 @@ def log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: jax.Array, two_var:
   log_p_u, log_weights = multiplicity_log_weights(sampling_prob, multiplicity)
   j = jnp.arange(1, multiplicity + 1, dtype=dtype)
   terms = (log_weights.astype(dtype)
-           + (2.0 * j * d[..., None] - jnp.square(j) * norms[..., None]) / two_var)
+           + (2.0 * j * d[..., None] - jnp.square(j) * norms[..., None]) * scale)
   return bminsep.log_ratio(jax.nn.logsumexp(terms, axis=-1), jnp.exp(log_p_u), min_sep, False)
 
 
@@ -130,5 +130,5 @@ class MultiAttributionKernel(SchemeKernel):
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     del info
     norms = view.charge(direction, self.iterations).astype(d.dtype)[None, :]
-    two_var = _common.two_variance(noise_multiplier, d.dtype)
-    return log_ratio(d, norms, params.sampling_prob, two_var, self.min_sep, self.multiplicity)
+    scale = _common.inverse_two_variance(noise_multiplier, d.dtype)
+    return log_ratio(d, norms, params.sampling_prob, scale, self.min_sep, self.multiplicity)

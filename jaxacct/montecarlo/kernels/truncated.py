@@ -113,7 +113,8 @@ def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -
 
   def draw(remaining, k):
     # Pr[state k | not in states 1 … k − 1] for categories in the order 1, …, b − 1, 0.
-    conditional = jnp.minimum(state_prob / (1.0 - (k.astype(jnp.float64) - 1) * state_prob), 1.0)
+    conditional = jnp.minimum(
+        state_prob * _common.reciprocal(1.0 - (k.astype(jnp.float64) - 1) * state_prob), 1.0)
     count = binomial(jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys), remaining,
                       conditional)
     return remaining - count, count
@@ -230,7 +231,7 @@ def log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array, params: Truncated
   truncation = rest >= params.truncated_batch_size
 
   def untruncated():
-    ell = (2.0 * d - norms) / (2.0 * jnp.square(noise_multiplier)).astype(d.dtype)
+    ell = (2.0 * d - norms) * _common.inverse_two_variance(noise_multiplier, d.dtype)
     return bminsep.log_ratio(ell, params.sampling_prob, min_sep, warm_start)
 
   # Without a truncated round, a^Q ≡ 0 gives Q/R = 1 exactly and a^P = ℓ(1): the untruncated
@@ -243,14 +244,14 @@ def log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array, params: Truncated
 def _mixture_log_ratio(d, norms, rest, truncation, params, noise_multiplier, min_sep,
                        warm_start):
   dtype = d.dtype
-  two_var = _common.two_variance(noise_multiplier, dtype)
+  scale = _common.inverse_two_variance(noise_multiplier, dtype)
   survival = (params.truncated_batch_size.astype(jnp.float64)
               / (rest.astype(jnp.float64) + 1.0))
   log_t = jnp.log(jnp.minimum(survival, 1.0)).astype(dtype)
   log_not_t = jnp.log1p(-jnp.minimum(survival, 1.0)).astype(dtype)  # finite when r ≥ B
-  ell_one = (2.0 * d - norms) / two_var
-  ell_two = (4.0 * d - 4.0 * norms) / two_var
-  ell_minus_one = (-2.0 * d - norms) / two_var
+  ell_one = (2.0 * d - norms) * scale
+  ell_two = (4.0 * d - 4.0 * norms) * scale
+  ell_minus_one = (-2.0 * d - norms) * scale
   a_p = jnp.where(truncation, jnp.logaddexp(log_t + ell_two, log_not_t), ell_one)
   a_q = jnp.where(truncation, jnp.logaddexp(log_t + ell_minus_one, log_not_t), 0.0)
   both = bminsep.log_ratio(jnp.concatenate([a_p, a_q.astype(dtype)]), params.sampling_prob,
