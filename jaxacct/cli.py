@@ -96,8 +96,9 @@ def _output_dir(args, raw) -> pathlib.Path:
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   adjacency = raw.get('adjacency', 'zero_out')
+  options = config_lib.accountant_options(raw)
   epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
-  curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=adjacency)
+  curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=adjacency, **options)
   deltas = [curve.delta_for_epsilon(e) for e in epsilons]
   target = raw.get('calibration', {}).get('delta')
   payload = {
@@ -108,6 +109,8 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
       'delta_of_epsilon': deltas,
       'delta_of_epsilon_by_direction': {d: [curve.delta_for_epsilon(e, direction=d)
                                             for e in epsilons] for d in DIRECTIONS},
+      'accountant_options': options,
+      'explanation': None if target is None else curve.explain(target),
   }
   folder = _output_dir(args, raw)
   _write(report.write_json, folder, 'estimate.json', payload)
@@ -268,12 +271,16 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
   started = time.perf_counter()
   name = config_lib.accountant_from(raw, scheme, matrix)
   if name != config_lib.MONTE_CARLO:
+    options = config_lib.accountant_options(raw)
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        accountant=name, adjacency=raw.get('adjacency', 'zero_out'))
+        accountant=name, adjacency=raw.get('adjacency', 'zero_out'), **options)
+    curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=g.adjacency,
+                                                       **options)
     payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
                'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-               'accountant': g.accountant, 'num_samples': 0, 'seed': None,
+               'accountant': g.accountant, 'accountant_options': options,
+               'explanation': curve.explain(g.delta), 'num_samples': 0, 'seed': None,
                'seconds': time.perf_counter() - started}
     return mechanism, g, payload, None
   seed = int(cal.get('seed', 0))

@@ -30,6 +30,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
                                # deterministic accountant (jaxacct.deterministic.base); auto: the
                                # one that supersedes Monte Carlo for the mechanism (pld for
                                # truncated Poisson / cyclic Poisson), else monte_carlo
+  accountant_options:          # keyword options of the deterministic accountant, e.g. renyi's
+    bandwidths: [ints]         #   bandwidths / alpha_max / max_transitions (checked by it)
   adjacency: zero_out | add_remove | replace_one   # deterministic accountants that cover it
                                # (default zero_out, the only one of monte_carlo)
   monte_carlo:                 # `estimate`
@@ -103,6 +105,7 @@ SCHEMA: dict[str, Any] = {
                  'inverse_square_root_bands', 'optimized_inverse_bands'),
     'noise_multiplier': None,
     'accountant': None,
+    'accountant_options': None,
     'adjacency': None,
     'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
@@ -257,6 +260,18 @@ def accountant_choices() -> tuple[str, ...]:
   return (AUTO, MONTE_CARLO, *deterministic.available())
 
 
+def accountant_options(raw: dict) -> dict:
+  """``accountant_options``: a mapping of option names (the accountant checks names and values)."""
+  options = raw.get('accountant_options') or {}
+  if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+    raise ConfigError(f'accountant_options must be a mapping of option names to values, got '
+                      f'{options!r}')
+  if options and raw.get('accountant', AUTO) in (AUTO, MONTE_CARLO):
+    raise ConfigError('accountant_options need a deterministic accountant: set accountant: to '
+                      'one of ' + ', '.join(deterministic.available()))
+  return dict(options)
+
+
 def accountant_from(raw: dict, scheme, matrix) -> str:
   """``"monte_carlo"`` or a deterministic accountant's name: the config's choice, or for ``auto``
   the accountant of record.
@@ -276,6 +291,7 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
   choice = raw.get('accountant', AUTO)
   if choice not in choices:
     raise ConfigError(f'accountant must be one of {", ".join(choices)}, got {choice!r}')
+  options = accountant_options(raw)
   adjacency = raw.get('adjacency', Adjacency.ZERO_OUT.value)
   if adjacency not in ADJACENCIES:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
@@ -289,7 +305,10 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
                         'the Monte Carlo accountants are for zero-out adjacency (equal to '
                         'add/remove without truncation)')
     return choice
-  reason = deterministic.get(choice).supports(probe, adjacency=adjacency)
+  try:
+    reason = deterministic.get(choice).supports(probe, adjacency=adjacency, **options)
+  except (TypeError, ValueError) as error:  # an option the accountant does not take / refuses
+    raise ConfigError(f'accountant_options: {error}') from None
   if reason is not None:
     raise ConfigError(f'accountant: {reason}')
   return choice

@@ -35,13 +35,14 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import linalg
 
-from jaxacct import _validate
+from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import minimize_lbfgs, toeplitz_solve
 from jaxacct.strategy import Strategy
 
 __all__ = [
     'LowerTriangular',
+    'PhaseModes',
     'RMinSepTerms',
     'banded_inverse_square_root',
     'later_cross_term_bounds',
@@ -148,12 +149,18 @@ class LowerTriangular(Strategy):
     return ('lower_triangular', self.iterations,
             hashlib.sha256(np.ascontiguousarray(self.entries).tobytes()).hexdigest())
 
+  def exact_for(self, scheme) -> bool:
+    """Balls-in-bins losses are exact with any C (a mixture over T modes); others are App. B."""
+    return isinstance(scheme, schemes.BallsInBins)
+
   def check_scheme(self, scheme) -> None:
-    """App. B bounds the loss of the r-min-sep chain (Poisson r = 1, BMinSep r = min_sep)."""
-    if scheme.min_sep_chain is None:
+    """App. B bounds the loss of the r-min-sep chain (Poisson r = 1, BMinSep r = min_sep);
+    fixed-bin balls-in-bins is exact with any C."""
+    if scheme.min_sep_chain is None and not isinstance(scheme, schemes.BallsInBins):
       raise ValueError(
           f'a LowerTriangular strategy is accounted by the r-min-sep bounds of seed 000 App. B, '
-          f'for Poisson or BMinSep(min_sep=r) schemes; got {type(scheme).__name__}')
+          f'for Poisson or BMinSep(min_sep=r) schemes, or exactly for BallsInBins; got '
+          f'{type(scheme).__name__}')
     if scheme.truncates:
       raise ValueError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
                        'App. D assumes banded C); drop truncated_batch_size or use BandedToeplitz')
@@ -161,7 +168,9 @@ class LowerTriangular(Strategy):
       raise ValueError(f'the LowerTriangular matrix is {self.iterations}×{self.iterations} but '
                        f'the scheme has iterations = {scheme.iterations}; they must be equal')
 
-  def kernel_view(self, scheme) -> 'RMinSepTerms':
+  def kernel_view(self, scheme) -> 'RMinSepTerms | PhaseModes':
+    if isinstance(scheme, schemes.BallsInBins):
+      return PhaseModes(self.entries, phase_sums(self.entries, scheme.cycle_length))
     return self.kernel_terms(scheme.min_sep_chain)
 
   def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
@@ -259,6 +268,17 @@ def _unflatten(_: None, children) -> LowerTriangular:
 jax.tree_util.register_pytree_with_keys(LowerTriangular, _flatten_with_keys, _unflatten, _flatten)
 
 
+# HIGHEST: TPU/GPU default matmuls round to bf16/TF32, far coarser than the kernel dtype.
+def _transpose_products(entries, y: jax.Array) -> jax.Array:
+  """Cᵀy row-wise: y C for a batch of outputs y, (N, n)."""
+  return jnp.matmul(y, entries.astype(y.dtype), precision=jax.lax.Precision.HIGHEST)
+
+
+def _dense_mean(entries, x: jax.Array, dtype) -> jax.Array:
+  """C·x row-wise: x Cᵀ for a batch of participation patterns x, (N, n)."""
+  return jnp.matmul(x.astype(dtype), entries.astype(dtype).T, precision=jax.lax.Precision.HIGHEST)
+
+
 class RMinSepTerms(NamedTuple):
   """Kernel view of a dense C for an r-min-sep scheme (``strategy.StrategyView``; traced).
 
@@ -278,19 +298,56 @@ class RMinSepTerms(NamedTuple):
   exact = False
 
   def transpose_products(self, y: jax.Array) -> jax.Array:
-    # HIGHEST: TPU/GPU default matmuls round to bf16/TF32, far coarser than the kernel dtype.
-    return jnp.matmul(y, self.entries.astype(y.dtype), precision=jax.lax.Precision.HIGHEST)
+    return _transpose_products(self.entries, y)
 
   def separated_mean(self, x: jax.Array, dtype) -> jax.Array:
-    # C·x = x Cᵀ row-wise (x is r-separated, but a dense product needs no separation).
-    return jnp.matmul(x.astype(dtype), self.entries.astype(dtype).T,
-                      precision=jax.lax.Precision.HIGHEST)
+    # x is r-separated, but a dense product needs no separation.
+    return _dense_mean(self.entries, x, dtype)
 
   def charge(self, direction: str, iterations: int) -> jax.Array:
     del iterations  # the view is for one n
     if direction == 'add':
       return self.squared_norms + 2.0 * self.cross_bounds
     return self.squared_norms
+
+
+def phase_sums(entries: np.ndarray, period: int) -> np.ndarray:
+  """m_j = Σ_{i ≡ j (mod T)} c_i, the T balls-in-bins mode vectors of a dense C: (T, n) float64."""
+  entries = np.asarray(entries, np.float64)
+  modes = np.zeros((period, entries.shape[0]))
+  for phase in range(min(period, entries.shape[0])):
+    modes[phase] = entries[:, phase::period].sum(axis=1)
+  return modes
+
+
+class PhaseModes(NamedTuple):
+  """Kernel view of a dense C for fixed-bin balls-in-bins (``strategy.StrategyView``; traced).
+
+  The output mean is one of the T modes m_j = C·1[i ≡ j (mod T)], so the loss is exact for
+  any C (seed 000 §2.3; seed 002 Lemma 2.8).
+
+  Attributes:
+    entries: C, (n, n).
+    modes: m_j, (T, n).
+  """
+
+  entries: Any
+  modes: Any
+  exact = True
+
+  def transpose_products(self, y: jax.Array) -> jax.Array:
+    return _transpose_products(self.entries, y)
+
+  def separated_mean(self, x: jax.Array, dtype) -> jax.Array:
+    return _dense_mean(self.entries, x, dtype)
+
+  def charge(self, direction: str, iterations: int) -> jax.Array:
+    del direction, iterations  # exact: the column norms in both directions
+    return jnp.sum(jnp.square(self.entries), axis=0)
+
+  def phase_modes(self, iterations: int, period: int) -> jax.Array:
+    del iterations, period  # fixed by the view
+    return self.modes
 
 
 def _separated_max(weights: np.ndarray, min_sep: int) -> np.ndarray:

@@ -37,8 +37,9 @@ class MatrixMechanism:
   Attributes:
     scheme: the batch sampling scheme.
     matrix: the strategy matrix C (lower-triangular, non-negative): banded
-      Toeplitz (exact accounting) or dense ``LowerTriangular`` (App. B bounds;
-      Poisson or BMinSep(min_sep=r) without truncation, iterations = n of C).
+      Toeplitz (exact accounting) or dense ``LowerTriangular`` (App. B bounds for
+      Poisson or BMinSep(min_sep=r) without truncation; exact for BallsInBins;
+      iterations = n of C).
     noise_multiplier: σ > 0, finite.
 
   Raises:
@@ -65,7 +66,7 @@ class MatrixMechanism:
   @property
   def bounded(self) -> bool:
     """True when the accountant reports bounds (seed 000 App. B) rather than the exact loss."""
-    return not self.matrix.exact
+    return not self.matrix.exact_for(self.scheme)
 
   @property
   def iterations(self) -> int:

@@ -60,6 +60,11 @@ class Strategy(abc.ABC):
   exact: bool
   """Monte Carlo losses with this strategy are exact (True) or App. B bounds (False)."""
 
+  def exact_for(self, scheme) -> bool:
+    """Whether Monte Carlo losses of ``scheme`` with this C are exact (default ``exact``)."""
+    del scheme
+    return self.exact
+
   @property
   @abc.abstractmethod
   def num_bands(self) -> int:

@@ -65,7 +65,8 @@ def test_bad_arguments_are_rejected():
   with pytest.raises(ValueError, match='iterations'):
     jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=5, min_sep=2), dense, 1.0)
   with pytest.raises(ValueError, match='App. B'):
-    jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=4, cycle_length=2), dense, 1.0)
+    jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=4,
+                                                  cycle_length=2), dense, 1.0)
   with pytest.raises(ValueError, match='truncat'):
     jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=4, min_sep=2,
                                             truncated_batch_size=3, dataset_size=40), dense, 1.0)
@@ -218,3 +219,20 @@ def test_prefix_error_of_dense_and_banded_forms_agree():
   c = jaxacct.banded_inverse_square_root(n, 3).entries
   assert jaxacct.banded_inverse_square_root(n, 3).prefix_error() == pytest.approx(
       np.sum((a @ np.linalg.inv(c)) ** 2) / n, rel=1e-12)
+
+
+@pytest.mark.parametrize('direction', ['remove', 'add'])
+def test_balls_in_bins_with_dense_c_is_exact_and_equals_the_banded_kernel(direction):
+  # A Toeplitz C stored densely must give the banded kernel's losses (the balls-in-bins loss is
+  # a mixture over the T modes m_j = C·1[i ≡ j], exact for any C: seed 000 §2.3), to rounding.
+  column = np.asarray(jaxacct.banded_inverse_square_root(12, 2).entries)[:, 0]
+  scheme = jaxacct.BallsInBins(iterations=12, cycle_length=5)
+  dense = jaxacct.MatrixMechanism(scheme, jaxacct.LowerTriangular(
+      np.tril(np.array([[column[i - j] if i >= j else 0.0 for j in range(12)]
+                        for i in range(12)]))), 1.3)
+  banded = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz(column), 1.3)
+  assert not dense.bounded and not banded.bounded
+  key = jax.random.key(4)
+  np.testing.assert_allclose(jaxacct.sample_privacy_losses(key, dense, 64, direction),
+                             jaxacct.sample_privacy_losses(key, banded, 64, direction),
+                             rtol=1e-12, atol=1e-12)

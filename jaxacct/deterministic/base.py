@@ -141,6 +141,12 @@ class PrivacyCurve(abc.ABC):
       return float(self._epsilon(delta, direction))
     return max(float(self._epsilon(delta, d)) for d in DIRECTIONS)
 
+  def explain(self, delta: float) -> dict:
+    """Accountant-specific details of what gives ε(δ) (e.g. the Rényi order, bandwidth and
+    τ per direction); empty when there is nothing more to say."""
+    del delta
+    return {}
+
   @abc.abstractmethod
   def _delta(self, epsilon: float, direction: str) -> float:
     """δ(ε) of one direction (arguments already checked)."""

@@ -18,6 +18,9 @@ TRUNCATED_POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=6, truncated_b
                                     dataset_size=200)
 COARSE = {'value_discretization_interval': 1e-3}
 
+# The package's accountants, in registration order (``jaxacct/deterministic/__init__.py``).
+REGISTERED = ('pld', 'unamplified_gaussian', 'renyi')
+
 
 @typing.final
 class _Stub(base.DeterministicAccountant):
@@ -42,7 +45,7 @@ class _Stub(base.DeterministicAccountant):
 
 # ---------------------------------------------------------------- registry
 def test_registered_accountants_in_order():
-  assert base.available() == ('pld', 'unamplified_gaussian')
+  assert base.available() == REGISTERED
   assert [a.name for a in base.accountants()] == list(base.available())
   assert base.get('pld') is base.get('pld')
 
@@ -64,7 +67,7 @@ def test_registry_refuses_collisions_reserved_names_and_non_accountants():
   stub.name = 'pld'
   with pytest.raises(ValueError, match="named 'pld' is already registered"):
     base.register(stub)
-  assert base.available() == ('pld', 'unamplified_gaussian')
+  assert base.available() == REGISTERED
 
 
 def test_unknown_names_list_the_registered_ones():
@@ -192,15 +195,16 @@ def test_config_auto_keeps_the_shipped_configs_choices():
 def test_config_takes_any_registered_name():
   assert _accountant_of('quickstart.yaml', accountant='unamplified_gaussian') == \
       'unamplified_gaussian'
-  assert config_lib.accountant_choices() == ('auto', 'monte_carlo', 'pld', 'unamplified_gaussian')
+  assert config_lib.accountant_choices() == ('auto', 'monte_carlo', *REGISTERED)
   with pytest.raises(config_lib.ConfigError,
-                     match='accountant must be one of auto, monte_carlo, pld, unamplified_gaussian'):
+                     match='accountant must be one of auto, monte_carlo, ' + ', '.join(REGISTERED)):
     _accountant_of('quickstart.yaml', accountant='rdp')
   with pytest.raises(config_lib.ConfigError, match='unamplified_gaussian covers zero_out '
                                                    'adjacency only, not replace_one'):
     _accountant_of('quickstart.yaml', accountant='unamplified_gaussian', adjacency='replace_one')
-  with pytest.raises(config_lib.ConfigError, match='adjacency: add_remove is only for accountant: '
-                                                   'pld;'):
+  covering = ', '.join(n for n in REGISTERED if 'add_remove' in base.get(n).adjacencies)
+  with pytest.raises(config_lib.ConfigError,
+                     match=f'adjacency: add_remove is only for accountant: {covering};'):
     _accountant_of('quickstart.yaml', adjacency='add_remove')
 
 
