@@ -3,13 +3,16 @@
 For each setting of seed 002's Figures 2–3 (δ = 1e-5; DP-SGD, BSR and BISR), prints
 
   * the time of one ε(δ) at ``--sigma`` and of a σ calibration at ε = ``--epsilon`` for each
-    deterministic accountant (``renyi``; the order α, bandwidth p and τ that gave ε);
+    deterministic accountant: ``renyi`` (with the order α, bandwidth p and τ that gave ε) and
+    ``conditional_composition`` (δ_E = δ/2 as in seed 002 App. B.2; its calibration only for
+    N ≤ 100 unless ``--full``: each σ composes N step pairs per direction);
   * with ``--mc``, jaxacct's verified Monte Carlo calibration of the same mechanism at the same
     (ε, δ): its verification samples per direction, time and σ.
 
 Usage:
 
-  python benchmarks/random_allocation.py [--sigma 1.0] [--epsilon 2.0] [--mc] [--only NAME]
+  python benchmarks/random_allocation.py [--sigma 1.0] [--epsilon 2.0] [--mc] [--full]
+                                         [--only NAME]
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ def main() -> None:
   parser.add_argument('--sigma', type=float, default=1.0)
   parser.add_argument('--epsilon', type=float, default=2.0)
   parser.add_argument('--mc', action='store_true', help='also calibrate by verified Monte Carlo')
+  parser.add_argument('--full', action='store_true',
+                      help='calibrate by conditional composition at every N (slow)')
   parser.add_argument('--only', help='run the settings whose name contains this')
   args = parser.parse_args()
   print(f'δ = {DELTA:g}; ε(δ) at σ = {args.sigma:g}; σ calibrated at ε = {args.epsilon:g}; '
@@ -65,15 +70,22 @@ def main() -> None:
     if args.only and args.only not in name:
       continue
     mechanism = jaxacct.MatrixMechanism(scheme, matrix, args.sigma)
-    for accountant in ('renyi',):
-      curve, seconds = timed(lambda: base.get(accountant).privacy_curve(mechanism))
+    for accountant, options in (('renyi', {}),
+                                ('conditional_composition', {'bad_event_delta': DELTA / 2})):
+      curve, seconds = timed(lambda: base.get(accountant).privacy_curve(mechanism, **options))
       epsilon, more = timed(lambda: curve.epsilon_for_delta(DELTA))
-      why = curve.explain(DELTA)['remove']
-      sigma, calibration_seconds = timed(lambda: base.get(accountant).sigma(
-          scheme, matrix, epsilon=args.epsilon, delta=DELTA))
-      print(f'{name:<22} {accountant:<13} {epsilon:9.4f} {seconds + more:7.2f}  '
-            f'{why["alpha"]:>3}, {why["bandwidth"]:>3}, {why["tau"]:9.3g}    '
-            f'{sigma:9.4f} {calibration_seconds:7.1f}', flush=True)
+      why = curve.explain(DELTA).get('remove')
+      detail = (f'{why["alpha"]:>3}, {why["bandwidth"]:>3}, {why["tau"]:9.3g}' if why
+                else f'{"":22}')
+      label = 'cond. comp.' if accountant == 'conditional_composition' else accountant
+      if accountant == 'renyi' or args.full or scheme.iterations <= 100:
+        sigma, calibration_seconds = timed(lambda: base.get(accountant).sigma(
+            scheme, matrix, epsilon=args.epsilon, delta=DELTA, **options))
+        calibrated = f'{sigma:9.4f} {calibration_seconds:7.1f}'
+      else:
+        calibrated = f'{"(--full)":>17}'
+      print(f'{name:<22} {label:<13} {epsilon:9.4f} {seconds + more:7.2f}  {detail}    '
+            f'{calibrated}', flush=True)
     if args.mc:
       result, seconds = timed(lambda: jaxacct.calibrate_noise_multiplier(
           scheme, matrix, epsilon=args.epsilon, delta=DELTA, key=jax.random.key(0)))

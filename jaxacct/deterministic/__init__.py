@@ -17,3 +17,4 @@ it): a new accountant is a module here with an ``@register``-ed class and one im
 from jaxacct.deterministic import pld_accountant as pld_accountant
 from jaxacct.deterministic import unamplified as unamplified
 from jaxacct.deterministic import renyi as renyi
+from jaxacct.deterministic import conditional_composition as conditional_composition

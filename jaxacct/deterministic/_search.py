@@ -5,21 +5,24 @@ from __future__ import annotations
 import math
 
 
-def smallest_passing_sigma(meets, *, tolerance: float, floor: float) -> float:
+def smallest_passing_sigma(meets, *, tolerance: float, floor: float, start: float = 1.0,
+                           step: float = 2.0) -> float:
   """Smallest σ ≥ ``floor`` (rounded up, to ``tolerance`` relative) with ``meets(σ)``.
 
   ``meets`` must be monotone (δ(ε) decreases in σ: a larger σ is a
   post-processing of a smaller one by added noise), so a bisection on ln σ
-  suffices. Returns ``floor`` if it already meets the target (valid, conservative).
+  suffices. The bracket grows from ``start`` by factors of ``step`` (a good guess and a
+  small step keep an accountant away from σ far below the answer, where PLD grids grow like
+  1/σ²). Returns ``floor`` if it already meets the target (valid, conservative).
   """
-  high = 1.0
+  high = max(float(start), floor)
   while not meets(high):
-    high *= 2.0
-  low = high / 2.0
+    high *= step
+  low = high / step
   while meets(low):
     if low <= floor:
       return floor
-    low, high = max(low / 2.0, floor), low
+    low, high = max(low / step, floor), low
   while high / low - 1.0 > tolerance:
     mid = math.sqrt(low * high)
     low, high = (low, mid) if meets(mid) else (mid, high)

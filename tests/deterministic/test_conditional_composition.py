@@ -8,8 +8,51 @@ import pytest
 from scipy import special
 
 import jaxacct
+from jaxacct.deterministic import base
 from jaxacct.deterministic import conditional_composition as cc
 from jaxacct.deterministic import random_allocation
+
+from accountant_contract import AccountantContract, Calibration, Case, mechanism
+
+BALLS = jaxacct.BallsInBins(iterations=8, cycle_length=4)  # k = 2 epochs
+BAD_EVENT = {'bad_event_delta': 1e-7, 'value_discretization_interval': 1e-2}
+
+
+class TestConditionalCompositionAccountant(AccountantContract):
+  name = 'conditional_composition'
+  consistency_slack = 1e-9  # ε(δ) and δ(ε) read the same composed PMF
+
+  def supported_cases(self):
+    return [
+        Case('dpsgd-k2', mechanism(BALLS, sigma=2.0), BAD_EVENT),
+        Case('banded-k1', mechanism(jaxacct.BallsInBins(iterations=6, cycle_length=6),
+                                    c_col=[1.0, 0.5], sigma=2.5), BAD_EVENT),
+        Case('add_remove-partial-epoch', mechanism(
+            jaxacct.BallsInBins(iterations=7, cycle_length=3), c_col=[1.0, 0.4], sigma=3.0),
+             {**BAD_EVENT, 'adjacency': 'add_remove'}),
+    ]
+
+  def unsupported_cases(self):
+    return [
+        Case('no-bad-event-delta', mechanism(BALLS, sigma=2.0)),
+        Case('poisson', mechanism(jaxacct.Poisson(sampling_prob=0.25, iterations=8)), BAD_EVENT),
+        Case('replace_one', mechanism(BALLS), {**BAD_EVENT, 'adjacency': 'replace_one'}),
+    ]
+
+  def calibration_case(self):
+    return Calibration(jaxacct.BallsInBins(iterations=6, cycle_length=6),
+                       jaxacct.BandedToeplitz([1.0, 0.5]), epsilon=2.0, delta=1e-5,
+                       tolerance=1e-2, options=BAD_EVENT)
+
+
+def test_bad_event_delta_is_checked_and_bounds_what_delta_can_be():
+  accountant = base.get('conditional_composition')
+  mech = mechanism(BALLS, sigma=2.0)
+  with pytest.raises(ValueError, match=r'bad_event_delta must be in \(0, 1\)'):
+    accountant.epsilon_for_delta(mech, 1e-5, bad_event_delta=0.0)
+  assert accountant.epsilon_for_delta(mech, 1e-7, **BAD_EVENT) == math.inf
+  with pytest.raises(ValueError, match='must exceed bad_event_delta'):
+    accountant.sigma(BALLS, jaxacct.BandedToeplitz([1.0]), epsilon=1.0, delta=1e-7, **BAD_EVENT)
 
 TAIL_CASES = [  # (n, b, band, σ, step): a prefix of `step` rounds, sorted by the step's means
     (8, 4, [1.0, 0.5], 1.0, 5),

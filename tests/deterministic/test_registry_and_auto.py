@@ -19,7 +19,7 @@ TRUNCATED_POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=6, truncated_b
 COARSE = {'value_discretization_interval': 1e-3}
 
 # The package's accountants, in registration order (``jaxacct/deterministic/__init__.py``).
-REGISTERED = ('pld', 'unamplified_gaussian', 'renyi')
+REGISTERED = ('pld', 'unamplified_gaussian', 'renyi', 'conditional_composition')
 
 
 @typing.final
