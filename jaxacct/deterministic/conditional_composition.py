@@ -66,36 +66,31 @@ def _prefix_labels(labels: np.ndarray, column: np.ndarray) -> np.ndarray:
   return relabelled.ravel()
 
 
-def _variational_terms(gram: np.ndarray, identical: np.ndarray, noise_multiplier: float,
-                       temperature: float):
-  """For ψ^(i) = softmax(−‖μ_i − μ_j‖²/t) over the j < i not identical to i (uniform at
-  t = ∞): (ψ (b × b, row i), KL(ψ^(i)‖uniform on i − 1), ξ_i, the ν part common to every
-  component, ψK) — Theorem D.3 / Corollary D.4 in terms of the prefix Gram matrix K."""
+def _variational_terms(gram: np.ndarray, below: np.ndarray, distance: np.ndarray,
+                       noise_multiplier: float, temperature: float):
+  """For ψ^(i) = softmax(−‖μ_i − μ_j‖²/t) over the allowed j (``below``: j < i and μ_j ≠ μ_i;
+  uniform at t = ∞): (ξ_i, the ν part common to every component, ψK) — Theorem D.3 /
+  Corollary D.4 written with the prefix Gram matrix K, and KL(ψ^(i)‖uniform on i − 1)."""
   b = gram.shape[0]
-  variance = noise_multiplier**2
-  below = np.tril(np.ones((b, b), bool), -1) & ~identical
-  diagonal = np.diag(gram)
-  if math.isinf(temperature):
-    logits = np.zeros((b, b))
-  else:
-    distance = np.maximum(diagonal[:, None] + diagonal[None, :] - 2.0 * gram, 0.0)
-    logits = -distance / temperature
+  logits = np.zeros((b, b)) if math.isinf(temperature) else -distance / temperature
   logits = np.where(below, logits, -np.inf)
   has = below.any(axis=1)
-  top = np.where(has, logits.max(axis=1, initial=-np.inf, where=below), 0.0)
-  weights = np.where(below, np.exp(logits - top[:, None]), 0.0)
-  weights /= np.where(has, weights.sum(axis=1), 1.0)[:, None]
-  predecessors = np.arange(b, dtype=np.float64)  # i − 1 for row i (0-based row i has i)
-  with np.errstate(divide='ignore', invalid='ignore'):
-    kl = np.where(below, weights * (np.log(weights) + np.log(np.maximum(predecessors, 1.0))
-                                    [:, None]), 0.0).sum(axis=1)
+  top = np.where(has, np.max(logits, axis=1, initial=-np.inf), 0.0)
+  shifted = logits - top[:, None]
+  weights = np.exp(shifted)  # 0 where not allowed
+  total = np.where(has, weights.sum(axis=1), 1.0)
+  weights /= total[:, None]
+  log_weights_ = np.where(below, shifted - np.log(total)[:, None], 0.0)
+  # KL(ψ‖uniform on the i − 1 predecessors) = Σ_j ψ_j (ln ψ_j + ln(i − 1)).
+  predecessors = np.log(np.maximum(np.arange(b, dtype=np.float64), 1.0))
+  kl = (weights * (log_weights_ + predecessors[:, None])).sum(axis=1)
+  diagonal = np.diag(gram)
   mixed = weights @ gram  # row i: Σ_j ψ_j K_{j,·}
-  mean_sq = weights @ diagonal
-  cross = mixed[np.arange(b), np.arange(b)]
+  cross = np.diagonal(mixed)
   spread = np.maximum(diagonal - 2.0 * cross + (mixed * weights).sum(axis=1), 0.0)
   xi = np.sqrt(spread) / noise_multiplier
-  common = (diagonal - mean_sq) / (2.0 * variance) - kl
-  return weights, xi, common, mixed, has
+  common = (diagonal - weights @ diagonal) / (2.0 * noise_multiplier**2) - kl
+  return xi, common, mixed
 
 
 def tail_bounds(gram: np.ndarray, identical: np.ndarray, noise_multiplier: float,
@@ -117,37 +112,44 @@ def tail_bounds(gram: np.ndarray, identical: np.ndarray, noise_multiplier: float
   b = gram.shape[0]
   variance = noise_multiplier**2
   quantile = special.ndtri(significance)
-  terms = [_variational_terms(gram, identical, noise_multiplier, t) for t in temperatures]
-  has = terms[0][4]
+  below = np.tril(np.ones((b, b), bool), -1) & ~identical
+  has = below.any(axis=1)
+  diagonal = np.diag(gram)
+  distance = np.maximum(diagonal[:, None] + diagonal[None, :] - 2.0 * gram, 0.0)
+  terms = [_variational_terms(gram, below, distance, noise_multiplier, t) for t in temperatures]
   if direction == Direction.ADD:
-    tau = np.max([common + xi * quantile for _, xi, common, _, _ in terms], axis=0)
+    tau = np.max([common + xi * quantile for xi, common, _ in terms], axis=0)
   else:
-    # ν_{i,k} = (Σ_j ψ_j K_jk − K_ik)/σ² + common_i for component k; ξ_i as for add.
-    means = [(mixed - gram) / variance + common[:, None] for _, _, common, mixed, _ in terms]
-    spreads = [xi for _, xi, _, _, _ in terms]
+    # ν_{t,i,k} = (Σ_j ψ_j K_jk − K_ik)/σ² + common_{t,i} for component k; ξ_{t,i} as for add.
+    means = np.stack([(mixed - gram) / variance + common[:, None] for _, common, mixed in terms])
+    spreads = np.stack([xi for xi, _, _ in terms])[:, :, None]  # (T, b, 1)
+    positive = spreads > 0
+    inverse = np.where(positive, 1.0 / np.where(positive, spreads, 1.0), 0.0)
     log_beta = math.log(significance)
 
     def log_cdf(tau):
-      # log[(1/b) Σ_k min_t Φ((τ_i − ν_{t,i,k})/ξ_{t,i})]: min over t inside Φ (monotone).
-      z = np.full((b, b), np.inf)
-      for mean, xi in zip(means, spreads):
-        gap = tau[:, None] - mean
-        with np.errstate(divide='ignore', invalid='ignore'):
-          scaled = np.where(xi[:, None] > 0, gap / xi[:, None],
-                            np.where(gap >= 0, np.inf, -np.inf))
-        z = np.minimum(z, scaled)
-      return special.logsumexp(special.log_ndtr(z), axis=1) - math.log(b)
+      # log[(1/b) Σ_k min_t Φ((τ_i − ν_{t,i,k})/ξ_{t,i})]: min over t inside Φ (monotone);
+      # ξ = 0 makes that term a step at ν.
+      gap = tau[None, :, None] - means
+      z = np.where(positive, gap * inverse, np.where(gap >= 0, np.inf, -np.inf)).min(axis=0)
+      logs = special.log_ndtr(z)
+      peak = np.max(logs, axis=1)
+      finite = np.isfinite(peak)
+      safe = np.where(finite, peak, 0.0)
+      with np.errstate(divide='ignore'):  # rows with every term −∞ stay −∞
+        total = safe + np.log(np.exp(logs - safe[:, None]).sum(axis=1))
+      return np.where(finite, total, peak) - math.log(b)
 
     # Bracket: below every component's β-quantile F ≤ β; above every (bβ)-quantile F > β.
-    lows = np.min([np.min(m + x[:, None] * quantile, axis=1) for m, x in zip(means, spreads)],
-                  axis=0)
-    highs = np.max([np.max(m + x[:, None] * special.ndtri(min(1.0, b * significance)), axis=1)
-                    for m, x in zip(means, spreads)], axis=0) + 1.0
-    low, high = lows - 1.0, highs
+    low = np.min(means + spreads * quantile, axis=(0, 2)) - 1.0
+    high = np.max(means + spreads * special.ndtri(min(1.0, b * significance)),
+                  axis=(0, 2)) + 1.0
     for _ in range(_BISECTIONS):
       middle = 0.5 * (low + high)
       passes = log_cdf(middle) <= log_beta
       low, high = np.where(passes, middle, low), np.where(passes, high, middle)
+      if np.all(high - low <= 1e-10 * np.maximum(1.0, np.abs(low))):
+        break
     tau = low  # F(low) ≤ β holds at every step of the bisection
   ranks = np.arange(b)
   same = (identical & np.tril(np.ones((b, b), bool), -1)).sum(axis=1)
