@@ -8,12 +8,14 @@
   digits example (``jaxacct.training.digits``) on batches of the config's scheme
   with that σ; reports test accuracy with the guarantee.
 
-With a deterministic accountant (``accountant: pld``, ``unamplified_gaussian`` or any
-registered name; ``auto`` picks ``pld`` for truncated Poisson and truncated cyclic Poisson)
-both commands go through the accountant contract (``jaxacct.deterministic.base``) instead:
-``estimate`` reports the proven δ(ε) (max over directions, and per direction) and ε(δ),
-``calibrate`` the smallest σ (``calibrate_deterministic``). Every payload names its
-``accountant`` (``monte_carlo`` for Monte Carlo estimates).
+With a deterministic accountant (``accountant: pld``, ``renyi`` or any registered name;
+``auto`` takes the tightest deterministic one for truncated Poisson, truncated cyclic Poisson
+and balls-in-bins) both commands go through the accountant contract
+(``jaxacct.deterministic.base``) instead: ``estimate`` reports the proven δ(ε) (max over
+directions, and per direction) and ε(δ), ``calibrate`` the smallest σ
+(``calibrate_deterministic``). Every payload names the ``accountant`` that gave its answer
+(``monte_carlo`` for Monte Carlo estimates) and, for ``auto``, every one evaluated in its
+``explanation``.
 
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
@@ -98,9 +100,11 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   adjacency = raw.get('adjacency', 'zero_out')
   options = config_lib.accountant_options(raw)
   epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
-  curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=adjacency, **options)
+  curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
   deltas = [curve.delta_for_epsilon(e) for e in epsilons]
   target = raw.get('calibration', {}).get('delta')
+  if isinstance(curve, deterministic.TightestCurve):  # auto: name the one that gave ε(δ)
+    name = curve.chosen(target) if target is not None else config_lib.AUTO
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': None if target is None else curve.epsilon_for_delta(target),
@@ -275,8 +279,10 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
         accountant=name, adjacency=raw.get('adjacency', 'zero_out'), **options)
-    curve = deterministic_base.get(name).privacy_curve(mechanism, adjacency=g.adjacency,
-                                                       **options)
+    # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
+    # the named one was chosen
+    curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=g.adjacency,
+                                        **options)
     payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
                'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
                'accountant': g.accountant, 'accountant_options': options,

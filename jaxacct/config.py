@@ -26,10 +26,10 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (seed 000 App. B bounds)
     optimized_inverse_bands: int    # BandInvMF by optax, C >= 0, for the scheme's min_sep
   noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
-  accountant: auto | monte_carlo | pld | unamplified_gaussian   # or any registered
-                               # deterministic accountant (jaxacct.deterministic.base); auto: the
-                               # one that supersedes Monte Carlo for the mechanism (pld for
-                               # truncated Poisson / cyclic Poisson), else monte_carlo
+  accountant: auto | monte_carlo | pld | unamplified_gaussian | renyi | conditional_composition
+                               # or any registered deterministic accountant; auto: the tightest
+                               # deterministic one where one supersedes Monte Carlo (truncated
+                               # Poisson / cyclic Poisson, balls_in_bins), else monte_carlo
   accountant_options:          # keyword options of the deterministic accountant, e.g. renyi's
     bandwidths: [ints]         #   bandwidths / alpha_max / max_transitions (checked by it)
   adjacency: zero_out | add_remove | replace_one   # deterministic accountants that cover it
@@ -88,6 +88,7 @@ import yaml
 from jaxacct import schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.conventions import Adjacency
+from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base as deterministic
 from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_root,
                                       optimize_banded_inverse)
@@ -273,15 +274,17 @@ def accountant_options(raw: dict) -> dict:
 
 
 def accountant_from(raw: dict, scheme, matrix) -> str:
-  """``"monte_carlo"`` or a deterministic accountant's name: the config's choice, or for ``auto``
-  the accountant of record.
+  """``"monte_carlo"``, a deterministic accountant's name, or ``"auto"`` for the tightest of the
+  deterministic accountants that support the config (``jaxacct.deterministic.accountant``).
 
-  ``auto`` asks the registry which deterministic accountant supersedes Monte Carlo for the
-  mechanism (``DeterministicAccountant.supersedes_monte_carlo``: the Monte Carlo engine
-  accounts it by a looser pair or not at all), e.g. ``pld`` for truncated Poisson (seed 001
-  pairs, tighter than App. D of seed 000 with b = 1) and truncated cyclic Poisson (no Monte
-  Carlo kernel); otherwise ``monte_carlo``. A deterministic choice must support the mechanism
-  under the config's ``adjacency``; Monte Carlo is for zero-out adjacency only.
+  ``auto`` in a config is deterministic when some registered accountant supersedes Monte
+  Carlo for the mechanism (``DeterministicAccountant.supersedes_monte_carlo``): truncated
+  Poisson and truncated cyclic Poisson (``pld``: seed 001 pairs, and no Monte Carlo kernel for
+  the latter) and fixed-bin balls-in-bins (``renyi`` and ``conditional_composition``, seed
+  002: proofs in seconds to minutes of the pair Monte Carlo samples); then every supporting
+  accountant runs and the tightest answer is reported with its name. Otherwise ``auto`` is
+  ``monte_carlo``. A deterministic choice must support the mechanism under the config's
+  ``adjacency``; Monte Carlo is for zero-out adjacency only.
 
   Raises:
     ConfigError: an unknown accountant or adjacency, or a choice that cannot account the
@@ -296,14 +299,20 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
   if adjacency not in ADJACENCIES:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  if choice == AUTO:
-    choice = deterministic.superseding_monte_carlo(probe) or MONTE_CARLO
+  if choice == AUTO and deterministic.superseding_monte_carlo(probe) is None:
+    choice = MONTE_CARLO
   if choice == MONTE_CARLO:
     if adjacency != Adjacency.ZERO_OUT:
       covering = [a.name for a in deterministic.accountants() if adjacency in a.adjacencies]
       raise ConfigError(f'adjacency: {adjacency} is only for accountant: {", ".join(covering)}; '
                         'the Monte Carlo accountants are for zero-out adjacency (equal to '
                         'add/remove without truncation)')
+    return choice
+  if choice == AUTO:
+    try:
+      deterministic_functions.chosen_accountants(probe, AUTO, {'adjacency': adjacency})
+    except ValueError as error:  # none supports it: every accountant's reason
+      raise ConfigError(f'accountant: auto: {error}') from None
     return choice
   try:
     reason = deterministic.get(choice).supports(probe, adjacency=adjacency, **options)

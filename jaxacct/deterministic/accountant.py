@@ -4,25 +4,31 @@
 - ``epsilon_for_delta(mechanism, delta, accountant=...)``: ε(δ), likewise;
 - ``calibrate_deterministic(scheme, matrix, epsilon=, delta=, accountant=...)``: the smallest
   σ meeting (ε, δ), with its ``Guarantee`` (which records the accountant);
+- ``privacy_curve(mechanism, accountant=...)``: the curve those read; for ``"auto"`` a
+  ``TightestCurve`` that also says which accountant gave each answer;
 - ``mechanism_pld``: the PLD object of the ``"pld"`` accountant (as before the contract).
 
 ``accountant`` is a registered name (``jaxacct.deterministic.base.available()``: ``"pld"``,
-``"unamplified_gaussian"``) or ``"auto"``: every registered accountant that supports the
-mechanism under the given options is evaluated and the smallest ε, δ or σ is returned. Each
-is a valid bound, so their minimum is too. ``"auto"`` passes each accountant only the options
+``"unamplified_gaussian"``, ``"renyi"``, ``"conditional_composition"``) or ``"auto"``: every
+registered accountant that supports the mechanism under the given options is evaluated and
+the smallest ε, δ or σ is returned, per direction. Each is a valid bound of its direction, so
+their minimum is too. ``"auto"`` passes each accountant only the options
 it takes; an option that no supporting accountant takes is an error, never ignored, and an
 accountant that cannot honour the requested adjacency does not support the call.
 
 References: those of each accountant (``base.get(name).references``): Ganesh, arXiv
 2508.15089v1 (truncated Poisson); Choquette-Choo et al., NeurIPS 2023 (cyclic Poisson);
-Balle & Wang, ICML 2018, Thm 8 (Gaussian); Dong & Ganesh, arXiv 2602.09338v2, App. A.
+Balle & Wang, ICML 2018, Thm 8 (Gaussian); Dong & Ganesh, arXiv 2602.09338v2, App. A;
+Schuchardt & Kalinin, arXiv 2601.21636 (balls-in-bins: Rényi, conditional composition).
 """
 
 from __future__ import annotations
 
+import typing
 from typing import Any, Mapping
 
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
+from jaxacct.conventions import DIRECTIONS
 from jaxacct.deterministic import base
 from jaxacct.deterministic.base import DeterministicAccountant, UnsupportedMechanismError
 from jaxacct.deterministic.pld_accountant import mechanism_pld as mechanism_pld
@@ -32,8 +38,8 @@ from jaxacct.mechanism import MatrixMechanism
 AUTO = 'auto'
 
 
-def _chosen(mechanism: MatrixMechanism, accountant: str,
-            options: Mapping[str, Any]) -> list[tuple[DeterministicAccountant, dict]]:
+def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
+                       options: Mapping[str, Any]) -> list[tuple[DeterministicAccountant, dict]]:
   """The accountants to evaluate, each with the options it takes (checked before any compute).
 
   Raises:
@@ -75,6 +81,70 @@ def _chosen(mechanism: MatrixMechanism, accountant: str,
   return chosen
 
 
+@typing.final
+class TightestCurve(base.PrivacyCurve):
+  """The pointwise minimum, per direction, of several accountants' curves of one mechanism.
+
+  Each curve bounds each direction, so the minimum does; the (ε, δ) statement is the maximum
+  over directions of those minima (never looser than any single accountant's).
+
+  Attributes:
+    curves: accountant name → its ``PrivacyCurve``, in registration order (ties go to the
+      first).
+  """
+
+  def __init__(self, curves: Mapping[str, base.PrivacyCurve]):
+    self.curves = dict(curves)
+
+  def _delta(self, epsilon: float, direction: str) -> float:
+    return min(c.delta_for_epsilon(epsilon, direction=direction) for c in self.curves.values())
+
+  def _epsilon(self, delta: float, direction: str) -> float:
+    return min(c.epsilon_for_delta(delta, direction=direction) for c in self.curves.values())
+
+  def epsilons(self, delta: float) -> dict[str, dict[str, float]]:
+    """ε(δ) of every accountant per direction: name → {direction: ε}."""
+    return {name: {d: curve.epsilon_for_delta(delta, direction=d) for d in DIRECTIONS}
+            for name, curve in self.curves.items()}
+
+  def chosen(self, delta: float) -> str:
+    """The accountant whose ε(δ) is the answer: the tightest in the binding direction."""
+    return self.explain(delta)['accountant']
+
+  def explain(self, delta: float) -> dict:
+    """Which accountant gave ε(δ) (``accountant``: in the binding direction; ``by_direction``),
+    every accountant's ε(δ) per direction (``epsilons``) and each one's own explanation."""
+    epsilons = self.epsilons(delta)
+    by_direction = {d: min(epsilons, key=lambda name, d=d: epsilons[name][d])
+                    for d in DIRECTIONS}
+    binding = max(DIRECTIONS, key=lambda d: epsilons[by_direction[d]][d])
+    return {'accountant': by_direction[binding], 'by_direction': by_direction,
+            'epsilons': epsilons,
+            'explanations': {name: curve.explain(delta) for name, curve in self.curves.items()}}
+
+
+def privacy_curve(mechanism: MatrixMechanism, *,
+                  accountant: str | DeterministicAccountant = AUTO,
+                  **options) -> base.PrivacyCurve:
+  """The δ(ε) / ε(δ) curve of ``mechanism`` under ``accountant`` (built once, queried often).
+
+  Args:
+    mechanism: the ``MatrixMechanism``.
+    accountant: a registered name or instance (its own curve), or ``"auto"``: a
+      ``TightestCurve`` over every supporting accountant, whose ``explain(δ)`` names the one
+      that gave ε(δ).
+    **options: as ``delta_for_epsilon``.
+
+  Raises:
+    as ``delta_for_epsilon``.
+  """
+  chosen = chosen_accountants(mechanism, accountant, options)
+  if accountant != AUTO:
+    (single, taken), = chosen
+    return single.privacy_curve(mechanism, **taken)
+  return TightestCurve({a.name: a.privacy_curve(mechanism, **taken) for a, taken in chosen})
+
+
 def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
                       accountant: str | DeterministicAccountant = AUTO,
                       direction: str | None = None, **options) -> float:
@@ -83,12 +153,15 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
   Args:
     mechanism: the ``MatrixMechanism`` (its σ is used as is).
     epsilon: ε, finite and ≥ 0.
-    accountant: a registered name (``"pld"``, ``"unamplified_gaussian"``), an accountant
-      instance, or ``"auto"`` (the smallest δ over the supporting accountants).
+    accountant: a registered name (``"pld"``, ``"unamplified_gaussian"``, ``"renyi"``,
+      ``"conditional_composition"``), an accountant instance, or ``"auto"`` (the smallest δ
+      over the supporting accountants, per direction).
     direction: ``"remove"`` (H(P‖Q)), ``"add"`` (H(Q‖P)) or None (default: the maximum over
       both, the (ε, δ)-DP statement).
     **options: the accountant's options: ``adjacency`` (``"zero_out"`` default,
-      ``"add_remove"``, ``"replace_one"``); ``value_discretization_interval`` (``"pld"``).
+      ``"add_remove"``, ``"replace_one"``); ``value_discretization_interval`` (``"pld"``,
+      ``"conditional_composition"``); ``bandwidths``, ``alpha_max``, ``max_transitions``
+      (``"renyi"``); ``bad_event_delta`` (``"conditional_composition"``).
 
   Returns:
     δ as a float.
@@ -101,11 +174,12 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
 
   References:
     Ganesh, arXiv 2508.15089v1, Thms 3.1, 3.3, 3.4; Choquette-Choo et al., NeurIPS 2023;
-    Balle & Wang, ICML 2018, Thm 8; Dong & Ganesh, arXiv 2602.09338v2, App. A.
+    Balle & Wang, ICML 2018, Thm 8; Dong & Ganesh, arXiv 2602.09338v2, App. A; Schuchardt &
+    Kalinin, arXiv 2601.21636, Thm 3.1, Lemmas 3.2-3.4, 4.1.
   """
   epsilon, direction = base.check_epsilon(epsilon), base.check_direction(direction)
-  return min(chosen.delta_for_epsilon(mechanism, epsilon, direction=direction, **taken)
-             for chosen, taken in _chosen(mechanism, accountant, options))
+  return privacy_curve(mechanism, accountant=accountant, **options).delta_for_epsilon(
+      epsilon, direction=direction)
 
 
 def epsilon_for_delta(mechanism: MatrixMechanism, delta: float, *,
@@ -130,8 +204,8 @@ def epsilon_for_delta(mechanism: MatrixMechanism, delta: float, *,
     as ``delta_for_epsilon``.
   """
   delta, direction = base.check_delta(delta), base.check_direction(direction)
-  return min(chosen.epsilon_for_delta(mechanism, delta, direction=direction, **taken)
-             for chosen, taken in _chosen(mechanism, accountant, options))
+  return privacy_curve(mechanism, accountant=accountant, **options).epsilon_for_delta(
+      delta, direction=direction)
 
 
 def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
@@ -164,7 +238,15 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
   epsilon, delta = base.check_epsilon(epsilon), base.check_delta(delta)
   tolerance = base.check_tolerance(tolerance)
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  results = [chosen.calibrate(scheme, matrix, epsilon=epsilon, delta=delta, tolerance=tolerance,
+  best = None
+  for chosen, taken in chosen_accountants(probe, accountant, options):
+    # An accountant that does not meet the target at the best σ so far cannot give a smaller
+    # one (ε(δ) decreases in σ): one curve instead of a calibration (conditional
+    # composition's take minutes at N = 1000).
+    if best is not None and chosen.epsilon_for_delta(best[0], delta, **taken) > epsilon:
+      continue
+    result = chosen.calibrate(scheme, matrix, epsilon=epsilon, delta=delta, tolerance=tolerance,
                               **taken)
-             for chosen, taken in _chosen(probe, accountant, options)]
-  return min(results, key=lambda result: result[0].noise_multiplier)  # ties: registration order
+    if best is None or result[0].noise_multiplier < best[0].noise_multiplier:
+      best = result  # ties: registration order
+  return best

@@ -12,9 +12,10 @@ sampling: a closed form, or a PLD composed by dp_accounting. Every accountant su
 - ``delta_for_epsilon`` / ``epsilon_for_delta``: one point of that curve;
 - ``sigma`` / ``calibrate``: the smallest noise multiplier meeting (ε, δ), with its
   ``Guarantee`` (method ``"deterministic"``, ``accountant`` = the accountant's ``name``);
-- ``supersedes_monte_carlo(mechanism)``: whether it is the accountant of record for the
-  mechanism, because the Monte Carlo engine accounts it by a looser pair or not at all
-  (a config's ``accountant: auto`` asks this).
+- ``supersedes_monte_carlo(mechanism)``: whether it is an accountant of record for the
+  mechanism, because the Monte Carlo engine accounts it by a looser pair or not at all, or
+  only with high probability at a far greater cost (a config's ``accountant: auto`` asks
+  this, and then takes the tightest supporting deterministic accountant).
 
 Conventions (``jaxacct.conventions``): ``direction`` is ``"remove"`` (H(P‖Q), the example
 present under P), ``"add"`` (H(Q‖P)) or None for the maximum over both, which is the (ε, δ)
@@ -197,11 +198,14 @@ class DeterministicAccountant(abc.ABC):
 
   @typing.final
   def supersedes_monte_carlo(self, mechanism: MatrixMechanism) -> bool:
-    """True when this is the accountant of record for ``mechanism`` (zero-out adjacency).
+    """True when this is an accountant of record for ``mechanism`` (zero-out adjacency).
 
-    That is: it supports the mechanism and the Monte Carlo engine accounts it by a looser
-    dominating pair or not at all, so Monte Carlo cannot prove as much. Where both are exact
-    (e.g. untruncated Poisson) it is False and Monte Carlo stays the default.
+    That is: it supports the mechanism and either the Monte Carlo engine accounts it by a
+    looser dominating pair or not at all (truncated Poisson), or this accountant proves a
+    deterministic bound of the same pair that Monte Carlo gives only with high probability,
+    at a far greater cost (balls-in-bins: seed 002). Where Monte Carlo is exact and
+    comparable in cost (e.g. untruncated Poisson) it is False and Monte Carlo stays the
+    default.
     """
     mechanism = check_mechanism(mechanism)
     options = self._resolve({})

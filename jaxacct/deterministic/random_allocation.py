@@ -30,12 +30,21 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import lower_triangular, matrices, schemes
+from jaxacct.conventions import Adjacency
 from jaxacct.lower_triangular import LowerTriangular
 from jaxacct.matrices import BandedToeplitz
 
 
-def refusal(scheme, matrix) -> str | None:
-  """None when seed 002's pair applies to (scheme, matrix), else the reason."""
+ADJACENCIES = (Adjacency.ZERO_OUT.value, Adjacency.ADD_REMOVE.value)
+"""The adjacencies of the pair (Lemma 2.8: add/remove, equal to zero-out here)."""
+
+
+def refusal(scheme, matrix, adjacency: str, accountant: str) -> str | None:
+  """None when seed 002's pair applies to (scheme, matrix) under ``adjacency``, else the
+  reason (naming ``accountant``)."""
+  if adjacency not in ADJACENCIES:
+    return (f'{accountant} covers zero_out and add_remove adjacency (seed 002 Lemma 2.8), not '
+            f'{adjacency}')
   if not isinstance(scheme, schemes.BallsInBins):
     return (f'the random-allocation accountants cover BallsInBins (fixed-bin balls-in-bins) '
             f'only, not {type(scheme).__name__}')

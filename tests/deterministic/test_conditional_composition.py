@@ -20,7 +20,9 @@ BAD_EVENT = {'bad_event_delta': 1e-7, 'value_discretization_interval': 1e-2}
 
 class TestConditionalCompositionAccountant(AccountantContract):
   name = 'conditional_composition'
-  consistency_slack = 1e-9  # ε(δ) and δ(ε) read the same composed PMF
+  # ε(δ) and δ(ε) read the same composed PMF at a fixed δ_E; with δ_E = δ/2 (the default),
+  # δ(ε) inverts ε(δ) by bisection to a relative 1e-4.
+  consistency_slack = 2e-4
 
   def supported_cases(self):
     return [
@@ -30,11 +32,13 @@ class TestConditionalCompositionAccountant(AccountantContract):
         Case('add_remove-partial-epoch', mechanism(
             jaxacct.BallsInBins(iterations=7, cycle_length=3), c_col=[1.0, 0.4], sigma=3.0),
              {**BAD_EVENT, 'adjacency': 'add_remove'}),
+        Case('default-half-delta', mechanism(jaxacct.BallsInBins(iterations=6, cycle_length=3),
+                                             c_col=[1.0, 0.5], sigma=2.0),
+             {'value_discretization_interval': 1e-2}),
     ]
 
   def unsupported_cases(self):
     return [
-        Case('no-bad-event-delta', mechanism(BALLS, sigma=2.0)),
         Case('poisson', mechanism(jaxacct.Poisson(sampling_prob=0.25, iterations=8)), BAD_EVENT),
         Case('replace_one', mechanism(BALLS), {**BAD_EVENT, 'adjacency': 'replace_one'}),
     ]
@@ -53,6 +57,26 @@ def test_bad_event_delta_is_checked_and_bounds_what_delta_can_be():
   assert accountant.epsilon_for_delta(mech, 1e-7, **BAD_EVENT) == math.inf
   with pytest.raises(ValueError, match='must exceed bad_event_delta'):
     accountant.sigma(BALLS, jaxacct.BandedToeplitz([1.0]), epsilon=1.0, delta=1e-7, **BAD_EVENT)
+
+
+def test_default_bad_event_delta_is_half_of_delta_and_delta_inverts_epsilon():
+  # Seed 002 App. B.2: δ_E = δ/2. ε(δ) equals the explicit δ_E = δ/2 answer exactly; δ(ε) is
+  # the smallest δ whose ε(δ) ≤ ε, within the bisection's relative 1e-4, never below it.
+  accountant = base.get('conditional_composition')
+  mech = mechanism(BALLS, sigma=2.0)
+  grid = {'value_discretization_interval': 1e-2}
+  delta = 1e-4
+  epsilon = accountant.epsilon_for_delta(mech, delta, **grid)
+  assert epsilon == accountant.epsilon_for_delta(mech, delta, bad_event_delta=delta / 2, **grid)
+  curve = accountant.privacy_curve(mech, **grid)
+  assert curve.explain(delta)['bad_event_delta'] == delta / 2
+  for direction in ('remove', 'add'):
+    target = curve.epsilon_for_delta(delta, direction=direction)
+    found = curve.delta_for_epsilon(target, direction=direction)
+    assert curve.epsilon_for_delta(found, direction=direction) <= target
+    assert found <= delta * (1 + 1e-4)
+    assert curve.epsilon_for_delta(found / (1 + 2e-4), direction=direction) > target
+
 
 TAIL_CASES = [  # (n, b, band, σ, step): a prefix of `step` rounds, sorted by the step's means
     (8, 4, [1.0, 0.5], 1.0, 5),
@@ -96,12 +120,33 @@ def test_tail_bounds_hold_for_sampled_ternary_losses(n, b, band, sigma, step, di
 
 
 def test_first_step_gives_the_uniform_prior():
-  # At n = 1 every prefix is empty (all identical): τ_i = 0, λ̄_i = 1/i, p_i = 1/b.
+  # At n = 1 every prefix is empty (all identical): τ_i = 0, λ̄_i = 1/i, p_i = 1/b, and the
+  # lowest group's mass sits on its top rank (λ̄ = 1 there): the merged mixture is the prior.
   means = random_allocation.slot_means(jaxacct.BallsInBins(iterations=12, cycle_length=6),
                                        jaxacct.BandedToeplitz([1.0, 0.5]))
   for direction in ('remove', 'add'):
-    _, log_p = cc.step_pairs(means[:, :1], 1.0, 1e-6, direction)
-    np.testing.assert_allclose(np.exp(log_p[0]), np.full(6, 1 / 6), rtol=1e-13)
+    sorted_means, log_p = cc.step_pairs(means[:, :1], 1.0, 1e-6, direction)
+    values, probs = cc._merged(sorted_means[0], log_p[0])  # pylint: disable=protected-access
+    np.testing.assert_array_equal(values, [0.0, 1.0])
+    np.testing.assert_allclose(probs, [5 / 6, 1 / 6], rtol=1e-13)
+
+
+def test_only_the_bounds_that_matter_are_taken():
+  # DP-SGD (one-hot means): at step n only slot n has a nonzero mean, and it needs a bound
+  # once some earlier slot has a distinct prefix (from step 2 on): N − 1 bounds, not N(b − 1).
+  # A banded C takes one per slot with a distinct nonzero step mean above the zeros.
+  dpsgd = random_allocation.slot_means(jaxacct.BallsInBins(iterations=12, cycle_length=6),
+                                       jaxacct.BandedToeplitz([1.0]))
+  assert cc.bound_count(dpsgd) == 11
+  banded = random_allocation.slot_means(jaxacct.BallsInBins(iterations=6, cycle_length=6),
+                                        jaxacct.BandedToeplitz([1.0, 0.5, 0.25]))
+  # steps 2..6 have 2, 3, 3, 3, 3 nonzero slots above the zeros; at step 2 slot 2 (c = 1)
+  # and slot 1 (c = .5) both have a predecessor of another prefix class, and so on.
+  assert cc.bound_count(banded) == 2 + 3 + 3 + 3 + 3
+  # The union bound splits δ_E over exactly those bounds.
+  curve = cc.ConditionalCompositionCurve(dpsgd, 1.0, 1e-6, 1e-2)
+  assert curve.significance(1e-6) == 1e-6 / 11
+  assert curve.explain(1e-5)['tail_bounds'] == 11
 
 
 @pytest.mark.parametrize('direction', ['remove', 'add'])
@@ -116,22 +161,29 @@ def test_weights_are_a_distribution_shifted_to_the_largest_means(direction):
   assert np.all(upper_tail >= (np.arange(8, 0, -1) / 8)[None, :] - 1e-12)
 
 
-def test_identical_predecessors_floor_the_tail_bound():
-  # Remark D.5: components equal to μ_i contribute exactly 1 to the ratio, so
-  # L_i ≥ ln(#identical/(i − 1)) surely. Two identical pairs and a distinct vector.
+def test_identical_predecessors_add_their_exact_share():
+  # Remark D.5: components equal to μ_i contribute exactly 1 to the ratio, so with s of them
+  # L_i ≥ ln(s/(i − 1) + e^{τ'}), τ' the bound on the others' share; never above the truth.
   prefix = np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 0.0], [0.0, 0.0]])
   identical = np.array([[np.array_equal(u, v) for v in prefix] for u in prefix])
   for direction in ('remove', 'add'):
     tau = cc.tail_bounds(prefix @ prefix.T, identical, 0.2, 1e-9, direction)
     assert tau[1] == 0.0  # its only predecessor is identical: L ≡ 0
-    assert tau[3] == pytest.approx(math.log(2 / 3), abs=1e-15)  # two of three identical
-    assert tau[3] < math.log(2 / 3)  # ... floored one ulp below, never above
+    assert tau[3] == pytest.approx(math.log(2 / 3), abs=1e-15)  # the distinct one is far off
+    assert tau[3] < math.log(2 / 3)  # ... rounded down, never above
     # μ_2 = (3, 0) against two equal predecessors at 0: L_2 = (9 − 2·y·μ_2)/(2σ²) exactly,
     # N(112.5, 15²) under add; under remove its own component pulls the tail far below 0.
     if direction == 'add':
       assert tau[2] == pytest.approx(112.5 + 15 * special.ndtri(1e-9), rel=1e-12)
     else:
       assert tau[2] < -100
+  # One identical and one distinct predecessor at 0.1 (σ = 1, add): L = ln(½ + ½ r) with
+  # ln r ~ N(−0.005, 0.1²) exactly, so the β-quantile is ln(½ + ½ e^{−0.005 + 0.1 z_β}).
+  prefix = np.array([[0.0, 0.0], [0.1, 0.0], [0.0, 0.0]])
+  identical = np.array([[np.array_equal(u, v) for v in prefix] for u in prefix])
+  tau = cc.tail_bounds(prefix @ prefix.T, identical, 1.0, 1e-6, 'add')
+  exact = math.log(0.5 + 0.5 * math.exp(-0.005 + 0.1 * special.ndtri(1e-6)))
+  assert tau[2] == pytest.approx(exact, abs=1e-13)  # exact up to rounding in ν + ξ·z_β
 
 
 def test_log_weights_follow_the_reverse_hazards():

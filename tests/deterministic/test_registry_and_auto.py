@@ -107,7 +107,9 @@ def test_auto_takes_the_smallest_over_the_supporting_accountants(scheme, options
   deltas = [base.get(n).delta_for_epsilon(mech, 1.0, **o) for n, o in chosen.items()]
   epsilons = [base.get(n).epsilon_for_delta(mech, 1e-5, direction='remove', **o)
               for n, o in chosen.items()]
-  assert jaxacct.delta_for_epsilon(mech, 1.0, **options) == min(deltas)
+  assert jaxacct.delta_for_epsilon(mech, 1.0, direction='add', **options) == min(
+      base.get(n).delta_for_epsilon(mech, 1.0, direction='add', **o) for n, o in chosen.items())
+  assert jaxacct.delta_for_epsilon(mech, 1.0, **options) <= min(deltas)
   assert jaxacct.epsilon_for_delta(mech, 1e-5, direction='remove', **options) == min(epsilons)
   sigmas = {n: base.get(n).sigma(scheme, mech.matrix, epsilon=1.0, delta=1e-5, tolerance=1e-3,
                                  **o) for n, o in chosen.items()}
@@ -168,7 +170,7 @@ def test_accountant_instances_are_accepted():
     (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=6, cycle_length=2), None),
     (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3, truncated_batch_size=25,
                      dataset_size=200), None),
-    (jaxacct.BallsInBins(iterations=6, cycle_length=2), None),
+    (jaxacct.BallsInBins(iterations=6, cycle_length=2), 'renyi'),  # and conditional_composition
 ], ids=['truncated_poisson', 'truncated_bminsep1', 'truncated_cyclic', 'poisson', 'cyclic',
         'truncated_bminsep3', 'balls_in_bins'])
 def test_superseding_monte_carlo(scheme, expected):
@@ -182,8 +184,12 @@ def _accountant_of(name, **changes):
 
 
 def test_config_auto_keeps_the_shipped_configs_choices():
-  assert _accountant_of('truncated_poisson_dpsgd.yaml') == 'pld'
-  assert _accountant_of('truncated_cyclic_poisson.yaml') == 'pld'
+  # auto is deterministic (the tightest supporting accountant) where one supersedes Monte
+  # Carlo: truncated Poisson / cyclic Poisson (pld wins: the CLI test below) and balls-in-bins.
+  assert _accountant_of('truncated_poisson_dpsgd.yaml') == 'auto'
+  assert _accountant_of('truncated_cyclic_poisson.yaml') == 'auto'
+  assert _accountant_of('balls_in_bins_auto.yaml') == 'auto'
+  assert _accountant_of('balls_in_bins_renyi.yaml') == 'renyi'  # explicit
   assert _accountant_of('digits_dpsgd.yaml') == 'pld'  # explicit
   for name in ('quickstart.yaml', 'truncated_bminsep_small.yaml', 'bisr_rminsep.yaml'):
     assert _accountant_of(name) == 'monte_carlo'
@@ -232,3 +238,54 @@ def test_cli_payloads_name_the_accountant(tmp_path, capsys):
                  '--set', 'scheme.iterations=16']
   assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml')] + monte_carlo) == 0
   assert json.loads(capsys.readouterr().out)['accountant'] == 'monte_carlo'
+
+
+def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
+  # Seed 002's two accountants and the unamplified one: per direction the smallest ε, the
+  # statement the max over directions; which wins depends on σ (conditional composition at
+  # small ε and large b, Rényi at larger ε).
+  from jaxacct.conventions import DIRECTIONS
+  from jaxacct.deterministic import accountant
+  scheme = jaxacct.BallsInBins(iterations=50, cycle_length=50)
+  for sigma, winner in ((1.0, 'renyi'), (3.0, 'conditional_composition')):
+    mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), sigma)
+    curve = accountant.privacy_curve(mech)
+    assert isinstance(curve, accountant.TightestCurve)
+    epsilons = {n: {d: base.get(n).epsilon_for_delta(mech, 1e-5, direction=d) for d in DIRECTIONS}
+                for n in ('unamplified_gaussian', 'renyi', 'conditional_composition')}
+    explanation = curve.explain(1e-5)
+    assert explanation['epsilons'] == epsilons
+    expected = max(min(e[d] for e in epsilons.values()) for d in DIRECTIONS)
+    assert jaxacct.epsilon_for_delta(mech, 1e-5) == expected
+    assert explanation['accountant'] == winner
+    binding = max(DIRECTIONS, key=lambda d: min(e[d] for e in epsilons.values()))
+    assert epsilons[winner][binding] == expected
+
+
+@pytest.mark.parametrize('epsilon, winner', [(0.15, 'conditional_composition'), (1.0, 'renyi')])
+def test_auto_calibration_on_balls_in_bins_takes_the_smallest_sigma(epsilon, winner):
+  # Accountants that cannot meet the target at the best σ so far are skipped (one curve):
+  # the result must still be the smallest σ of all of them.
+  scheme = jaxacct.BallsInBins(iterations=60, cycle_length=60)
+  matrix = jaxacct.BandedToeplitz([1.0])
+  sigmas = {n: base.get(n).sigma(scheme, matrix, epsilon=epsilon, delta=1e-5, tolerance=1e-3)
+            for n in ('unamplified_gaussian', 'renyi', 'conditional_composition')}
+  calibrated, guarantee = jaxacct.calibrate_deterministic(scheme, matrix, epsilon=epsilon,
+                                                          delta=1e-5, tolerance=1e-3)
+  assert guarantee.accountant == winner == min(sigmas, key=sigmas.get)
+  assert calibrated.noise_multiplier == sigmas[winner]
+
+
+def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
+  small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=50', '--set',
+           'scheme.cycle_length=50', '--set', 'strategy.square_root_bands=1', '--set',
+           'noise_multiplier=3.0', '--set', 'monte_carlo.epsilons=[0.5]']
+  config = str(CONFIGS / 'balls_in_bins_auto.yaml')
+  assert cli.main(['estimate', config] + small) == 0
+  estimate = json.loads(capsys.readouterr().out)
+  assert estimate['accountant'] == 'conditional_composition'
+  assert set(estimate['explanation']['epsilons']) == {'unamplified_gaussian', 'renyi',
+                                                      'conditional_composition'}
+  assert estimate['epsilon'] == jaxacct.epsilon_for_delta(
+      jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=50, cycle_length=50),
+                              jaxacct.BandedToeplitz([1.0]), 3.0), 1e-5)
