@@ -361,22 +361,48 @@ class BandedToeplitz(Strategy):
     """Hashable public identity of the strategy (ledgers and checkpoint fingerprints)."""
     return tuple(np.asarray(self.c_col, np.float64).tolist())
 
-  def check_scheme(self, scheme) -> None:
-    """Exact accounting needs len(c_col) ≤ the scheme's band limit (seed 000 §4.1: m_c ≤ b)."""
+  def overlaps_under(self, scheme) -> bool:
+    """True when consecutive participations' columns overlap: len(c_col) exceeds the scheme's
+    band limit (Poisson with more than one band). Only untruncated Poisson accepts that
+    (``check_scheme``): MMCC accounts it (seed 003); the Monte Carlo recursion does not."""
     limit = scheme.max_band_length
-    if limit is not None and self.num_bands > limit:
-      raise ValueError(
-          f'c_col must have at most {scheme.band_limit_name} = {limit} entries for '
-          f'{type(scheme).__name__} (columns of consecutive participations would overlap and '
-          f'the exact recursion would be wrong), got len(c_col) = {self.num_bands}')
+    return limit is not None and self.num_bands > limit
+
+  def exact_for(self, scheme) -> bool:
+    """Monte Carlo losses are exact unless columns overlap (``overlaps_under``)."""
+    return not self.overlaps_under(scheme)
+
+  def check_scheme(self, scheme) -> None:
+    """len(c_col) ≤ the scheme's band limit (seed 000 §4.1: m_c ≤ b), except untruncated
+    Poisson, whose participations are independent (seed 003's MMCC takes any C)."""
+    if not self.overlaps_under(scheme):
+      return
+    if scheme.min_sep_chain == 1 and not scheme.truncates:
+      return
+    raise ValueError(
+        f'c_col must have at most {scheme.band_limit_name} = {scheme.max_band_length} entries '
+        f'for {type(scheme).__name__} (columns of consecutive participations would overlap and '
+        f'the exact recursion would be wrong), got len(c_col) = {self.num_bands}; only '
+        f'untruncated Poisson takes more bands (accountant "mmcc")')
 
   def kernel_view(self, scheme) -> BandedView:
-    del scheme  # one view serves every scheme: the band itself
+    if self.overlaps_under(scheme):
+      raise ValueError(
+          f'Monte Carlo accounting needs len(c_col) <= {scheme.band_limit_name} = '
+          f'{scheme.max_band_length} for {type(scheme).__name__}, got {self.num_bands} bands: '
+          'account this mechanism with the deterministic accountant "mmcc", or pass '
+          'LowerTriangular(C) for the App. B bounds of the Monte Carlo engine')
     return BandedView(self.c_col)
 
   @_scoped_x64
   def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
-    """Σ_j s_{j·b}, j < ⌈n/b⌉: exact max of ‖C·x‖² over b-separated x (needs m ≤ b)."""
+    """max ‖C·x‖² over b-separated x: Σ_j s_{j·b}, j < ⌈n/b⌉, for m ≤ b; for b = 1 and any m,
+    ‖C·1‖² (C ≥ 0: every participation adds to every row sum)."""
+    if min_sep == 1 and self.num_bands > 1:
+      n = _iterations(iterations)
+      band = np.asarray(self.c_col, np.float64)[:n]
+      row_sums = np.cumsum(band)[np.minimum(np.arange(n), band.size - 1)]
+      return float(np.sum(row_sums * row_sums))
     return float(min_sep_sensitivity_squared(self.c_col, min_sep, iterations))
 
   def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:

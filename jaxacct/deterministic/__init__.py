@@ -7,6 +7,8 @@
 - ``accountant``: the public functions ``delta_for_epsilon``, ``epsilon_for_delta`` and
   ``calibrate_deterministic`` (by name or ``"auto"``, the tightest supported one).
 - ``pld``: Gaussian and unamplified bounds, DP-SGD σ, cyclic-Poisson BandMF PLD.
+- ``mmcc``: ``"mmcc"``, seed 003 (MMCC) for Poisson with any C ≥ 0.
+- ``mixture_pld``: PMFs of Gaussian-mixture pairs, their composition, bounds off a bad event.
 - ``truncated_poisson``: seed 001 (truncated Poisson sampling): regimes, exact
   dominating pairs, PLD composition, calibration of σ, T and B.
 
@@ -18,3 +20,4 @@ from jaxacct.deterministic import pld_accountant as pld_accountant
 from jaxacct.deterministic import unamplified as unamplified
 from jaxacct.deterministic import renyi as renyi
 from jaxacct.deterministic import conditional_composition as conditional_composition
+from jaxacct.deterministic import mmcc as mmcc

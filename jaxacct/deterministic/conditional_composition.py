@@ -33,7 +33,7 @@ N(b − 1) (App. E's allocation; for DP-SGD one per step instead of b − 1); Ap
 max-bound allocation has no proof and is not offered.
 
 Each step pair's PLD PMF is dp_accounting's own pessimistic connect-the-dots construction of
-``MixtureGaussianPrivacyLoss`` (``step_pmf``, with its inverse loss vectorised). The
+``MixtureGaussianPrivacyLoss`` (``mixture_pld``, with its inverse loss vectorised). The
 N PMFs are composed by dp_accounting (``DensePLDPmf.compose``, FFT convolution) in a balanced
 tree, and δ(ε) = δ_PLD(ε) + δ_E per direction.
 
@@ -53,11 +53,10 @@ import typing
 import numpy as np
 from scipy import special
 
-from jaxacct import _validate
 from jaxacct.conventions import DIRECTIONS, Direction
-from jaxacct.deterministic import random_allocation, renyi
+from jaxacct.deterministic import mixture_pld, random_allocation, renyi
 from jaxacct.deterministic._search import smallest_passing_sigma
-from jaxacct.deterministic.base import DeterministicAccountant, Option, PrivacyCurve, register
+from jaxacct.deterministic.base import DeterministicAccountant, Option, register
 
 TEMPERATURES = (math.inf, 10**-1, 10**-0.5, 1.0, 10**0.5, 10.0)
 _BISECTIONS = 60
@@ -265,177 +264,47 @@ def bound_count(means: np.ndarray) -> int:
   the union bound gives each δ_E divided by it."""
   return sum(rows.size for *_, rows in _schedule(means))
 
-def _merged(means: np.ndarray, log_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """Components with equal means merged (exact: their Gaussians coincide), probabilities
-  summed in log space; zero-probability components dropped."""
-  values, inverse = np.unique(means, return_inverse=True)
-  merged = np.full(values.size, -np.inf)
-  np.logaddexp.at(merged, inverse.ravel(), log_p)
-  keep = merged > -np.inf
-  return values[keep], np.exp(merged[keep])
-
-
-def _fast_mixture_loss_class():
-  """dp_accounting's ``MixtureGaussianPrivacyLoss`` with its inverse privacy loss vectorised.
-
-  dp_accounting 0.6.0 (pinned) inverts the mixture's loss by a recursive binary search that
-  evaluates one point per Python call (~0.5 s per PMF at a 1e-3 grid); this runs the same
-  bisection for every loss at once: the same midpoints, the same comparisons, the same
-  rounding (the smallest multiple of ``precision`` whose loss is at most the target), hence
-  bit-for-bit the same PMFs (tested) at ~30× the speed.
-  """
-  from dp_accounting.pld import privacy_loss_mechanism  # local: heavy import
-
-  class FastMixtureGaussianPrivacyLoss(privacy_loss_mechanism.MixtureGaussianPrivacyLoss):
-
-    def _inverse_privacy_losses_with_range(self, privacy_losses, bounds, precision=1e-6):
-      # pylint: disable=protected-access  # the parent's precomputed constants (see above)
-      losses = np.asarray(privacy_losses, dtype=np.float64)
-      if losses.size == 0:
-        return []
-      low = np.full(losses.shape, float(bounds[0]))
-      high = np.full(losses.shape, float(bounds[1]))
-      sensitivities = np.asarray(self.sensitivities, np.float64)
-      constants = np.asarray(self._precompute_privacy_loss_constants, np.float64)
-      add = self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD
-      while True:
-        active = high - low > precision
-        if not active.any():
-          break
-        middle = (low[active] + high[active]) / 2
-        # components × losses, reduced over axis 0: the same sequential order as the parent's
-        # 1-D reduce (bit-for-bit), and a contiguous inner loop (~6× faster than axis 1)
-        shift = sensitivities[:, None] * middle[None, :] / self._variance
-        split = (-np.logaddexp.reduce(constants[:, None] + shift, axis=0) if add
-                 else np.logaddexp.reduce(constants[:, None] - shift, axis=0))
-        below = losses[active] < split  # the loss decreases in x: the inverse is above
-        low[active] = np.where(below, middle, low[active])
-        high[active] = np.where(below, high[active], middle)
-      return np.floor(high / precision) * precision
-
-  return FastMixtureGaussianPrivacyLoss
-
-
-_FAST_MIXTURE = None
-
-
-def step_pmf(means: np.ndarray, log_p: np.ndarray, noise_multiplier: float, direction: str,
-             discretization: float):
-  """The pessimistic PLD PMF (dp_accounting, connect-the-dots) of one step's pair in
-  ``direction``: remove (Σ p_i N(c_i, σ²), N(0, σ²)), add the reverse.
-
-  Built by dp_accounting's own construction for one direction (``_create_pld_pmf_from_
-  monotone_privacy_loss``, private in the pinned 0.6.0, as ``_pmfs`` reads its PMFs) with the
-  vectorised inverse above.
-  """
-  global _FAST_MIXTURE
-  from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
-  if _FAST_MIXTURE is None:
-    _FAST_MIXTURE = _fast_mixture_loss_class()
-  values, probs = _merged(means, log_p)
-  adjacency = (privacy_loss_mechanism.AdjacencyType.REMOVE if direction == Direction.REMOVE
-               else privacy_loss_mechanism.AdjacencyType.ADD)
-  loss = _FAST_MIXTURE(noise_multiplier, values.tolist(), probs.tolist(),
-                       pessimistic_estimate=True, log_mass_truncation_bound=-50,
-                       adjacency_type=adjacency)
-  # pylint: disable=protected-access  # see the docstring
-  return privacy_loss_distribution._create_pld_pmf_from_monotone_privacy_loss(
-      loss, pessimistic_estimate=True, value_discretization_interval=discretization,
-      use_connect_dots=True)
-
-
-def compose(pmfs: list, tail_mass_truncation: float = 1e-15):
-  """The composition of PLD PMFs, pairwise in a balanced tree (same result as a chain, at
-  a fraction of the FFT sizes)."""
-  level = [pmf.to_dense_pmf() for pmf in pmfs]  # small supports come back sparse
-  while len(level) > 1:
-    level = [level[i].compose(level[i + 1], tail_mass_truncation=tail_mass_truncation)
-             if i + 1 < len(level) else level[i] for i in range(0, len(level), 2)]
-  return level[0]
-
 
 # ---------------------------------------------------------------- curve and accountant
 DEFAULT_DISCRETIZATION = 1e-3
 
 
-_INVERSE_PRECISION = 1e-4  # relative: δ(ε) without a fixed δ_E is found to within this
-
-
 @typing.final
-class ConditionalCompositionCurve(PrivacyCurve):
-  """δ(ε) = δ_PLD(ε) + δ_E and ε(δ) = ε_PLD(δ − δ_E) per direction (seed 002 Lemma 4.1).
-
-  With ``bad_event_delta`` None, δ_E is half the δ asked for (seed 002 App. B.2): ε(δ) =
-  ε_PLD(δ/2) with δ_E = δ/2, and δ(ε) is the smallest δ (by bisection on ln δ, to a relative
-  ``_INVERSE_PRECISION``, rounded up) with ε(δ) ≤ ε — so each answer is a proven pair, at the
-  price of ~15 compositions per δ(ε) query (give δ_E to make δ(ε) one lookup).
-
-  Each (direction, δ_E)'s N step PMFs are built and composed on first use, then kept.
+class ConditionalCompositionCurve(mixture_pld.BadEventCurve):
+  """δ(ε) = δ_PLD(ε) + δ_E and ε(δ) = ε_PLD(δ − δ_E) per direction (seed 002 Lemma 4.1), the
+  PLD composing the N step pairs of ``step_pairs`` (``mixture_pld.BadEventCurve``).
 
   Attributes:
-    means: the slot means (b, N); noise_multiplier: σ; bad_event_delta: δ_E or None;
+    means: the slot means (b, N); noise_multiplier: σ; bad_event_delta: δ_E or None (δ/2);
     discretization: the PLD grid step.
   """
 
   def __init__(self, means: np.ndarray, noise_multiplier: float, bad_event_delta: float | None,
                discretization: float):
+    super().__init__(bad_event_delta)
     self.means = means
     self.noise_multiplier = float(noise_multiplier)
-    self.bad_event_delta = None if bad_event_delta is None else float(bad_event_delta)
     self.discretization = float(discretization)
-    self._composed = {}
 
   @functools.cached_property
   def bounds(self) -> int:
     """The number of tail bounds taken over all steps (``bound_count``; at most N(b − 1))."""
     return bound_count(self.means)
 
-  def bad_event_for(self, delta: float) -> float:
-    """δ_E used for a target δ: the fixed one, or δ/2."""
-    return delta / 2 if self.bad_event_delta is None else self.bad_event_delta
+  @property
+  def tail_bound_count(self) -> int:
+    return self.bounds
 
   def significance(self, bad_event_delta: float) -> float:
     """β = δ_E / ``bounds``, the failure probability allowed to each tail bound (union bound)."""
     return bad_event_delta / max(self.bounds, 1)
 
-  def composed(self, direction: str, bad_event_delta: float):
-    """The composed PLD PMF of ``direction`` at δ_E (dp_accounting ``DensePLDPmf``)."""
-    key = (direction, bad_event_delta)
-    if key not in self._composed:
-      sorted_means, log_p = step_pairs(self.means, self.noise_multiplier, bad_event_delta,
-                                       direction)
-      self._composed[key] = compose([
-          step_pmf(sorted_means[n], log_p[n], self.noise_multiplier, direction,
-                   self.discretization) for n in range(self.means.shape[1])])
-    return self._composed[key]
-
-  def _delta(self, epsilon: float, direction: str) -> float:
-    if self.bad_event_delta is not None:
-      return min(1.0, float(self.composed(direction, self.bad_event_delta)
-                            .get_delta_for_epsilon(epsilon)) + self.bad_event_delta)
-    # The smallest δ with ε(δ) ≤ ε: bracket by factors of 10 in δ, then bisect ln δ. `high`
-    # always meets ε, so the answer is a δ this accountant proves.
-    high = 1e-6
-    while high < 0.5 and self._epsilon(high, direction) > epsilon:
-      high = min(0.5, high * 10)
-    if self._epsilon(high, direction) > epsilon:
-      return 1.0
-    low = high / 10
-    while self._epsilon(low, direction) <= epsilon:
-      if low < 1e-300:
-        return low
-      low, high = low / 10, low
-    while high / low - 1.0 > _INVERSE_PRECISION:
-      middle = math.sqrt(low * high)
-      low, high = (low, middle) if self._epsilon(middle, direction) <= epsilon else (middle, high)
-    return high
-
-  def _epsilon(self, delta: float, direction: str) -> float:
-    bad_event = self.bad_event_for(delta)
-    if delta <= bad_event:
-      return math.inf  # the bad event alone may cost δ_E
-    return max(0.0, float(self.composed(direction, bad_event).get_epsilon_for_delta(
-        delta - bad_event)))
+  def _compose(self, direction: str, bad_event_delta: float):
+    sorted_means, log_p = step_pairs(self.means, self.noise_multiplier, bad_event_delta,
+                                     direction)
+    return mixture_pld.compose([
+        mixture_pld.mixture_pmf(sorted_means[n], log_p[n], self.noise_multiplier, direction,
+                                self.discretization) for n in range(self.means.shape[1])])
 
   def explain(self, delta: float) -> dict:
     """δ_E, the per-bound significance β, the number of tail bounds and composed steps."""
@@ -443,19 +312,6 @@ class ConditionalCompositionCurve(PrivacyCurve):
     return {'bad_event_delta': bad_event, 'significance': self.significance(bad_event),
             'tail_bounds': self.bounds, 'steps': int(self.means.shape[1]),
             'allocation': 'union bound'}
-
-
-def _check_bad_event_delta(value):
-  if value is None:
-    return None
-  value = _validate.real_number('bad_event_delta', value)
-  if not 0.0 < value < 1.0:
-    raise ValueError(f'bad_event_delta must be in (0, 1), got {value}')
-  return value
-
-
-def _check_discretization(value):
-  return _validate.positive_finite('value_discretization_interval', value)
 
 
 @register
@@ -481,9 +337,9 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
       'Doroshenko et al., "Connect the Dots", arXiv 2207.04380 (pessimistic PLD)',
   )
   adjacencies = random_allocation.ADJACENCIES
-  options = {'bad_event_delta': Option(None, _check_bad_event_delta),
+  options = {'bad_event_delta': Option(None, mixture_pld.check_bad_event_delta),
              'value_discretization_interval': Option(DEFAULT_DISCRETIZATION,
-                                                     _check_discretization)}
+                                                     mixture_pld.check_discretization)}
   sigma_floor = 0.05
 
   def _refusal(self, mechanism, options):

@@ -134,9 +134,10 @@ def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
   """How to build the mechanism's PLD at any σ, or why the accountant refuses it."""
   if mechanism.bounded:
     return _Refusal(
-        'a dense LowerTriangular strategy has no PLD accountant here (its columns overlap '
-        'across rounds); use the Monte Carlo accountant, which applies the r-min-sep bounds of '
-        'seed 000 App. B', TypeError)
+        'this strategy\'s columns overlap across participations (a dense LowerTriangular, or '
+        'more bands than the scheme separates), so it has no exact PLD here; for Poisson use '
+        'the "mmcc" accountant (seed 003), else the Monte Carlo accountant with the r-min-sep '
+        'bounds of seed 000 App. B', TypeError)
   plan = _PLANS.get(type(mechanism.scheme))
   if plan is None:
     return _not_covered(type(mechanism.scheme).__name__)

@@ -10,6 +10,7 @@ from scipy import special
 import jaxacct
 from jaxacct.deterministic import base
 from jaxacct.deterministic import conditional_composition as cc
+from jaxacct.deterministic import mixture_pld
 from jaxacct.deterministic import random_allocation
 
 from accountant_contract import AccountantContract, Calibration, Case, mechanism
@@ -126,7 +127,7 @@ def test_first_step_gives_the_uniform_prior():
                                        jaxacct.BandedToeplitz([1.0, 0.5]))
   for direction in ('remove', 'add'):
     sorted_means, log_p = cc.step_pairs(means[:, :1], 1.0, 1e-6, direction)
-    values, probs = cc._merged(sorted_means[0], log_p[0])  # pylint: disable=protected-access
+    values, probs = mixture_pld.merged(sorted_means[0], log_p[0])
     np.testing.assert_array_equal(values, [0.0, 1.0])
     np.testing.assert_allclose(probs, [5 / 6, 1 / 6], rtol=1e-13)
 
@@ -202,8 +203,8 @@ def test_step_pmf_is_dp_accountings_mixture_pmf_bit_for_bit(direction):
   rng = np.random.default_rng(3)
   means = np.concatenate([[0.0, 0.0], np.sort(rng.uniform(0.1, 1.5, 6))])
   probs = rng.dirichlet(np.ones(8))
-  ours = cc.step_pmf(means, np.log(probs), 1.3, direction, 1e-3)
-  values, merged = cc._merged(means, np.log(probs))  # pylint: disable=protected-access
+  ours = mixture_pld.mixture_pmf(means, np.log(probs), 1.3, direction, 1e-3)
+  values, merged = mixture_pld.merged(means, np.log(probs))
   np.testing.assert_allclose(merged, np.concatenate([[probs[:2].sum()], probs[2:]]), rtol=1e-14)
   theirs = _pmfs.direction_pmf(privacy_loss_distribution.from_mixture_gaussian_mechanism(
       1.3, values.tolist(), merged.tolist(), value_discretization_interval=1e-3), direction)
@@ -222,8 +223,9 @@ def test_composed_bound_is_sound_against_monte_carlo():
   epsilons = {}
   for direction in ('remove', 'add'):
     sorted_means, log_p = cc.step_pairs(means, sigma, bad_event, direction)
-    total = cc.compose([cc.step_pmf(sorted_means[n], log_p[n], sigma, direction, 1e-3)
-                        for n in range(means.shape[1])])
+    total = mixture_pld.compose([
+        mixture_pld.mixture_pmf(sorted_means[n], log_p[n], sigma, direction, 1e-3)
+        for n in range(means.shape[1])])
     epsilons[direction] = total.get_epsilon_for_delta(delta - bad_event)
   estimate = jaxacct.estimate_delta(jax.random.key(9),
                                     jaxacct.MatrixMechanism(scheme, matrix, sigma),

@@ -19,7 +19,7 @@ TRUNCATED_POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=6, truncated_b
 COARSE = {'value_discretization_interval': 1e-3}
 
 # The package's accountants, in registration order (``jaxacct/deterministic/__init__.py``).
-REGISTERED = ('pld', 'unamplified_gaussian', 'renyi', 'conditional_composition')
+REGISTERED = ('pld', 'unamplified_gaussian', 'renyi', 'conditional_composition', 'mmcc')
 
 
 @typing.final
@@ -189,6 +189,7 @@ def test_config_auto_keeps_the_shipped_configs_choices():
   assert _accountant_of('truncated_poisson_dpsgd.yaml') == 'auto'
   assert _accountant_of('truncated_cyclic_poisson.yaml') == 'auto'
   assert _accountant_of('balls_in_bins_auto.yaml') == 'auto'
+  assert _accountant_of('poisson_bandmf_mmcc.yaml') == 'auto'  # mmcc: Poisson, 16 bands
   assert _accountant_of('balls_in_bins_renyi.yaml') == 'renyi'  # explicit
   assert _accountant_of('digits_dpsgd.yaml') == 'pld'  # explicit
   for name in ('quickstart.yaml', 'truncated_bminsep_small.yaml', 'bisr_rminsep.yaml'):

@@ -1,0 +1,376 @@
+"""The ``"mmcc"`` accountant: MMCC (seed 003) for Poisson sampling with any C ≥ 0.
+
+Matrix-mechanism conditional composition (Choquette-Choo, Ganesh, Steinke, Thakurta, ICLR 2024,
+Algorithms 1–2, Theorem 4.8). With every participation's contribution aligned (the worst case,
+proof of Thm 4.8 Step 1), output row i given rows 1..i−1 is a mixture of Gaussians whose
+sensitivity is Σ_j C_ij·1[the example took part in round j]. Lemma 4.9 bounds the posterior
+participation probabilities, given the past outputs θ, by
+
+    p_ij = sigmoid(logit p + (2⟨θ_{1:i−1}, C_{1:i−1,j}⟩ − ‖C_{1:i−1,j}‖²)/(2σ²)),
+
+independent across j (a product mixture, PMoG: Cor. 4.4 makes it dominate), and
+Algorithm 2 replaces the unknown ⟨θ, C_{1:i−1,j}⟩ by a bound that holds except with
+probability 2δ′ — z·σ·‖C_{1:i−1,j}‖ for the noise (z = Φ⁻¹(1 − δ′), taken by ``ndtri`` on the
+upper tail, never ``ppf(1 − δ′)``) plus s_ij ≥ the (1 − δ′)-quantile of
+Σ_{j′} x_{j′}⟨C_{1:i−1,j}, C_{1:i−1,j′}⟩, x_{j′} ~ Bern(p):
+
+    ε_ij = z‖C_{1:i−1,j}‖/σ + (2 s_ij − ‖C_{1:i−1,j}‖²)/(2σ²),   p̃_ij = sigmoid(logit p + ε_ij).
+
+s_ij is the sum of the t largest Gram entries ⟨C_{1:i−1,j}, C_{1:i−1,j′}⟩, t the exact
+(1 − δ′)-quantile of the participation count (App. B.3). Two exact refinements beyond the
+paper: the count is Bin(k, p) over the k columns with a *positive* Gram entry (the others add
+zero: k ≤ 2b − 1 for a b-banded C instead of i), and the union bound runs over the bounds
+taken, nnz(C) minus one first non-zero per column (the paper's nnz(C) − n when C has a
+non-zero diagonal): δ′ = δ₁ / (2·count).
+
+Conditional composition (Thm 3.1) then gives δ(ε) ≤ δ_PLD(ε) + δ₁ for the PLD composing the n
+row pairs (N(S_i, σ²) with S_i = Σ_j C_ij·Bern(p̃_ij), N(0, σ²)), "remove"; "add" by symmetry
+(Lemma 2.4; the bad event is as unlikely under N(0, σ²I), where s ≥ 0 only widens it). Each
+row's S_i lives on a lattice: C rounded *up* to multiples of Δ₂ (Lemma 4.3 / Cor. 4.4: a larger
+sensitivity dominates), its PMF the exact convolution of two-point PMFs, mass lost to underflow
+put on the largest atom and atoms below ``NEGLIGIBLE_MASS`` merged into the next atom above
+(both stochastically larger: pessimistic). Row pairs become dp_accounting's pessimistic
+``MixtureGaussianPrivacyLoss`` PMFs (``mixture_pld``, grid Δ₁) and are composed; rows with the
+same lattice atoms and p̃ (banded Toeplitz C: every row from 2b − 1 on, App. B.4; C = I: all)
+share one PMF, composed with itself.
+
+Covered: ``Poisson`` (untruncated) and ``BMinSep(min_sep=1)`` (the same scheme) with any
+``BandedToeplitz`` (any band count) or ``LowerTriangular`` C. Not covered, with the reason:
+truncated Poisson (participations are not independent), Dong–Ganesh b-min-sep with b > 1 (not
+seed 003 App. A's "b-min-sep", which is jaxacct's ``CyclicPoisson``), ``CyclicPoisson`` (the
+"pld" accountant is exact for it with at most ``cycle_length`` bands, which App. A's
+Generalized-MMCC reproduces; more bands are not accepted by ``MatrixMechanism``),
+balls-in-bins and multi-attribution.
+
+References:
+  Choquette-Choo, Ganesh, Steinke, Thakurta, "Privacy Amplification for Matrix Mechanisms",
+  ICLR 2024, arXiv 2310.15526v2: Thm 3.1, Lemmas 4.3, 4.9, Cor. 4.4, Algorithms 1–2, Thm 4.8,
+  App. B.1–B.4; spec 003 §4, §9.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import typing
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special, stats
+
+from jaxacct import _validate, schemes
+from jaxacct.conventions import DIRECTIONS, Adjacency
+from jaxacct.deterministic import mixture_pld, pld
+from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.deterministic.base import DeterministicAccountant, Option, register
+
+DEFAULT_DISCRETIZATION = 1e-3  # Δ₁, the PLD grid
+DEFAULT_SENSITIVITY_STEPS = 100  # Δ₂ = max C / 100 unless given
+NEGLIGIBLE_MASS = 1e-30  # sensitivity atoms lighter than this merge into the next one up
+_QUANTILE_MARGIN = 1e-9  # ln-space slack making the binomial quantile err upward
+
+
+def strategy_entries(matrix, iterations: int) -> np.ndarray:
+  """C as a dense float64 n×n array (host)."""
+  return np.asarray(matrix.materialize(iterations), dtype=np.float64)
+
+
+def bound_count(entries: np.ndarray) -> int:
+  """The number of tail bounds Algorithm 2 takes: entries C_ij > 0 below the first non-zero of
+  column j (at the first, C_{1:i−1,j} = 0 and p̃ = p exactly). nnz(C) − n for a C with a
+  non-zero diagonal."""
+  positive = entries > 0
+  return int(positive.sum() - positive.any(axis=0).sum())
+
+
+def participation_quantile(count: int, sampling_prob: float, significance: float) -> int:
+  """The smallest t with Pr[Bin(count, p) > t] ≤ ``significance`` (exact binomial tail,
+  App. B.3), erring upward by a relative 1e-9 in ln Pr."""
+  if count == 0 or sampling_prob >= 1.0:
+    return count
+  log_tail = stats.binom.logsf(np.arange(count + 1), count, sampling_prob)
+  passing = log_tail <= math.log(significance) - _QUANTILE_MARGIN * abs(math.log(significance))
+  return int(np.argmax(passing)) if passing.any() else count
+
+
+class TailBounds(NamedTuple):
+  """Algorithm 2's output: ``logits`` (n×n) of p̃_ij where C_ij > 0 (logit p elsewhere),
+  the per-bound significance δ′, z = Φ⁻¹(1 − δ′) and the number of bounds taken."""
+
+  logits: np.ndarray
+  significance: float
+  z: float
+  count: int
+
+
+def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
+                bad_event_delta: float) -> TailBounds:
+  """ProbabilityTailBounds (seed 003 Algorithm 2) in logit space, with the refinements of the
+  module docstring.
+
+  The prefix Gram matrix G = C_{1:i−1,:}ᵀ C_{1:i−1,:} is updated by one row per step on the
+  row's support (O(nnz(row)²)); s_ij is a top-t sum over the columns whose Gram entry with j is
+  positive, t depending on their number (cached per count).
+  """
+  n = entries.shape[0]
+  count = bound_count(entries)
+  logit_p = math.inf if sampling_prob >= 1.0 else float(special.logit(sampling_prob))
+  logits = np.full((n, n), logit_p)
+  significance = bad_event_delta / (2 * count) if count else 1.0
+  z = float(-special.ndtri(significance))
+  quantile = functools.lru_cache(maxsize=None)(
+      lambda k: participation_quantile(k, sampling_prob, significance))
+  variance = noise_multiplier**2
+  gram = np.zeros((n, n))
+  for i in range(n):
+    support = np.flatnonzero(entries[i])
+    if count:
+      need = support[gram[support, support] > 0]
+      if need.size:
+        block = gram[need, :i]
+        columns = np.flatnonzero((block > 0).any(axis=0))
+        block = block[:, columns]
+        positive = (block > 0).sum(axis=1)
+        t = np.array([quantile(int(k)) for k in positive])
+        ordered = -np.sort(-block, axis=1)
+        top = np.concatenate([np.zeros((need.size, 1)), np.cumsum(ordered, axis=1)], axis=1)
+        s = top[np.arange(need.size), t]
+        norm2 = gram[need, need]
+        epsilon = z * np.sqrt(norm2) / noise_multiplier + (2.0 * s - norm2) / (2.0 * variance)
+        logits[i, need] = logit_p + epsilon
+    row = entries[i, support]
+    gram[np.ix_(support, support)] += np.outer(row, row)
+  return TailBounds(logits, significance, z, count)
+
+
+def lattice_units(values: np.ndarray, step: float) -> np.ndarray:
+  """ceil(values / Δ₂) as integers, corrected so that units·Δ₂ ≥ values in float64."""
+  units = np.ceil(values / step).astype(np.int64)
+  return np.where(units * step < values, units + 1, units)
+
+
+def row_sensitivity(units: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """The PMF of S = Σ_j u_j·Bern(sigmoid(logit_j)) on the integer lattice, pessimistic:
+  (atoms in units of Δ₂, their probabilities).
+
+  Exact convolution of the two-point PMFs; probability lost to underflow goes to the largest
+  atom, and atoms lighter than ``NEGLIGIBLE_MASS`` merge into the next atom above (both make
+  S stochastically larger, Cor. 4.4).
+  """
+  top = int(units.sum())
+  pmf = np.zeros(top + 1)
+  pmf[0] = 1.0
+  reach = 0
+  for u, logit in zip(units.tolist(), logits.tolist()):
+    q, r = special.expit(logit), special.expit(-logit)
+    head = pmf[:reach + 1].copy()
+    pmf[:reach + 1] = r * head
+    pmf[u:u + reach + 1] += q * head
+    reach += u
+  deficit = 1.0 - pmf.sum()
+  if deficit > 0:
+    pmf[top] += deficit
+  keep = pmf >= NEGLIGIBLE_MASS
+  keep[top] = True
+  kept = np.flatnonzero(keep)
+  merged = np.zeros(kept.size)
+  np.add.at(merged, np.searchsorted(kept, np.arange(top + 1)), pmf)
+  return kept, merged
+
+
+class RowPairs(NamedTuple):
+  """The distinct row pairs of MMCC: atoms in units of Δ₂ and probabilities per distinct row,
+  how many rows share each, and the tail bounds they came from."""
+
+  atoms: list
+  probabilities: list
+  multiplicity: list
+  bounds: TailBounds
+
+
+def row_pairs(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
+              bad_event_delta: float, sensitivity_step: float) -> RowPairs:
+  """Algorithm 1 lines 2–5 up to the PLDs: each row's PMoG sensitivity PMF, rows with equal
+  lattice entries and p̃ sharing one (App. B.4; exact, decided bitwise)."""
+  bounds = tail_bounds(entries, sampling_prob, noise_multiplier, bad_event_delta)
+  index: dict = {}
+  atoms, probabilities, multiplicity = [], [], []
+  for i in range(entries.shape[0]):
+    support = np.flatnonzero(entries[i])
+    if support.size == 0:
+      continue  # an all-zero row releases nothing about the example
+    units = lattice_units(entries[i, support], sensitivity_step)
+    logits = bounds.logits[i, support]
+    key = (units.tobytes(), logits.tobytes())
+    if key not in index:
+      index[key] = len(atoms)
+      kept, mass = row_sensitivity(units, logits)
+      atoms.append(kept)
+      probabilities.append(mass)
+      multiplicity.append(0)
+    multiplicity[index[key]] += 1
+  return RowPairs(atoms, probabilities, multiplicity, bounds)
+
+
+@typing.final
+class MMCCCurve(mixture_pld.BadEventCurve):
+  """MMCC's δ(ε) = δ_PLD(ε) + δ₁ and ε(δ) = ε_PLD(δ − δ₁) per direction (seed 003 Thm 4.8;
+  ``mixture_pld.BadEventCurve``: δ₁ = δ/2 unless ``bad_event_delta`` is given).
+
+  Attributes:
+    entries: C (n×n); sampling_prob: p; noise_multiplier: σ; bad_event_delta: δ₁ or None;
+    discretization: Δ₁; sensitivity_step: Δ₂.
+  """
+
+  def __init__(self, entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
+               bad_event_delta: float | None, discretization: float, sensitivity_step: float):
+    super().__init__(bad_event_delta)
+    self.entries = entries
+    self.sampling_prob = float(sampling_prob)
+    self.noise_multiplier = float(noise_multiplier)
+    self.discretization = float(discretization)
+    self.sensitivity_step = float(sensitivity_step)
+    self._pairs = {}
+
+  @functools.cached_property
+  def tail_bound_count(self) -> int:
+    """Algorithm 2's bounds (``bound_count``); none (e.g. C diagonal) means no bad event."""
+    return bound_count(self.entries)
+
+  def pairs(self, bad_event_delta: float) -> RowPairs:
+    """The distinct row pairs at δ₁ (shared by both directions), cached."""
+    if bad_event_delta not in self._pairs:
+      self._pairs[bad_event_delta] = row_pairs(self.entries, self.sampling_prob,
+                                               self.noise_multiplier, bad_event_delta,
+                                               self.sensitivity_step)
+    return self._pairs[bad_event_delta]
+
+  def _compose(self, direction: str, bad_event_delta: float):
+    rows = self.pairs(bad_event_delta)
+    pmfs = []
+    for atoms, mass, count in zip(rows.atoms, rows.probabilities, rows.multiplicity):
+      with np.errstate(divide='ignore'):
+        pmf = mixture_pld.mixture_pmf(atoms * self.sensitivity_step, np.log(mass),
+                                      self.noise_multiplier, direction, self.discretization)
+      pmfs.append(pmf if count == 1 else pmf.to_dense_pmf().self_compose(count))
+    return mixture_pld.compose(pmfs)
+
+  def explain(self, delta: float) -> dict:
+    """δ₁, the per-bound significance δ′ and z, the number of bounds, rows and distinct rows,
+    Δ₂, and max p̃/p (seed 003 §4.5: roughly a bound on ε_MMCC / ε_true)."""
+    bad_event = self.bad_event_for(delta)
+    rows = self.pairs(bad_event)
+    positive = self.entries > 0
+    ratio = float(np.max(special.expit(rows.bounds.logits[positive]))) / self.sampling_prob
+    return {'bad_event_delta': bad_event, 'significance': rows.bounds.significance,
+            'z': rows.bounds.z, 'tail_bounds': rows.bounds.count,
+            'rows': int(self.entries.shape[0]), 'distinct_rows': len(rows.atoms),
+            'sensitivity_discretization': self.sensitivity_step,
+            'max_amplification_ratio': ratio}
+
+
+def _check_sensitivity_step(value):
+  if value is None:
+    return None
+  return _validate.positive_finite('sensitivity_discretization', value)
+
+
+def _refusal_for_scheme(scheme) -> str | None:
+  if isinstance(scheme, (schemes.Poisson, schemes.BMinSep)) and scheme.min_sep_chain == 1:
+    if scheme.truncates:
+      return ('truncated Poisson (a fixed batch size) makes participations dependent, and '
+              "MMCC's Lemma 4.9 needs them independent; the 'pld' accountant covers it with one "
+              'band, Monte Carlo otherwise')
+    return None
+  if isinstance(scheme, schemes.BMinSep):
+    return ('b-min-sep sampling with min_sep > 1 (Dong & Ganesh) is not the "b-min-sep" of seed '
+            "003 App. A (that one is jaxacct's CyclicPoisson): its participations are not "
+            "independent across rounds; use the 'pld' accountant (one band) or Monte Carlo")
+  if isinstance(scheme, schemes.CyclicPoisson):
+    return ("cyclic Poisson is seed 003 App. A's 'b-min-sep sampling'; with at most "
+            "cycle_length bands the 'pld' accountant is exact for it (App. A's Generalized-MMCC "
+            'reduces to that analysis), and Generalized-MMCC for more bands is not implemented')
+  if isinstance(scheme, schemes.BallsInBins):
+    return ("balls-in-bins fixes one participation per epoch (not independent); use 'renyi' or "
+            "'conditional_composition' (seed 002)")
+  return (f'{type(scheme).__name__} participations are not independent Poisson draws; use '
+          'Monte Carlo')
+
+
+@register
+@typing.final
+class MMCCAccountant(DeterministicAccountant):
+  """Seed 003's MMCC for Poisson sampling with any non-negative lower-triangular C (module
+  docstring).
+
+  Options:
+    bad_event_delta: δ₁, the probability budget of the tail bounds (Thm 4.8: δ = δ₁ + δ₂).
+      Default None: δ₁ = δ₂ = δ/2 (the paper's choice); δ(ε) then inverts ε(δ). A fixed δ₁
+      makes ε(δ) = +∞ for δ ≤ δ₁, and calibration needs δ > δ₁.
+    value_discretization_interval: Δ₁, the PLD grid step (default 1e-3; pessimistic).
+    sensitivity_discretization: Δ₂, the lattice C is rounded up to (default max C / 100; exact
+      when every entry is a multiple of it, e.g. C = I). Smaller is tighter and slower: a
+      row's PMF has up to ‖row‖₁/Δ₂ atoms.
+  Adjacency: ``zero_out`` and ``add_remove`` (equal for untruncated Poisson).
+  """
+
+  name = 'mmcc'
+  references = (
+      'Choquette-Choo, Ganesh, Steinke, Thakurta, "Privacy Amplification for Matrix Mechanisms", '
+      'ICLR 2024, arXiv 2310.15526v2, Thm 3.1, Lemma 4.9, Cor. 4.4, Algorithms 1-2, Thm 4.8, '
+      'App. B',
+      'Doroshenko et al., "Connect the Dots", arXiv 2207.04380 (pessimistic PLD)',
+  )
+  adjacencies = (Adjacency.ZERO_OUT.value, Adjacency.ADD_REMOVE.value)
+  options = {'bad_event_delta': Option(None, mixture_pld.check_bad_event_delta),
+             'value_discretization_interval': Option(DEFAULT_DISCRETIZATION,
+                                                     mixture_pld.check_discretization),
+             'sensitivity_discretization': Option(None, _check_sensitivity_step)}
+  sigma_floor = 0.05
+
+  def _refusal(self, mechanism, options):
+    if options['adjacency'] not in self.adjacencies:
+      return (f"adjacency={options['adjacency']!r} is not covered by MMCC (seed 003 proves "
+              "add/remove, equal to zero-out for untruncated Poisson); use 'zero_out'")
+    return _refusal_for_scheme(mechanism.scheme)
+
+  @staticmethod
+  def _inputs(mechanism_or_probe, options):
+    entries = strategy_entries(mechanism_or_probe.matrix, mechanism_or_probe.iterations)
+    step = options['sensitivity_discretization']
+    if step is None:
+      step = float(entries.max()) / DEFAULT_SENSITIVITY_STEPS
+    return entries, float(mechanism_or_probe.scheme.sampling_prob), step
+
+  def _curve(self, mechanism, options):
+    entries, sampling_prob, step = self._inputs(mechanism, options)
+    return MMCCCurve(entries, sampling_prob, mechanism.noise_multiplier,
+                     options['bad_event_delta'], options['value_discretization_interval'], step)
+
+  def _sigma(self, probe, epsilon, delta, tolerance, options):
+    bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
+    if delta <= bad_event:
+      raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
+                       'bounds alone may fail with probability δ₁); seed 003 takes δ₁ = δ/2')
+    entries, sampling_prob, step = self._inputs(probe, options)
+
+    def meets(sigma: float) -> bool:
+      curve = MMCCCurve(entries, sampling_prob, sigma, bad_event,
+                        options['value_discretization_interval'], step)
+      return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
+
+    # Start at DP-SGD's σ for the same target scaled by the largest column norm (C = I gives
+    # exactly MMCC's answer; p = 1: the Gaussian mechanism of C·1) and grow by 1.25: a σ far
+    # below the answer makes PLD grids huge.
+    if sampling_prob < 1.0:
+      guess = pld.dpsgd_sigma(sampling_prob, probe.iterations, epsilon=epsilon,
+                              delta=delta - bad_event) * float(np.sqrt((entries**2).sum(0).max()))
+    else:
+      guess = pld.gaussian_sigma(epsilon, delta - bad_event, float(np.linalg.norm(entries.sum(1))))
+    return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor,
+                                  start=guess, step=1.25)
+
+  def _supersedes_monte_carlo(self, mechanism):
+    # Monte Carlo accounts overlapping columns under Poisson only by App. B bounds (dense C)
+    # or not at all (BandedToeplitz with more than one band); MMCC proves a bound.
+    return mechanism.bounded
