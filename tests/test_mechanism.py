@@ -28,12 +28,27 @@ def test_noise_multiplier_must_be_positive_and_finite(sigma, message):
 
 @pytest.mark.parametrize('scheme, limit_name', [
     (jaxacct.BMinSep(sampling_prob=0.5, iterations=6, min_sep=2), 'min_sep = 2'),
-    (jaxacct.Poisson(sampling_prob=0.5, iterations=6), 'min_sep = 1'),
+    (jaxacct.Poisson(sampling_prob=0.5, iterations=6, truncated_batch_size=3, dataset_size=10),
+     'min_sep = 1'),
     (jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=6, cycle_length=2), 'cycle_length = 2'),
 ])
 def test_band_longer_than_the_scheme_allows(scheme, limit_name):
   with pytest.raises(ValueError, match=rf'c_col must have at most {limit_name}'):
     jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+
+
+@pytest.mark.parametrize('scheme', [jaxacct.Poisson(sampling_prob=0.5, iterations=6),
+                                    jaxacct.BMinSep(sampling_prob=0.5, iterations=6, min_sep=1)])
+def test_untruncated_poisson_accepts_overlapping_bands_for_mmcc_only(scheme):
+  # Independent participations: MMCC (seed 003) accounts any band count; the Monte Carlo
+  # recursion would be wrong with overlapping columns, so its view refuses, naming mmcc.
+  mechanism = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
+  assert mechanism.bounded
+  with pytest.raises(ValueError, match='"mmcc"'):
+    mechanism.matrix.kernel_view(scheme)
+  # max ‖C·x‖² over x ∈ {0,1}⁶ is at x = 1 (C ≥ 0): row sums 1, 1.5, 1.75, 1.75, 1.75, 1.75.
+  assert mechanism.matrix.separated_sensitivity_squared(1, 6) == pytest.approx(
+      1 + 1.5**2 + 4 * 1.75**2)
 
 
 def test_balls_in_bins_accepts_long_bands():

@@ -67,6 +67,8 @@ from jaxacct.deterministic.base import DeterministicAccountant, Option, register
 DEFAULT_DISCRETIZATION = 1e-3  # Δ₁, the PLD grid
 DEFAULT_SENSITIVITY_STEPS = 100  # Δ₂ = max C / 100 unless given
 NEGLIGIBLE_MASS = 1e-30  # sensitivity atoms lighter than this merge into the next one up
+REFINEMENT = 64  # the convolution lattice is up to this many times finer than Δ₂ ...
+MAX_SUPPORT = 1 << 16  # ... while a row's PMF has at most this many points
 _QUANTILE_MARGIN = 1e-9  # ln-space slack making the binomial quantile err upward
 
 
@@ -178,6 +180,23 @@ def row_sensitivity(units: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, 
   return kept, merged
 
 
+def coarsened(atoms: np.ndarray, mass: np.ndarray, factor: int) -> tuple[np.ndarray, np.ndarray]:
+  """Atoms on the lattice Δ (integers) rounded up to the lattice factor·Δ, masses summed
+  (stochastically larger: pessimistic)."""
+  coarse, inverse = np.unique(-(-atoms // factor), return_inverse=True)
+  total = np.zeros(coarse.size)
+  np.add.at(total, inverse.ravel(), mass)
+  return coarse, total
+
+
+def refinement(entries: np.ndarray, step: float) -> int:
+  """How many convolution lattice steps make one Δ₂: up to ``REFINEMENT`` while the finest
+  row support stays within ``MAX_SUPPORT`` points. Each entry is rounded up to the fine lattice
+  and only the row sums to Δ₂, so Δ₂ costs once per row instead of once per entry."""
+  widest = int(lattice_units(entries, step).sum(axis=1).max())
+  return int(np.clip(MAX_SUPPORT // max(widest, 1), 1, REFINEMENT))
+
+
 class RowPairs(NamedTuple):
   """The distinct row pairs of MMCC: atoms in units of Δ₂ and probabilities per distinct row,
   how many rows share each, and the tail bounds they came from."""
@@ -190,21 +209,24 @@ class RowPairs(NamedTuple):
 
 def row_pairs(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
               bad_event_delta: float, sensitivity_step: float) -> RowPairs:
-  """Algorithm 1 lines 2–5 up to the PLDs: each row's PMoG sensitivity PMF, rows with equal
-  lattice entries and p̃ sharing one (App. B.4; exact, decided bitwise)."""
+  """Algorithm 1 lines 2–5 up to the PLDs: each row's PMoG sensitivity PMF (convolved on a
+  lattice ``refinement`` times finer than Δ₂, then rounded up to Δ₂), rows with equal lattice
+  entries and p̃ sharing one (App. B.4; exact, decided bitwise)."""
   bounds = tail_bounds(entries, sampling_prob, noise_multiplier, bad_event_delta)
+  factor = refinement(entries, sensitivity_step)
+  fine_step = sensitivity_step / factor
   index: dict = {}
   atoms, probabilities, multiplicity = [], [], []
   for i in range(entries.shape[0]):
     support = np.flatnonzero(entries[i])
     if support.size == 0:
       continue  # an all-zero row releases nothing about the example
-    units = lattice_units(entries[i, support], sensitivity_step)
+    units = lattice_units(entries[i, support], fine_step)
     logits = bounds.logits[i, support]
     key = (units.tobytes(), logits.tobytes())
     if key not in index:
       index[key] = len(atoms)
-      kept, mass = row_sensitivity(units, logits)
+      kept, mass = coarsened(*row_sensitivity(units, logits), factor)
       atoms.append(kept)
       probabilities.append(mass)
       multiplicity.append(0)
@@ -359,16 +381,13 @@ class MMCCAccountant(DeterministicAccountant):
                         options['value_discretization_interval'], step)
       return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
 
-    # Start at DP-SGD's σ for the same target scaled by the largest column norm (C = I gives
-    # exactly MMCC's answer; p = 1: the Gaussian mechanism of C·1) and grow by 1.25: a σ far
-    # below the answer makes PLD grids huge.
-    if sampling_prob < 1.0:
-      guess = pld.dpsgd_sigma(sampling_prob, probe.iterations, epsilon=epsilon,
-                              delta=delta - bad_event) * float(np.sqrt((entries**2).sum(0).max()))
-    else:
-      guess = pld.gaussian_sigma(epsilon, delta - bad_event, float(np.linalg.norm(entries.sum(1))))
+    # Start from above, at the Gaussian mechanism of every participation (sensitivity ‖C·1‖,
+    # what MMCC gives with every p̃ = 1), and come down by factors of 1.5: probes above the
+    # answer are cheap, while a σ far below it makes the PLD grids huge.
+    guess = pld.gaussian_sigma(epsilon, delta - bad_event,
+                               float(np.linalg.norm(entries.sum(axis=1))))
     return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor,
-                                  start=guess, step=1.25)
+                                  start=guess, step=1.5)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Monte Carlo accounts overlapping columns under Poisson only by App. B bounds (dense C)

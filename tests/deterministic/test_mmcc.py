@@ -190,25 +190,41 @@ def test_banded_rows_share_by_offset_and_match_row_by_row():
   assert dense_curve.epsilon_for_delta(1e-5) == curve.epsilon_for_delta(1e-5)
 
 
-def test_lattice_rounding_dominates_the_exact_sensitivity():
-  # Each row's lattice PMF is stochastically larger than the exact Σ_j C_ij Bern(p̃_ij).
+@pytest.mark.parametrize('factor', [1, 3])
+def test_lattice_rounding_dominates_the_exact_sensitivity(factor):
+  # Each row's PMF (entries rounded up to the fine lattice, convolved, the sums rounded up to
+  # Δ₂ = factor × the fine step) is stochastically larger than the exact Σ_j C_ij Bern(p̃_ij),
+  # and no coarser than needed: each sum is rounded up by less than the rounding allows.
   rng = np.random.default_rng(3)
   values = rng.uniform(0.05, 1.0, 6)
   logits = rng.normal(-1.0, 1.0, 6)
   step = 0.07
-  units = mmcc.lattice_units(values, step)
-  assert np.all(units * step >= values) and np.all((units - 1) * step < values)
-  atoms, mass = mmcc.row_sensitivity(units, logits)
+  units = mmcc.lattice_units(values, step / factor)
+  assert np.all(units * (step / factor) >= values)
+  assert np.all((units - 1) * (step / factor) < values)
+  atoms, mass = mmcc.coarsened(*mmcc.row_sensitivity(units, logits), factor)
   assert mass.sum() == pytest.approx(1.0, abs=1e-15)
   exact_values, exact_probs = [], []
   for pattern in itertools.product((0, 1), repeat=6):
     x = np.array(pattern)
     exact_values.append(x @ values)
     exact_probs.append(np.prod(np.where(x, special.expit(logits), special.expit(-logits))))
-  for threshold in np.linspace(0, values.sum(), 40):
+  for threshold in np.linspace(0, values.sum() + step, 60):
     exact = sum(q for v, q in zip(exact_values, exact_probs) if v >= threshold)
     ours = mass[atoms * step >= threshold].sum()
     assert ours >= exact - 1e-12, threshold
+    # Rounded by at most 6 fine steps plus one Δ₂: the shifted exact tail bounds ours.
+    shifted = sum(q for v, q in zip(exact_values, exact_probs)
+                  if v + 6 * step / factor + step >= threshold)
+    assert ours <= shifted + 1e-12, threshold
+
+
+def test_refinement_keeps_the_row_support_bounded():
+  entries = np.tril(np.full((40, 40), 0.3))
+  factor = mmcc.refinement(entries, 0.01)
+  assert 1 <= factor <= mmcc.REFINEMENT
+  assert mmcc.lattice_units(entries, 0.01 / factor).sum(axis=1).max() <= mmcc.MAX_SUPPORT
+  assert mmcc.refinement(np.eye(4), 0.01) == mmcc.REFINEMENT
 
 
 # ---------------------------------------------------------------- soundness
