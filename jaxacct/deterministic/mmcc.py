@@ -112,24 +112,25 @@ def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: flo
 
   The prefix Gram matrix G = C_{1:i−1,:}ᵀ C_{1:i−1,:} is updated by one row per step on the
   row's support (O(nnz(row)²)); s_ij is a top-t sum over the columns whose Gram entry with j is
-  positive, t depending on their number (cached per count).
+  positive, t depending on their number (cached per count). ``entries`` may have more rows
+  than columns (m×n, rows in release order, e.g. a binary tree's nodes: seed 003 Sec. 5–6).
   """
-  n = entries.shape[0]
+  rows, n = entries.shape
   count = bound_count(entries)
   logit_p = math.inf if sampling_prob >= 1.0 else float(special.logit(sampling_prob))
-  logits = np.full((n, n), logit_p)
+  logits = np.full((rows, n), logit_p)
   significance = bad_event_delta / (2 * count) if count else 1.0
   z = float(-special.ndtri(significance))
   quantile = functools.lru_cache(maxsize=None)(
       lambda k: participation_quantile(k, sampling_prob, significance))
   variance = noise_multiplier**2
   gram = np.zeros((n, n))
-  for i in range(n):
+  for i in range(rows):
     support = np.flatnonzero(entries[i])
     if count:
       need = support[gram[support, support] > 0]
       if need.size:
-        block = gram[need, :i]
+        block = gram[need]
         columns = np.flatnonzero((block > 0).any(axis=0))
         block = block[:, columns]
         positive = (block > 0).sum(axis=1)
@@ -239,8 +240,11 @@ class MMCCCurve(mixture_pld.BadEventCurve):
   """MMCC's δ(ε) = δ_PLD(ε) + δ₁ and ε(δ) = ε_PLD(δ − δ₁) per direction (seed 003 Thm 4.8;
   ``mixture_pld.BadEventCurve``: δ₁ = δ/2 unless ``bad_event_delta`` is given).
 
+  Works for any non-negative C whose rows are in release order, also m×n with m > n (a
+  tree's nodes, seed 003 Sec. 6); the accountant passes the strategy's n×n C.
+
   Attributes:
-    entries: C (n×n); sampling_prob: p; noise_multiplier: σ; bad_event_delta: δ₁ or None;
+    entries: C (m×n); sampling_prob: p; noise_multiplier: σ; bad_event_delta: δ₁ or None;
     discretization: Δ₁; sensitivity_step: Δ₂.
   """
 
@@ -284,8 +288,10 @@ class MMCCCurve(mixture_pld.BadEventCurve):
     rows = self.pairs(bad_event)
     positive = self.entries > 0
     ratio = float(np.max(special.expit(rows.bounds.logits[positive]))) / self.sampling_prob
-    return {'bad_event_delta': bad_event, 'significance': rows.bounds.significance,
-            'z': rows.bounds.z, 'tail_bounds': rows.bounds.count,
+    taken = rows.bounds.count > 0  # without tail bounds there is no δ′ or z
+    return {'bad_event_delta': bad_event,
+            'significance': rows.bounds.significance if taken else None,
+            'z': rows.bounds.z if taken else None, 'tail_bounds': rows.bounds.count,
             'rows': int(self.entries.shape[0]), 'distinct_rows': len(rows.atoms),
             'sensitivity_discretization': self.sensitivity_step,
             'max_amplification_ratio': ratio}
@@ -375,19 +381,26 @@ class MMCCAccountant(DeterministicAccountant):
       raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
                        'bounds alone may fail with probability δ₁); seed 003 takes δ₁ = δ/2')
     entries, sampling_prob, step = self._inputs(probe, options)
+    discretization = options['value_discretization_interval']
 
-    def meets(sigma: float) -> bool:
-      curve = MMCCCurve(entries, sampling_prob, sigma, bad_event,
-                        options['value_discretization_interval'], step)
-      return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
+    def meets_with(grid: float, lattice: float):
+      def meets(sigma: float) -> bool:
+        curve = MMCCCurve(entries, sampling_prob, sigma, bad_event, grid, lattice)
+        return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
+      return meets
 
-    # Start from above, at the Gaussian mechanism of every participation (sensitivity ‖C·1‖,
-    # what MMCC gives with every p̃ = 1), and come down by factors of 1.5: probes above the
-    # answer are cheap, while a σ far below it makes the PLD grids huge.
-    guess = pld.gaussian_sigma(epsilon, delta - bad_event,
+    # A coarse pass (grid ≥ 1e-2, lattice 4·Δ₂: ~40× cheaper per probe, and more pessimistic,
+    # so its σ is about the answer from above) starts from the Gaussian mechanism of every
+    # participation (sensitivity ‖C·1‖: MMCC with every p̃ = 1) and comes down by factors of
+    # 1.5; the fine pass starts there and steps by 1.05, so its probes stay near the answer
+    # (a σ far below it makes the PLD grids huge). Only the fine pass decides the result.
+    start = pld.gaussian_sigma(epsilon, delta - bad_event,
                                float(np.linalg.norm(entries.sum(axis=1))))
-    return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor,
-                                  start=guess, step=1.5)
+    coarse = smallest_passing_sigma(meets_with(max(discretization, 1e-2), 4 * step),
+                                    tolerance=4e-2, floor=self.sigma_floor, start=start,
+                                    step=1.5)
+    return smallest_passing_sigma(meets_with(discretization, step), tolerance=tolerance,
+                                  floor=self.sigma_floor, start=coarse, step=1.05)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Monte Carlo accounts overlapping columns under Poisson only by App. B bounds (dense C)
