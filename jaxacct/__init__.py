@@ -6,6 +6,7 @@ Public API (re-exported; nothing is computed at import).
 from jaxacct._version import __version__ as __version__
 from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
 from jaxacct.batching.attribution import bound_contributions as bound_contributions
+from jaxacct import individual as individual
 from jaxacct.deterministic.accountant import calibrate_deterministic as calibrate_deterministic
 from jaxacct.deterministic.accountant import delta_for_epsilon as delta_for_epsilon
 from jaxacct.deterministic.accountant import epsilon_for_delta as epsilon_for_delta

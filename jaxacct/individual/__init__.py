@@ -1,0 +1,15 @@
+"""Individual privacy accounting (seed 004: Koskela, Tobaben & Honkela).
+
+- ``gdp``: μ-GDP conversions (``gdp_delta``, ``gdp_epsilon``, ``gdp_budget``) and fully adaptive
+  composition in squares (``composed_mu``).
+- ``epsilons``: ``individual_epsilons`` — every example's ε from its realised clipped-norm
+  ratios, by PLD, RDP (Feldman–Zrnic) or exact GDP (full batch).
+- ``filter``: ``GDPFilter``, the individual GDP filter of Alg. 1 (full-batch DP-GD).
+"""
+
+from jaxacct.individual.epsilons import individual_epsilons as individual_epsilons
+from jaxacct.individual.filter import GDPFilter as GDPFilter
+from jaxacct.individual.gdp import composed_mu as composed_mu
+from jaxacct.individual.gdp import gdp_budget as gdp_budget
+from jaxacct.individual.gdp import gdp_delta as gdp_delta
+from jaxacct.individual.gdp import gdp_epsilon as gdp_epsilon

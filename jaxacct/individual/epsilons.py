@@ -1,0 +1,183 @@
+"""Individual ε of every tracked example from its realised clipped-norm ratios (seed 004).
+
+Example i's step t is a Poisson-subsampled (rate q) Gaussian mechanism with noise multiplier
+σ̃_{i,t} = σ / r_{i,t}, r_{i,t} = c_{i,t}/C its clipped gradient norm over the clip norm (App. D.2;
+pitfall P1: σ is a noise multiplier). ``individual_epsilons`` composes that heterogeneous
+sequence for every example at once:
+
+- ``"gdp"`` (q = 1 only): μ_i = √(Σ_t r²)/σ, exact (Thm 2), then ε of μ_i-GDP;
+- ``"rdp"``: the Feldman–Zrnic individual RDP, Σ_t ρ(q, σ̃_{i,t}, α) over a grid of orders
+  (fractional and large), converted by dp_accounting's ``compute_epsilon``; exact per-order
+  ρ for q = 1 (α r²/(2σ²)), σ̃ bucketed down for q < 1;
+- ``"pld"``: dp_accounting's pessimistic PLDs of the subsampled Gaussian for each bucket of σ̃,
+  each example's counts composed (self-composition per bucket, then across buckets), both
+  orderings, ε(δ) the max over them. Examples with equal bucket counts share one composition.
+
+Bucketing (App. D.2, pitfall P5): σ̃ is rounded **down** to the grid σ·(1 + j·(s − 1)/(m − 1)),
+j = 0..m−1 (``inflation`` s, ``grid_size`` m), i.e. r rounded up; σ̃ above σ·s goes to σ·s;
+r = 0 costs nothing (P4). Less noise is a post-processing-dominating pair, so the bucketed ε is
+at least the exact ε of the realised sequence (App. D Thm 2).
+
+What the result means: the tight ε of the *realised* sequence of per-step parameters, as seed
+004 §5 / App. D report it — not a filter guarantee (that is ``filter.GDPFilter`` for q = 1:
+Thm 2 needs the budget fixed in advance and every step's parameter predictable). Individual
+ε values are functions of private data (gradient norms): publishing them leaks (P14).
+
+References:
+  Koskela, Tobaben & Honkela, arXiv 2209.15596, App. D.2–D.3, Thm 2; Feldman & Zrnic,
+  "Individual Privacy Accounting via a Rényi Filter", NeurIPS 2021; Mironov, Talwar & Zhang,
+  "Rényi Differential Privacy of the Sampled Gaussian Mechanism", 2019; spec 004 §3.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from jaxacct import _validate
+from jaxacct.individual import gdp
+
+METHODS = ('pld', 'rdp', 'gdp')
+ORDERS = np.concatenate([np.linspace(1.05, 2.0, 20), np.linspace(2.1, 10.0, 80),
+                         np.arange(11.0, 64.0), np.unique(np.round(np.geomspace(64, 4096, 60)))])
+"""Rényi orders of the RDP route: fractional up to 10, integers up to 4096 (pitfall P13;
+dp_accounting's series for fractional orders does not converge at large α)."""
+
+
+def check_ratios(clipped_norm_ratios) -> np.ndarray:
+  """(num_examples, iterations) float64 ratios c/C in [0, 1] (ValueError naming the problem)."""
+  ratios = np.asarray(clipped_norm_ratios, dtype=np.float64)
+  if ratios.ndim != 2 or ratios.shape[0] == 0 or ratios.shape[1] == 0:
+    raise ValueError(f'clipped_norm_ratios must have shape (num_examples, iterations) with both '
+                     f'> 0, got shape {ratios.shape}')
+  if not np.all(np.isfinite(ratios)):
+    raise ValueError('clipped_norm_ratios contains NaN or inf')
+  if np.any(ratios < 0) or np.any(ratios > 1):
+    raise ValueError(f'clipped_norm_ratios must be in [0, 1] (clip before accounting: c = '
+                     f'min(‖g‖, C), ratio c/C), got values in [{ratios.min()}, {ratios.max()}]')
+  return ratios
+
+
+def bucket_ratios(grid_size: int, inflation: float) -> np.ndarray:
+  """The ratio grid r_j = 1/(1 + j(s − 1)/(m − 1)), descending from 1 to 1/s (σ̃ = σ/r linear
+  in j, as App. D.2's σ-grid)."""
+  steps = np.arange(grid_size, dtype=np.float64)
+  spread = (inflation - 1.0) / max(grid_size - 1, 1)
+  return 1.0 / (1.0 + steps * spread)
+
+
+def bucket_counts(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
+  """(num_examples, grid_size) counts of each example's ratios rounded **up** to the grid
+  (σ̃ down: pessimistic); ratios of 0 are not counted (no loss)."""
+  ascending = grid[::-1]
+  index = np.searchsorted(ascending, ratios, side='left')  # first grid ratio ≥ r
+  index = np.minimum(index, ascending.size - 1)  # cannot pass 1 (ratios ≤ 1)
+  bucket = ascending.size - 1 - index  # position in the descending grid
+  counts = np.zeros((ratios.shape[0], grid.size), np.int64)
+  rows = np.repeat(np.arange(ratios.shape[0]), ratios.shape[1])
+  keep = ratios.ravel() > 0
+  np.add.at(counts, (rows[keep], bucket.ravel()[keep]), 1)
+  return counts
+
+
+@functools.lru_cache(maxsize=16)
+def _rdp_table_cached(sampling_prob: float, sigmas: tuple) -> np.ndarray:
+  table = _rdp_table(sampling_prob, np.asarray(sigmas))
+  table.setflags(write=False)  # shared between calls
+  return table
+
+
+def _rdp_table(sampling_prob: float, sigmas: np.ndarray) -> np.ndarray:
+  """ρ(q, σ_b, α) for every bucket and order (dp_accounting's subsampled-Gaussian RDP)."""
+  # pylint: disable=protected-access  # dp_accounting 0.6.0 (pinned) keeps it module-private;
+  # RdpAccountant composes exactly this function (tested against it).
+  from dp_accounting.rdp import rdp_privacy_accountant
+  table = np.array([rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(
+      sampling_prob, float(s), ORDERS) for s in sigmas])
+  return np.where(np.isnan(table), np.inf, table)  # an order it cannot bound is no bound
+
+
+def _rdp_epsilons(rdp: np.ndarray, delta: float) -> np.ndarray:
+  from dp_accounting.rdp import rdp_privacy_accountant
+  return np.array([rdp_privacy_accountant.compute_epsilon(ORDERS, row, delta)[0]
+                   for row in rdp])
+
+
+def _pld_epsilons(counts: np.ndarray, sampling_prob: float, sigmas: np.ndarray, delta: float,
+                  discretization: float) -> np.ndarray:
+  from dp_accounting.pld import privacy_loss_distribution
+  plds = {}
+
+  def bucket_pld(b):
+    if b not in plds:
+      plds[b] = privacy_loss_distribution.from_gaussian_mechanism(
+          float(sigmas[b]), sampling_prob=sampling_prob,
+          value_discretization_interval=discretization)
+    return plds[b]
+
+  unique, inverse = np.unique(counts, axis=0, return_inverse=True)
+  epsilons = np.zeros(unique.shape[0])
+  for row, row_counts in enumerate(unique):
+    composed = None
+    for b in np.flatnonzero(row_counts):
+      part = bucket_pld(b).self_compose(int(row_counts[b]))
+      composed = part if composed is None else composed.compose(part)
+    epsilons[row] = 0.0 if composed is None else max(
+        0.0, float(composed.get_epsilon_for_delta(delta)))
+  return epsilons[inverse.ravel()]
+
+
+def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_multiplier: float,
+                        delta: float, method: str = 'pld', grid_size: int = 100,
+                        inflation: float = 15.0,
+                        value_discretization_interval: float = 1e-4) -> np.ndarray:
+  """ε_i(δ) of every example from its realised clipped-norm ratios (module docstring).
+
+  Args:
+    clipped_norm_ratios: (num_examples, iterations), r = min(‖g‖, C)/C ∈ [0, 1], recorded at
+      the parameters each step used, for every step (sampled or not: pitfall P7).
+    sampling_prob: q ∈ (0, 1] (1: full-batch DP-GD).
+    noise_multiplier: σ > 0 (noise std σC on the sum of clipped gradients).
+    delta: δ ∈ (0, 1).
+    method: ``"pld"`` (default), ``"rdp"`` or ``"gdp"`` (q = 1 only).
+    grid_size, inflation: the σ̃ grid of ``pld`` and ``rdp`` (m ≥ 2 points from σ to σ·s).
+    value_discretization_interval: the PLD grid step of ``pld`` (pessimistic).
+
+  Returns:
+    float64 (num_examples,) array of ε_i.
+  """
+  ratios = check_ratios(clipped_norm_ratios)
+  sampling_prob = _validate.probability('sampling_prob', sampling_prob)
+  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
+  delta = gdp._check_delta(delta)  # pylint: disable=protected-access  # one check for δ
+  method = _validate.one_of('method', method, METHODS)
+  grid_size = _validate.integer_at_least('grid_size', grid_size, 2)
+  inflation = _validate.positive_finite('inflation', inflation)
+  if inflation <= 1.0:
+    raise ValueError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
+                     f'{inflation}')
+  discretization = _validate.positive_finite('value_discretization_interval',
+                                             value_discretization_interval)
+  if method == 'gdp':
+    if sampling_prob < 1.0:
+      raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
+                       f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '
+                       '(seed 004 §3.3); use method="pld" or "rdp"')
+    return gdp.gdp_epsilon(gdp.composed_mu(ratios, sigma), delta)
+  if method == 'rdp' and sampling_prob == 1.0:
+    # q = 1: ρ_i(α) = α Σ_t r²/(2σ²) exactly, no grid needed.
+    squares = np.sum(ratios * ratios, axis=1) / (2 * sigma**2)
+    return _rdp_epsilons(squares[:, None] * ORDERS[None, :], delta)
+  grid = bucket_ratios(grid_size, inflation)
+  counts = bucket_counts(ratios, grid)
+  sigmas = sigma / grid
+  if method == 'rdp':
+    table = _rdp_table_cached(sampling_prob, tuple(sigmas.tolist()))  # ~0.2 s per bucket
+    # Σ_b k_b ρ_b(α) with 0·∞ = 0 (an unused bucket adds nothing, a used one with ρ = ∞ rules
+    # that order out).
+    unbounded = np.isinf(table)
+    rdp = counts @ np.where(unbounded, 0.0, table)
+    rdp = np.where((counts > 0).astype(np.int64) @ unbounded.astype(np.int64) > 0, np.inf, rdp)
+    return _rdp_epsilons(rdp, delta)
+  return _pld_epsilons(counts, sampling_prob, sigmas, delta, discretization)
