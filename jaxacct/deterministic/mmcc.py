@@ -95,6 +95,13 @@ def participation_quantile(count: int, sampling_prob: float, significance: float
   return int(np.argmax(passing)) if passing.any() else count
 
 
+def _index(positions: np.ndarray):
+  """A slice for sorted contiguous positions (views instead of fancy-index copies: dense rows)."""
+  if positions.size and positions[-1] - positions[0] + 1 == positions.size:
+    return slice(int(positions[0]), int(positions[-1]) + 1)
+  return positions
+
+
 class TailBounds(NamedTuple):
   """Algorithm 2's output: ``logits`` (n×n) of p̃_ij where C_ij > 0 (logit p elsewhere),
   the per-bound significance δ′, z = Φ⁻¹(1 − δ′) and the number of bounds taken."""
@@ -130,11 +137,15 @@ def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: flo
     if count:
       need = support[gram[support, support] > 0]
       if need.size:
-        block = gram[need]
-        columns = np.flatnonzero((block > 0).any(axis=0))
-        block = block[:, columns]
-        positive = (block > 0).sum(axis=1)
-        t = np.array([quantile(int(k)) for k in positive])
+        block = gram[_index(need)]
+        block = block[:, _index(np.flatnonzero((block > 0).any(axis=0)))]
+        counts, where = np.unique((block > 0).sum(axis=1), return_inverse=True)
+        t = np.array([quantile(int(k)) for k in counts], np.int64)[where.ravel()]
+        # Only the largest max(t) entries of a row can be in its top-t sum: partition, then
+        # sort that slice (the same values in the same order as a full sort: bitwise equal).
+        width = int(t.max())
+        if 0 < width < block.shape[1]:
+          block = np.partition(block, block.shape[1] - width, axis=1)[:, -width:]
         ordered = -np.sort(-block, axis=1)
         top = np.concatenate([np.zeros((need.size, 1)), np.cumsum(ordered, axis=1)], axis=1)
         s = top[np.arange(need.size), t]
@@ -142,7 +153,11 @@ def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: flo
         epsilon = z * np.sqrt(norm2) / noise_multiplier + (2.0 * s - norm2) / (2.0 * variance)
         logits[i, need] = logit_p + epsilon
     row = entries[i, support]
-    gram[np.ix_(support, support)] += np.outer(row, row)
+    where = _index(support)
+    if isinstance(where, slice):
+      gram[where, where] += np.outer(row, row)
+    else:
+      gram[np.ix_(support, support)] += np.outer(row, row)
   return TailBounds(logits, significance, z, count)
 
 
