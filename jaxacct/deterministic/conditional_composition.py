@@ -287,17 +287,13 @@ class ConditionalCompositionCurve(mixture_pld.BadEventCurve):
     self.discretization = float(discretization)
 
   @functools.cached_property
-  def bounds(self) -> int:
+  def tail_bound_count(self) -> int:
     """The number of tail bounds taken over all steps (``bound_count``; at most N(b − 1))."""
     return bound_count(self.means)
 
-  @property
-  def tail_bound_count(self) -> int:
-    return self.bounds
-
   def significance(self, bad_event_delta: float) -> float:
     """β = δ_E / ``bounds``, the failure probability allowed to each tail bound (union bound)."""
-    return bad_event_delta / max(self.bounds, 1)
+    return bad_event_delta / max(self.tail_bound_count, 1)
 
   def _compose(self, direction: str, bad_event_delta: float):
     sorted_means, log_p = step_pairs(self.means, self.noise_multiplier, bad_event_delta,
@@ -310,7 +306,7 @@ class ConditionalCompositionCurve(mixture_pld.BadEventCurve):
     """δ_E, the per-bound significance β, the number of tail bounds and composed steps."""
     bad_event = self.bad_event_for(delta)
     return {'bad_event_delta': bad_event, 'significance': self.significance(bad_event),
-            'tail_bounds': self.bounds, 'steps': int(self.means.shape[1]),
+            'tail_bounds': self.tail_bound_count, 'steps': int(self.means.shape[1]),
             'allocation': 'union bound'}
 
 

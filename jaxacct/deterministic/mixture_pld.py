@@ -142,9 +142,9 @@ class BadEventCurve(PrivacyCurve):
     of probability ≤ ``bad_event_delta``."""
 
   @property
+  @abc.abstractmethod
   def tail_bound_count(self) -> int:
     """How many tail bounds the pairs rely on; with none there is no bad event (δ_E = 0)."""
-    return 1
 
   def bad_event_for(self, delta: float) -> float:
     """δ_E used for a target δ: 0 without tail bounds, else the fixed one or δ/2."""

@@ -102,6 +102,19 @@ def _index(positions: np.ndarray):
   return positions
 
 
+class TailSums(NamedTuple):
+  """The σ-free part of Algorithm 2 (shared by every σ of a calibration): where a bound is
+  taken (``needed``: C_ij > 0 and C_{1:i−1,j} ≠ 0), s_ij and ‖C_{1:i−1,j}‖² there (0 elsewhere),
+  the per-bound significance δ′, z = Φ⁻¹(1 − δ′) and the number of bounds."""
+
+  needed: np.ndarray
+  sums: np.ndarray
+  norms: np.ndarray
+  significance: float
+  z: float
+  count: int
+
+
 class TailBounds(NamedTuple):
   """Algorithm 2's output: ``logits`` (n×n) of p̃_ij where C_ij > 0 (logit p elsewhere),
   the per-bound significance δ′, z = Φ⁻¹(1 − δ′) and the number of bounds taken."""
@@ -112,10 +125,9 @@ class TailBounds(NamedTuple):
   count: int
 
 
-def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
-                bad_event_delta: float) -> TailBounds:
-  """ProbabilityTailBounds (seed 003 Algorithm 2) in logit space, with the refinements of the
-  module docstring.
+def tail_sums(entries: np.ndarray, sampling_prob: float, bad_event_delta: float) -> TailSums:
+  """The s_ij and prefix norms of ProbabilityTailBounds (seed 003 Algorithm 2), with the
+  refinements of the module docstring; they do not depend on σ.
 
   The prefix Gram matrix G = C_{1:i−1,:}ᵀ C_{1:i−1,:} is updated by one row per step on the
   row's support (O(nnz(row)²)); s_ij is a top-t sum over the columns whose Gram entry with j is
@@ -124,13 +136,13 @@ def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: flo
   """
   rows, n = entries.shape
   count = bound_count(entries)
-  logit_p = math.inf if sampling_prob >= 1.0 else float(special.logit(sampling_prob))
-  logits = np.full((rows, n), logit_p)
   significance = bad_event_delta / (2 * count) if count else 1.0
   z = float(-special.ndtri(significance))
   quantile = functools.lru_cache(maxsize=None)(
       lambda k: participation_quantile(k, sampling_prob, significance))
-  variance = noise_multiplier**2
+  needed = np.zeros((rows, n), bool)
+  sums = np.zeros((rows, n))
+  norms = np.zeros((rows, n))
   gram = np.zeros((n, n))
   for i in range(rows):
     support = np.flatnonzero(entries[i])
@@ -148,17 +160,32 @@ def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: flo
           block = np.partition(block, block.shape[1] - width, axis=1)[:, -width:]
         ordered = -np.sort(-block, axis=1)
         top = np.concatenate([np.zeros((need.size, 1)), np.cumsum(ordered, axis=1)], axis=1)
-        s = top[np.arange(need.size), t]
-        norm2 = gram[need, need]
-        epsilon = z * np.sqrt(norm2) / noise_multiplier + (2.0 * s - norm2) / (2.0 * variance)
-        logits[i, need] = logit_p + epsilon
+        needed[i, need] = True
+        sums[i, need] = top[np.arange(need.size), t]
+        norms[i, need] = gram[need, need]
     row = entries[i, support]
     where = _index(support)
     if isinstance(where, slice):
       gram[where, where] += np.outer(row, row)
     else:
       gram[np.ix_(support, support)] += np.outer(row, row)
-  return TailBounds(logits, significance, z, count)
+  return TailSums(needed, sums, norms, significance, z, count)
+
+
+def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
+                bad_event_delta: float, sums: TailSums | None = None) -> TailBounds:
+  """ProbabilityTailBounds (seed 003 Algorithm 2) in logit space:
+  ε_ij = z‖C_{1:i−1,j}‖/σ + (2 s_ij − ‖C_{1:i−1,j}‖²)/(2σ²), p̃_ij = sigmoid(logit p + ε_ij),
+  from ``tail_sums`` (computed here unless given)."""
+  if sums is None:
+    sums = tail_sums(entries, sampling_prob, bad_event_delta)
+  logit_p = math.inf if sampling_prob >= 1.0 else float(special.logit(sampling_prob))
+  logits = np.full(entries.shape, logit_p)
+  norm2, s = sums.norms[sums.needed], sums.sums[sums.needed]
+  epsilon = (sums.z * np.sqrt(norm2) / noise_multiplier
+             + (2.0 * s - norm2) / (2.0 * noise_multiplier**2))
+  logits[sums.needed] = logit_p + epsilon
+  return TailBounds(logits, sums.significance, sums.z, sums.count)
 
 
 def lattice_units(values: np.ndarray, step: float) -> np.ndarray:
@@ -224,11 +251,12 @@ class RowPairs(NamedTuple):
 
 
 def row_pairs(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
-              bad_event_delta: float, sensitivity_step: float) -> RowPairs:
+              bad_event_delta: float, sensitivity_step: float,
+              sums: TailSums | None = None) -> RowPairs:
   """Algorithm 1 lines 2–5 up to the PLDs: each row's PMoG sensitivity PMF (convolved on a
   lattice ``refinement`` times finer than Δ₂, then rounded up to Δ₂), rows with equal lattice
   entries and p̃ sharing one (App. B.4; exact, decided bitwise)."""
-  bounds = tail_bounds(entries, sampling_prob, noise_multiplier, bad_event_delta)
+  bounds = tail_bounds(entries, sampling_prob, noise_multiplier, bad_event_delta, sums)
   factor = refinement(entries, sensitivity_step)
   fine_step = sensitivity_step / factor
   index: dict = {}
@@ -260,17 +288,20 @@ class MMCCCurve(mixture_pld.BadEventCurve):
 
   Attributes:
     entries: C (m×n); sampling_prob: p; noise_multiplier: σ; bad_event_delta: δ₁ or None;
-    discretization: Δ₁; sensitivity_step: Δ₂.
+    discretization: Δ₁; sensitivity_step: Δ₂; tail_sums: ``tail_sums`` per δ₁, which do not
+      depend on σ, Δ₁ or Δ₂ (a calibration passes one mapping to the curves of all its σ).
   """
 
   def __init__(self, entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
-               bad_event_delta: float | None, discretization: float, sensitivity_step: float):
+               bad_event_delta: float | None, discretization: float, sensitivity_step: float,
+               tail_sums: dict | None = None):
     super().__init__(bad_event_delta)
     self.entries = entries
     self.sampling_prob = float(sampling_prob)
     self.noise_multiplier = float(noise_multiplier)
     self.discretization = float(discretization)
     self.sensitivity_step = float(sensitivity_step)
+    self.tail_sums = {} if tail_sums is None else tail_sums
     self._pairs = {}
 
   @functools.cached_property
@@ -281,9 +312,12 @@ class MMCCCurve(mixture_pld.BadEventCurve):
   def pairs(self, bad_event_delta: float) -> RowPairs:
     """The distinct row pairs at δ₁ (shared by both directions), cached."""
     if bad_event_delta not in self._pairs:
-      self._pairs[bad_event_delta] = row_pairs(self.entries, self.sampling_prob,
-                                               self.noise_multiplier, bad_event_delta,
-                                               self.sensitivity_step)
+      if bad_event_delta not in self.tail_sums:
+        self.tail_sums[bad_event_delta] = tail_sums(self.entries, self.sampling_prob,
+                                                    bad_event_delta)
+      self._pairs[bad_event_delta] = row_pairs(
+          self.entries, self.sampling_prob, self.noise_multiplier, bad_event_delta,
+          self.sensitivity_step, self.tail_sums[bad_event_delta])
     return self._pairs[bad_event_delta]
 
   def _compose(self, direction: str, bad_event_delta: float):
@@ -398,9 +432,11 @@ class MMCCAccountant(DeterministicAccountant):
     entries, sampling_prob, step = self._inputs(probe, options)
     discretization = options['value_discretization_interval']
 
+    shared = {}  # the σ-free tail sums, computed once for every probe
+
     def meets_with(grid: float, lattice: float):
       def meets(sigma: float) -> bool:
-        curve = MMCCCurve(entries, sampling_prob, sigma, bad_event, grid, lattice)
+        curve = MMCCCurve(entries, sampling_prob, sigma, bad_event, grid, lattice, shared)
         return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
       return meets
 

@@ -36,6 +36,7 @@ import functools
 import numpy as np
 
 from jaxacct import _validate
+from jaxacct.deterministic.base import check_delta
 from jaxacct.individual import gdp
 
 METHODS = ('pld', 'rdp', 'gdp')
@@ -47,16 +48,11 @@ dp_accounting's series for fractional orders does not converge at large α)."""
 
 def check_ratios(clipped_norm_ratios) -> np.ndarray:
   """(num_examples, iterations) float64 ratios c/C in [0, 1] (ValueError naming the problem)."""
-  ratios = np.asarray(clipped_norm_ratios, dtype=np.float64)
-  if ratios.ndim != 2 or ratios.shape[0] == 0 or ratios.shape[1] == 0:
+  shape = np.shape(clipped_norm_ratios)
+  if len(shape) != 2 or 0 in shape:
     raise ValueError(f'clipped_norm_ratios must have shape (num_examples, iterations) with both '
-                     f'> 0, got shape {ratios.shape}')
-  if not np.all(np.isfinite(ratios)):
-    raise ValueError('clipped_norm_ratios contains NaN or inf')
-  if np.any(ratios < 0) or np.any(ratios > 1):
-    raise ValueError(f'clipped_norm_ratios must be in [0, 1] (clip before accounting: c = '
-                     f'min(‖g‖, C), ratio c/C), got values in [{ratios.min()}, {ratios.max()}]')
-  return ratios
+                     f'> 0, got shape {shape}')
+  return gdp.check_ratio_values(clipped_norm_ratios)
 
 
 def bucket_ratios(grid_size: int, inflation: float) -> np.ndarray:
@@ -150,7 +146,7 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
   ratios = check_ratios(clipped_norm_ratios)
   sampling_prob = _validate.probability('sampling_prob', sampling_prob)
   sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
-  delta = gdp._check_delta(delta)  # pylint: disable=protected-access  # one check for δ
+  delta = check_delta(delta)
   method = _validate.one_of('method', method, METHODS)
   grid_size = _validate.integer_at_least('grid_size', grid_size, 2)
   inflation = _validate.positive_finite('inflation', inflation)

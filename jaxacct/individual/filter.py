@@ -79,12 +79,10 @@ class GDPFilter:
       state: the state before the step.
       clipped_norm_ratios: (num_examples,) r = min(‖g‖, C)/C ∈ [0, 1] at the step's parameters.
     """
-    ratios = np.asarray(clipped_norm_ratios, dtype=np.float64)
-    if ratios.shape != state.spent.shape:
+    if np.shape(clipped_norm_ratios) != state.spent.shape:
       raise ValueError(f'clipped_norm_ratios must have shape {state.spent.shape} (one per '
-                       f'example), got {ratios.shape}')
-    if not np.all(np.isfinite(ratios)) or np.any(ratios < 0) or np.any(ratios > 1):
-      raise ValueError('clipped_norm_ratios must be in [0, 1] (clip before accounting)')
+                       f'example), got {np.shape(clipped_norm_ratios)}')
+    ratios = gdp.check_ratio_values(clipped_norm_ratios)
     charge = (ratios / self.noise_multiplier) ** 2
     fits = (state.spent + charge) * (1 + _SLACK) <= self.budget**2
     mask = fits if self.retest else fits & state.active

@@ -24,6 +24,7 @@ import numpy as np
 from scipy import special
 
 from jaxacct import _validate
+from jaxacct.deterministic.base import check_delta
 
 _BISECTIONS = 200  # far more than float64 needs: the loops stop at 1e-12 relative
 
@@ -35,11 +36,15 @@ def _check_mu(mu) -> np.ndarray:
   return values
 
 
-def _check_delta(delta) -> float:
-  value = _validate.real_number('delta', delta)
-  if not 0.0 < value < 1.0:
-    raise ValueError(f'delta must be in (0, 1), got {value}')
-  return value
+def check_ratio_values(ratios) -> np.ndarray:
+  """Clipped-norm ratios c/C as float64: finite and in [0, 1] (any shape)."""
+  values = np.asarray(ratios, dtype=np.float64)
+  if not np.all(np.isfinite(values)):
+    raise ValueError('clipped_norm_ratios contains NaN or inf')
+  if np.any(values < 0) or np.any(values > 1):
+    raise ValueError(f'clipped_norm_ratios must be in [0, 1] (clip before accounting: c = '
+                     f'min(‖g‖, C), ratio c/C), got values in [{values.min()}, {values.max()}]')
+  return values
 
 
 def _log_delta(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
@@ -77,7 +82,7 @@ def gdp_epsilon(mu, delta: float) -> np.ndarray:
     ValueError: μ negative or not finite; δ outside (0, 1).
   """
   mu = _check_mu(mu)
-  delta = _check_delta(delta)
+  delta = check_delta(delta)
   shape = mu.shape
   mu = mu.ravel()
   safe = np.where(mu > 0, mu, 1.0)
@@ -106,7 +111,7 @@ def gdp_budget(epsilon: float, delta: float) -> float:
     ValueError: ε not finite and > 0, δ outside (0, 1).
   """
   epsilon = _validate.positive_finite('epsilon', epsilon)
-  delta = _check_delta(delta)
+  delta = check_delta(delta)
   low, high = 0.0, 1.0
   while gdp_delta(high, epsilon) <= delta:
     low, high = high, 2 * high
@@ -124,6 +129,6 @@ def gdp_budget(epsilon: float, delta: float) -> float:
 def composed_mu(clipped_norm_ratios, noise_multiplier: float) -> np.ndarray:
   """μ_i = √(Σ_t r_{i,t}²)/σ of full-batch DP-GD (GDP composes in squares, seed 004 Thm 2),
   r = c/C the clipped norm ratios (…, iterations); float64 (…,)."""
-  ratios = np.asarray(clipped_norm_ratios, dtype=np.float64)
+  ratios = check_ratio_values(clipped_norm_ratios)
   sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
   return np.sqrt(np.sum(ratios * ratios, axis=-1)) / sigma
