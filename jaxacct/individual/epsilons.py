@@ -9,9 +9,11 @@ sequence for every example at once:
 - ``"rdp"``: the Feldman–Zrnic individual RDP, Σ_t ρ(q, σ̃_{i,t}, α) over a grid of orders
   (fractional and large), converted by dp_accounting's ``compute_epsilon``; exact per-order
   ρ for q = 1 (α r²/(2σ²)), σ̃ bucketed down for q < 1;
-- ``"pld"``: dp_accounting's pessimistic PLDs of the subsampled Gaussian for each bucket of σ̃,
-  each example's counts composed (self-composition per bucket, then across buckets), both
-  orderings, ε(δ) the max over them. Examples with equal bucket counts share one composition.
+- ``"pld"``: dp_accounting's pessimistic PLDs of the subsampled Gaussian for each bucket of σ̃
+  on one loss lattice, every example's counts composed at once by the FFT products of App. D
+  (``grid_composition``: the same lattice convolution as dp_accounting's composition chain,
+  measured ~10⁴× faster at 10⁴ steps), both orderings, ε(δ) the max over them. Examples with
+  equal bucket counts share one composition.
 
 Bucketing (App. D.2, pitfall P5): σ̃ is rounded **down** to the grid σ·(1 + j·(s − 1)/(m − 1)),
 j = 0..m−1 (``inflation`` s, ``grid_size`` m), i.e. r rounded up; σ̃ above σ·s goes to σ·s;
@@ -37,13 +39,19 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.deterministic.base import check_delta
-from jaxacct.individual import gdp
+from jaxacct.conventions import DIRECTIONS
+from jaxacct.individual import gdp, grid_composition
 
 METHODS = ('pld', 'rdp', 'gdp')
 ORDERS = np.concatenate([np.linspace(1.05, 2.0, 20), np.linspace(2.1, 10.0, 80),
                          np.arange(11.0, 64.0), np.unique(np.round(np.geomspace(64, 4096, 60)))])
 """Rényi orders of the RDP route: fractional up to 10, integers up to 4096 (pitfall P13;
 dp_accounting's series for fractional orders does not converge at large α)."""
+
+
+TAIL_SHARE = 1e-6
+"""The ``pld`` route's FFT windows leave at most this share of δ outside per side (the upper
+tail is added to δ: ``grid_composition``)."""
 
 
 def check_ratios(clipped_norm_ratios) -> np.ndarray:
@@ -63,17 +71,32 @@ def bucket_ratios(grid_size: int, inflation: float) -> np.ndarray:
   return 1.0 / (1.0 + steps * spread)
 
 
+def bucket_indices(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
+  """Position in the descending grid of each ratio rounded **up** (σ̃ rounded down)."""
+  spread = (grid[0] / grid[-1] - 1.0) / max(grid.size - 1, 1)
+  with np.errstate(divide='ignore'):
+    guess = np.floor((1.0 / ratios - 1.0) / spread)
+  index = np.clip(np.nan_to_num(guess, posinf=grid.size - 1), 0, grid.size - 1).astype(np.int64)
+  # the arithmetic guess may be off by one where 1/r is within rounding of a grid point: settle
+  # on the last grid ratio ≥ r by exact comparisons against the grid itself
+  # (relative error ~1e-15 in the guess: one step either way suffices)
+  index -= (grid[index] < ratios) & (index > 0)
+  following = np.minimum(index + 1, grid.size - 1)
+  index += (grid[following] >= ratios) & (following > index)
+  return index
+
+
 def bucket_counts(ratios: np.ndarray, grid: np.ndarray) -> np.ndarray:
   """(num_examples, grid_size) counts of each example's ratios rounded **up** to the grid
   (σ̃ down: pessimistic); ratios of 0 are not counted (no loss)."""
-  ascending = grid[::-1]
-  index = np.searchsorted(ascending, ratios, side='left')  # first grid ratio ≥ r
-  index = np.minimum(index, ascending.size - 1)  # cannot pass 1 (ratios ≤ 1)
-  bucket = ascending.size - 1 - index  # position in the descending grid
-  counts = np.zeros((ratios.shape[0], grid.size), np.int64)
-  rows = np.repeat(np.arange(ratios.shape[0]), ratios.shape[1])
-  keep = ratios.ravel() > 0
-  np.add.at(counts, (rows[keep], bucket.ravel()[keep]), 1)
+  examples, steps = ratios.shape
+  counts = np.zeros((examples, grid.size), np.int64)
+  rows_per_chunk = max(1, (1 << 24) // steps)
+  for lo in range(0, examples, rows_per_chunk):
+    block = ratios[lo:lo + rows_per_chunk]
+    flat = (np.arange(block.shape[0])[:, None] * grid.size + bucket_indices(block, grid))
+    counts[lo:lo + block.shape[0]] = np.bincount(
+        flat[block > 0], minlength=block.shape[0] * grid.size).reshape(-1, grid.size)
   return counts
 
 
@@ -95,39 +118,36 @@ def _rdp_table(sampling_prob: float, sigmas: np.ndarray) -> np.ndarray:
 
 
 def _rdp_epsilons(rdp: np.ndarray, delta: float) -> np.ndarray:
-  from dp_accounting.rdp import rdp_privacy_accountant
-  return np.array([rdp_privacy_accountant.compute_epsilon(ORDERS, row, delta)[0]
-                   for row in rdp])
+  """min over orders of the RDP → (ε, δ) conversion, row by row: dp_accounting's
+  ``compute_epsilon`` (Canonne, Kamath & Steinke 2020, Prop. 12; Asoodeh et al. 2021), in
+  one vectorised expression (pinned against it in the tests)."""
+  orders = ORDERS[None, :]
+  with np.errstate(invalid='ignore'):
+    converted = rdp + np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
+  converted = np.where(orders > 1.01, converted, np.inf)
+  # δ ≤ √(1 − e^{−KL}) already (KL ≤ ρ(α) for every α > 1): ε = 0; NaN (∞ − ∞) is no bound
+  free = delta**2 + np.expm1(-rdp) > 0
+  converted = np.where(free, 0.0, np.nan_to_num(converted, nan=np.inf))
+  return np.maximum(np.min(converted, axis=1), 0.0)
 
 
 def _pld_epsilons(counts: np.ndarray, sampling_prob: float, sigmas: np.ndarray, delta: float,
-                  discretization: float) -> np.ndarray:
-  from dp_accounting.pld import privacy_loss_distribution
-  plds = {}
-
-  def bucket_pld(b):
-    if b not in plds:
-      plds[b] = privacy_loss_distribution.from_gaussian_mechanism(
-          float(sigmas[b]), sampling_prob=sampling_prob,
-          value_discretization_interval=discretization)
-    return plds[b]
-
+                  discretization: float, max_fft_size: int) -> np.ndarray:
   unique, inverse = np.unique(counts, axis=0, return_inverse=True)
   epsilons = np.zeros(unique.shape[0])
-  for row, row_counts in enumerate(unique):
-    composed = None
-    for b in np.flatnonzero(row_counts):
-      part = bucket_pld(b).self_compose(int(row_counts[b]))
-      composed = part if composed is None else composed.compose(part)
-    epsilons[row] = 0.0 if composed is None else max(
-        0.0, float(composed.get_epsilon_for_delta(delta)))
+  for direction in DIRECTIONS:
+    table = grid_composition.bucket_pmfs(sampling_prob, tuple(sigmas.tolist()), discretization,
+                                         direction)
+    epsilons = np.maximum(epsilons, grid_composition.composed_epsilons(
+        unique, table, delta, tail_bound=TAIL_SHARE * delta, max_fft_size=max_fft_size))
   return epsilons[inverse.ravel()]
 
 
 def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_multiplier: float,
                         delta: float, method: str = 'pld', grid_size: int = 100,
                         inflation: float = 15.0,
-                        value_discretization_interval: float = 1e-4) -> np.ndarray:
+                        value_discretization_interval: float = 1e-4,
+                        max_fft_size: int = 1 << 22) -> np.ndarray:
   """ε_i(δ) of every example from its realised clipped-norm ratios (module docstring).
 
   Args:
@@ -138,7 +158,10 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     delta: δ ∈ (0, 1).
     method: ``"pld"`` (default), ``"rdp"`` or ``"gdp"`` (q = 1 only).
     grid_size, inflation: the σ̃ grid of ``pld`` and ``rdp`` (m ≥ 2 points from σ to σ·s).
-    value_discretization_interval: the PLD grid step of ``pld`` (pessimistic).
+    value_discretization_interval: the PLD lattice step of ``pld`` (connect-the-dots,
+      pessimistic; ε grows by ~1 % at 1e-3 against 1e-4 over 10⁴ steps).
+    max_fft_size: ``pld`` refuses (naming this and the lattice step) when the composed PLDs
+      need a longer FFT window than this to hold all but 10⁻⁶·δ of their mass.
 
   Returns:
     float64 (num_examples,) array of ε_i.
@@ -155,6 +178,7 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
                      f'{inflation}')
   discretization = _validate.positive_finite('value_discretization_interval',
                                              value_discretization_interval)
+  max_fft_size = _validate.integer_at_least('max_fft_size', max_fft_size, 16)
   if method == 'gdp':
     if sampling_prob < 1.0:
       raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
@@ -176,4 +200,4 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     rdp = counts @ np.where(unbounded, 0.0, table)
     rdp = np.where((counts > 0).astype(np.int64) @ unbounded.astype(np.int64) > 0, np.inf, rdp)
     return _rdp_epsilons(rdp, delta)
-  return _pld_epsilons(counts, sampling_prob, sigmas, delta, discretization)
+  return _pld_epsilons(counts, sampling_prob, sigmas, delta, discretization, max_fft_size)
