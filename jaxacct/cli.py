@@ -47,6 +47,7 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import base as deterministic_base
+from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.lower_triangular import banded_inverse_square_root
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
@@ -347,6 +348,9 @@ def _train(args, raw) -> dict:
     _calibration_section(raw)
   scheme, matrix = _strategy(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
+  individual = config_lib.individual_from(raw, m)
+  if individual is not None:  # refusals (banded C, subsampled filter, …) before calibrating
+    tracking_lib.bind(individual, MatrixMechanism(scheme, matrix, 1.0), m)
   if noise:
     mechanism, g, calibration, _ = _calibrated(args, raw, scheme, matrix)
   else:
@@ -356,13 +360,17 @@ def _train(args, raw) -> dict:
       mechanism, g, data, clip_norm=float(training.get('clip_norm', 1.0)),
       learning_rate=float(training.get('learning_rate', 0.5)),
       momentum=float(training.get('momentum', 0.9)), hidden=int(training.get('hidden', 64)),
-      seed=None if training.get('seed') is None else int(training['seed']), noise=noise)
+      seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
+      individual=individual)
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration
   if noise:
     _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
   _write(report.write_json, folder, 'training.json', payload)
+  if payload['individual'] is not None:
+    _write(report.plot_individual, folder, payload['individual'],
+           f'digits, {scheme.iterations} steps, σ = {payload["noise_multiplier"]:.4g}')
   payload['report'] = str(folder)
   return payload
 
@@ -403,6 +411,16 @@ def _print_human(command: str, payload: dict) -> None:
     print(f'test accuracy {payload["accuracy"]:.4f} after {payload["steps"]} steps '
           f'(expected batch {payload["expected_batch_size"]:.4g}, shape '
           f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')
+    if payload.get('individual'):
+      summary = payload['individual']
+      q = summary['quantiles']
+      print(f'individual ε at δ = {summary["delta"]:.3g} ({summary["method"]}, '
+            f'{summary["tracked"]} examples): min {q["0"]:.3g}, median {q["50"]:.3g}, 90 % '
+            f'{q["90"]:.3g}, max {q["100"]:.3g}; worst case {summary["worst_case_epsilon"]:.3g}'
+            + (f'; filter guarantees ε = {summary["filter_epsilon"]:.4g} to every example, '
+               f'{summary["active_per_epoch"][-1]} still active'
+               if summary['filter_epsilon'] is not None else '')
+            + ' (individual ε depend on private data: not for release)')
   else:
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g} is ({payload["epsilon"]}, '
           f'{payload["delta"]:.4g})-DP [{payload["method"]}'

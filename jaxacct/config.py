@@ -66,6 +66,17 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     seed: int                  # batches and noise; omit it in a private run (OS entropy, not
                                # reported): a known seed regenerates the noise
     noise: bool                # false: non-private baseline (default true)
+  individual:                  # `train`: individual accounting (seed 004; DP-SGD / DP-GD only)
+    delta: float               # δ of the individual ε (default calibration.delta)
+    filter_epsilon: float      # full batch (sampling_prob 1) only: the individual GDP filter
+                               #   with the budget B of (filter_epsilon, delta)
+    filter_budget: float       # or B (μ-GDP) itself
+    retest: bool               # re-test dropped examples (default false: drops are permanent)
+    track: int                 # p < 1: track a public random subset of this many (default all)
+    track_seed: int            # the subset's seed (default 0)
+    method: pld | rdp          # p < 1 readout (default pld)
+    grid_size: int             # σ̃ grid (default 100)
+    inflation: float           # σ̃ grid from σ to σ·inflation (default 15)
   attribution:                 # multi_attribution on a synthetic multi-author graph (seed 000 §6):
     num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
     num_users: int             #   p for expected_batch_size by sampling_prob_for_batch_size
@@ -116,6 +127,8 @@ SCHEMA: dict[str, Any] = {
                     'max_neighbourhood_size'),
     'training': ('dataset', 'test_fraction', 'split_seed', 'clip_norm', 'learning_rate',
                  'momentum', 'hidden', 'seed', 'noise'),
+    'individual': ('delta', 'filter_epsilon', 'filter_budget', 'retest', 'track', 'track_seed',
+                   'method', 'grid_size', 'inflation'),
     'accelerator_scale': None,
     'description': None,
 }
@@ -330,3 +343,38 @@ def mechanism_from(raw: dict, noise_multiplier: float | None = None) -> MatrixMe
   if sigma is None:
     raise ConfigError('noise_multiplier is required for this command')
   return MatrixMechanism(scheme, matrix_from(raw, scheme.iterations), sigma)
+
+
+def individual_from(raw: dict, dataset_size: int):
+  """The config's ``IndividualAccountant`` (None without an ``individual`` section)."""
+  section = raw.get('individual')
+  if section is None:
+    return None
+  from jaxacct.individual import gdp
+  from jaxacct.individual.tracking import IndividualAccountant
+  section = dict(section)
+  delta = section.pop('delta', (raw.get('calibration') or {}).get('delta'))
+  if delta is None:
+    raise ConfigError('individual.delta is required (or calibration.delta)')
+  if 'filter_epsilon' in section and 'filter_budget' in section:
+    raise ConfigError('give one of individual.filter_epsilon and individual.filter_budget')
+  try:
+    if 'filter_epsilon' in section:
+      epsilon = section.pop('filter_epsilon')
+      if not isinstance(epsilon, (int, float)) or not 0 < epsilon < float('inf'):
+        raise ConfigError(f'individual.filter_epsilon must be a number > 0, got {epsilon!r}')
+      section['filter_budget'] = gdp.gdp_budget(epsilon, delta)
+    track = section.pop('track', None)
+    seed = section.pop('track_seed', 0)
+    if track is not None:
+      if not isinstance(track, int) or not 1 <= track <= dataset_size:
+        raise ConfigError(f'individual.track must be an integer in [1, {dataset_size}], got '
+                          f'{track!r}')
+      rng = np.random.default_rng(int(seed))
+      section['tracked'] = tuple(sorted(int(i) for i in rng.choice(dataset_size, track,
+                                                                   replace=False)))
+    return IndividualAccountant(delta=delta, **section)
+  except (TypeError, ValueError) as error:
+    if isinstance(error, ConfigError):
+      raise
+    raise ConfigError(f'individual: {error}') from error

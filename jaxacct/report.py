@@ -94,3 +94,38 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
   fig.savefig(path, dpi=120)
   plt.close(fig)
   return path
+
+
+def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.Path:
+  """Histogram of the individual ε against the worst case (and the filter's guarantee); with
+  a filter, the active examples per epoch beside it (seed 004 Figs 1, 6)."""
+  plt = _plt()
+  folder.mkdir(parents=True, exist_ok=True)
+  filtering = summary['active_per_epoch'] is not None and summary['filter_epsilon'] is not None
+  fig, axes = plt.subplots(1, 2 if filtering else 1, figsize=(10 if filtering else 6, 4),
+                           squeeze=False)
+  ax = axes[0, 0]
+  epsilons = np.asarray(summary['epsilons'])
+  ax.hist(epsilons, bins=40, color='tab:blue', alpha=0.8,
+          label=f'individual ε ({summary["method"]}, {summary["tracked"]} examples)')
+  ax.axvline(summary['worst_case_epsilon'], color='tab:red', linestyle='--',
+             label=f'worst case ε = {summary["worst_case_epsilon"]:.3g}')
+  if summary['filter_epsilon'] is not None:
+    ax.axvline(summary['filter_epsilon'], color='k', linestyle=':',
+               label=f'filter guarantee ε = {summary["filter_epsilon"]:.3g}')
+  ax.set_xlabel(f'ε at δ = {summary["delta"]:.3g}')
+  ax.set_ylabel('examples')
+  ax.set_title(title)
+  ax.legend(fontsize=8)
+  if filtering:
+    active = summary['active_per_epoch']
+    axes[0, 1].plot(np.arange(1, len(active) + 1), active, color='tab:green')
+    axes[0, 1].set_xlabel('epoch')
+    axes[0, 1].set_ylabel('active examples (not yet filtered out)')
+    axes[0, 1].set_ylim(bottom=0)
+    axes[0, 1].set_title('individual GDP filter')
+  fig.tight_layout()
+  path = folder / 'individual_epsilons.png'
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+  return path

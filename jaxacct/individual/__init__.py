@@ -5,11 +5,17 @@
 - ``epsilons``: ``individual_epsilons`` — every example's ε from its realised clipped-norm
   ratios, by PLD, RDP (Feldman–Zrnic) or exact GDP (full batch).
 - ``filter``: ``GDPFilter``, the individual GDP filter of Alg. 1 (full-batch DP-GD).
+- ``grid_composition``: the σ-grid FFT products of App. D behind ``individual_epsilons``'s PLD.
+- ``tracking``: ``IndividualAccountant`` and its ``IndividualState`` for the training loop
+  (``jaxacct.training.train(..., individual=...)``).
 """
 
+from jaxacct.individual.epsilons import epsilons_from_counts as epsilons_from_counts
 from jaxacct.individual.epsilons import individual_epsilons as individual_epsilons
 from jaxacct.individual.filter import GDPFilter as GDPFilter
 from jaxacct.individual.gdp import composed_mu as composed_mu
 from jaxacct.individual.gdp import gdp_budget as gdp_budget
 from jaxacct.individual.gdp import gdp_delta as gdp_delta
 from jaxacct.individual.gdp import gdp_epsilon as gdp_epsilon
+from jaxacct.individual.tracking import IndividualAccountant as IndividualAccountant
+from jaxacct.individual.tracking import IndividualState as IndividualState

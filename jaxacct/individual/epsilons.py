@@ -167,31 +167,43 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     float64 (num_examples,) array of ε_i.
   """
   ratios = check_ratios(clipped_norm_ratios)
-  sampling_prob = _validate.probability('sampling_prob', sampling_prob)
-  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
-  delta = check_delta(delta)
-  method = _validate.one_of('method', method, METHODS)
-  grid_size = _validate.integer_at_least('grid_size', grid_size, 2)
-  inflation = _validate.positive_finite('inflation', inflation)
-  if inflation <= 1.0:
-    raise ValueError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
-                     f'{inflation}')
-  discretization = _validate.positive_finite('value_discretization_interval',
-                                             value_discretization_interval)
-  max_fft_size = _validate.integer_at_least('max_fft_size', max_fft_size, 16)
+  options = _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, inflation,
+                           value_discretization_interval, max_fft_size)
+  sampling_prob, sigma, delta, method = (options[k] for k in
+                                         ('sampling_prob', 'sigma', 'delta', 'method'))
   if method == 'gdp':
-    if sampling_prob < 1.0:
-      raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
-                       f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '
-                       '(seed 004 §3.3); use method="pld" or "rdp"')
     return gdp.gdp_epsilon(gdp.composed_mu(ratios, sigma), delta)
   if method == 'rdp' and sampling_prob == 1.0:
     # q = 1: ρ_i(α) = α Σ_t r²/(2σ²) exactly, no grid needed.
     squares = np.sum(ratios * ratios, axis=1) / (2 * sigma**2)
     return _rdp_epsilons(squares[:, None] * ORDERS[None, :], delta)
-  grid = bucket_ratios(grid_size, inflation)
-  counts = bucket_counts(ratios, grid)
-  sigmas = sigma / grid
+  counts = bucket_counts(ratios, bucket_ratios(options['grid_size'], options['inflation']))
+  return _epsilons_of_counts(counts, **options)
+
+
+def _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, inflation,
+                   value_discretization_interval, max_fft_size) -> dict:
+  options = dict(sampling_prob=_validate.probability('sampling_prob', sampling_prob),
+                 sigma=_validate.positive_finite('noise_multiplier', noise_multiplier),
+                 delta=check_delta(delta), method=_validate.one_of('method', method, METHODS),
+                 grid_size=_validate.integer_at_least('grid_size', grid_size, 2),
+                 inflation=_validate.positive_finite('inflation', inflation),
+                 discretization=_validate.positive_finite('value_discretization_interval',
+                                                          value_discretization_interval),
+                 max_fft_size=_validate.integer_at_least('max_fft_size', max_fft_size, 16))
+  if options['inflation'] <= 1.0:
+    raise ValueError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
+                     f'{inflation}')
+  if options['method'] == 'gdp' and options['sampling_prob'] < 1.0:
+    raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
+                     f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '
+                     '(seed 004 §3.3); use method="pld" or "rdp"')
+  return options
+
+
+def _epsilons_of_counts(counts, *, sampling_prob, sigma, delta, method, grid_size, inflation,
+                        discretization, max_fft_size) -> np.ndarray:
+  sigmas = sigma / bucket_ratios(grid_size, inflation)
   if method == 'rdp':
     table = _rdp_table_cached(sampling_prob, tuple(sigmas.tolist()))  # ~0.2 s per bucket
     # Σ_b k_b ρ_b(α) with 0·∞ = 0 (an unused bucket adds nothing, a used one with ρ = ∞ rules
@@ -200,4 +212,31 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     rdp = counts @ np.where(unbounded, 0.0, table)
     rdp = np.where((counts > 0).astype(np.int64) @ unbounded.astype(np.int64) > 0, np.inf, rdp)
     return _rdp_epsilons(rdp, delta)
+  if method == 'gdp':  # q = 1 on the grid: μ² = Σ_b k_b r_b²/σ²
+    squares = counts @ (bucket_ratios(grid_size, inflation) ** 2)
+    return gdp.gdp_epsilon(np.sqrt(squares) / sigma, delta)
   return _pld_epsilons(counts, sampling_prob, sigmas, delta, discretization, max_fft_size)
+
+
+def epsilons_from_counts(counts, *, sampling_prob: float, noise_multiplier: float, delta: float,
+                         method: str = 'pld', grid_size: int = 100, inflation: float = 15.0,
+                         value_discretization_interval: float = 1e-4,
+                         max_fft_size: int = 1 << 22) -> np.ndarray:
+  """``individual_epsilons`` from bucket counts already made (e.g. by the training loop).
+
+  Args:
+    counts: (num_examples, grid_size) non-negative integers: example i's steps whose σ̃ was
+      rounded down to grid point b (``bucket_counts``; ratios of 0 not counted).
+    Others: as ``individual_epsilons`` (the grid must be the one the counts were made on).
+
+  Returns:
+    float64 (num_examples,) array of ε_i.
+  """
+  options = _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, inflation,
+                           value_discretization_interval, max_fft_size)
+  counts = np.asarray(counts)
+  if (counts.ndim != 2 or counts.shape[1] != options['grid_size']
+      or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0)):
+    raise ValueError(f'counts must be a (num_examples, grid_size = {grid_size}) array of '
+                     f'non-negative integers, got shape {counts.shape} and dtype {counts.dtype}')
+  return _epsilons_of_counts(counts.astype(np.int64), **options)

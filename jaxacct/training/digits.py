@@ -35,6 +35,7 @@ from jaxacct import _validate, schemes
 from jaxacct.batching.iterators import batches
 from jaxacct.deterministic.accountant import calibrate_deterministic
 from jaxacct.guarantee import Guarantee
+from jaxacct.individual import tracking as tracking_lib
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
@@ -91,17 +92,21 @@ def accuracy(params: Any, hidden: int, x: np.ndarray, y: np.ndarray) -> float:
   return float(jnp.mean(jnp.argmax(logits, axis=-1) == jnp.asarray(y)))
 
 
-def fixed_batch_size(expected_batch_size: float, multiple_of: int = 1) -> int:
-  """Batch shape for untruncated schemes: E + 8√E + 8, rounded up to a multiple of
-  ``multiple_of`` (the devices the batch is sharded over). A larger batch raises; its chance
-  is below 1e-12 per round for the Binomial-like sizes of these schemes."""
+def fixed_batch_size(expected_batch_size: float, multiple_of: int = 1,
+                     dataset_size: int | None = None) -> int:
+  """Batch shape for untruncated schemes: E + 8√E + 8 but at most the dataset size, rounded
+  up to a multiple of ``multiple_of`` (the devices the batch is sharded over). A larger batch
+  raises; its chance is below 1e-12 per round for the Binomial-like sizes of these schemes."""
   size = math.ceil(expected_batch_size + 8.0 * math.sqrt(expected_batch_size) + 8.0)
+  if dataset_size is not None:
+    size = min(size, dataset_size)  # a batch never holds more than every example (full batch)
   return int(-(-size // multiple_of) * multiple_of)
 
 
 def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: DigitsData, *,
                  clip_norm: float = 1.0, learning_rate: float = 0.5, momentum: float = 0.9,
-                 hidden: int = 64, seed: int | None = None, noise: bool = True) -> dict:
+                 hidden: int = 64, seed: int | None = None, noise: bool = True,
+                 individual=None) -> dict:
   """Trains the MLP with ``mechanism`` on ``data`` and reports test accuracy.
 
   Batches come from ``batches(mechanism.scheme, m, ·)`` and noise from the
@@ -113,10 +118,13 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
   seed makes the run reproducible, and anyone who knows it can regenerate the
   noise: use it for experiments, never for a released model.
 
+  ``individual``: a ``jaxacct.individual.IndividualAccountant`` (seed 004) recorded during
+  training; its ``tracking.summary`` is returned under ``"individual"``.
+
   Returns:
     dict with ``accuracy``, ``epsilon``, ``delta``, ``noise_multiplier``,
     ``method`` (the guarantee's; ``"nonprivate"`` without noise), ``steps``,
-    ``expected_batch_size``, ``batch_shape``.
+    ``expected_batch_size``, ``batch_shape`` (and ``individual``).
   """
   m = data.x_train.shape[0]
   scheme = mechanism.scheme
@@ -131,14 +139,17 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
     key, rng = jax.random.key(seed), np.random.default_rng([seed, 1])
   expected = scheme.expected_participation_rate * m
   shape = (scheme.truncated_batch_size if scheme.truncates
-           else fixed_batch_size(expected, jax.local_device_count()))
+           else fixed_batch_size(expected, jax.local_device_count(), m))
   iterator = batches(scheme, m, rng, batch_size=shape)
   params = MLP(hidden).init(jax.random.fold_in(key, 7), data.x_train[:1])
   result = train(per_example_loss(hidden), params, optax.sgd(learning_rate, momentum=momentum),
                  mechanism, iterator, data.x_train, data.y_train, clip_norm=clip_norm,
-                 key=key, guarantee=guarantee, noise=noise)
+                 key=key, guarantee=guarantee, noise=noise, individual=individual)
   g = result.guarantee
+  individual_summary = (None if result.tracking is None else tracking_lib.summary(
+      result.tracking, result.state.individual, int(result.state.step)))
   return {
+      'individual': individual_summary,
       'accuracy': accuracy(result.state.params, hidden, data.x_test, data.y_test),
       'train_accuracy': accuracy(result.state.params, hidden, data.x_train, data.y_train),
       'epsilon': None if g is None else g.epsilon,

@@ -14,6 +14,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jaxacct import _validate
 from jaxacct.batching.iterators import BatchIterator
 from jaxacct.guarantee import Guarantee
+from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.strategy import check_strategy
 from jaxacct.montecarlo import keys as keys_lib
@@ -31,12 +32,21 @@ class TrainResult:
       such a run is not private).
     mechanism: the mechanism whose batches and σ were used.
     normalizer: the public constant the noisy sums were divided by.
+    tracking: the bound individual accountant (None when off); its state is
+      ``state.individual``.
   """
 
   state: step_lib.TrainState
   guarantee: Guarantee | None
   mechanism: MatrixMechanism
   normalizer: float
+  tracking: tracking_lib.Tracking | None = None
+
+  def individual_epsilons(self) -> np.ndarray:
+    """Every tracked example's ε(δ) so far (``Tracking.epsilons``; seed 004)."""
+    if self.tracking is None:
+      raise ValueError('this run had no individual accountant (train(..., individual=...))')
+    return self.tracking.epsilons(self.state.individual)
 
 
 def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool) -> int:
@@ -74,9 +84,17 @@ def noise_bands(matrix) -> tuple[np.ndarray, np.ndarray]:
   return check_strategy(matrix).noise_bands()
 
 
-def _check_resumed(state, band_lengths: tuple[int, int], iterations: int) -> None:
+def _check_resumed(state, band_lengths: tuple[int, int], iterations: int, tracking) -> None:
   if not isinstance(state, step_lib.TrainState):
     raise TypeError(f'state must be a jaxacct.training.TrainState, got {type(state).__name__}')
+  if tracking is None and state.individual is not None:
+    raise ValueError('state carries individual accounting but train() got no individual '
+                     'accountant: pass the one the run started with')
+  if tracking is not None:
+    if state.individual is None:
+      raise ValueError('train() got an individual accountant but the resumed state has no '
+                       'individual state: a run must account from its first step')
+    tracking.check_state(state.individual)
   for name, history, length in (('w_history', state.noise.w_history, band_lengths[0]),
                                 ('z_history', state.noise.z_history, band_lengths[1])):
     rows = {int(leaf.shape[0]) for leaf in jax.tree_util.tree_leaves(history)}
@@ -106,7 +124,8 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
           clip_norm: float, key: jax.Array, guarantee: Guarantee | None = None,
           noise: bool = True, state: step_lib.TrainState | None = None,
           on_step: Callable[[step_lib.TrainState], None] | None = None,
-          devices=None) -> TrainResult:
+          devices=None, individual: tracking_lib.IndividualAccountant | None = None
+          ) -> TrainResult:
   """Trains with DP-BandMF on ``batch_iterator``'s batches with the mechanism's σ and C.
 
   Every step gathers the batch (fixed shape, mask), clips per example to
@@ -136,6 +155,11 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
       is drawn from the same key on every device, so it is identical). The sum
       order differs between device counts, so results agree to float rounding,
       not bitwise.
+    individual: an ``jaxacct.individual.IndividualAccountant`` (seed 004): records every
+      example's clipped-norm ratios (full batch: from the step's own gradients, optionally
+      running the individual GDP filter; Poisson p < 1: a norm pass over the tracked
+      examples every step) in ``state.individual``, which resumes bitwise with the state.
+      DP-SGD / DP-GD only (one-band C, untruncated Poisson).
 
   Returns:
     ``TrainResult``.
@@ -156,23 +180,35 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
                      'dataset is smaller than the scheme expects')
   c_col, inverse_band = (jnp.asarray(band, jnp.float32) for band in noise_bands(mechanism.matrix))
   band_lengths = (int(c_col.shape[0]), int(inverse_band.shape[0]))
+  tracking = None if individual is None else tracking_lib.bind(individual, mechanism, m)
   if state is None:
-    state = step_lib.init_state(params, optimizer, band_lengths)
-  _check_resumed(state, band_lengths, mechanism.iterations)
+    state = step_lib.init_state(params, optimizer, band_lengths,
+                                None if tracking is None else tracking.init())
+  _check_resumed(state, band_lengths, mechanism.iterations, tracking)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
   traced = dict(training_key=training_key, c_col=c_col, inverse_band=inverse_band,
                 noise_scale=jnp.asarray(mechanism.noise_multiplier * clip_norm if noise else 0.0,
                                         jnp.float32),
                 clip_norm=jnp.asarray(clip_norm, jnp.float32),
                 normalizer=jnp.asarray(normalizer, jnp.float32))
+  if tracking is not None:
+    traced.update(tracking.traced())
+    if not tracking.full_batch:  # the tracked examples' norm pass (replicated over devices)
+      traced['tracked'] = jax.tree_util.tree_map(lambda a: jnp.asarray(a[tracking.tracked]),
+                                                 (inputs, labels))
   place_batch, state, traced = _placement(devices, batch_iterator.batch_size, state, traced)
+  spec = None if tracking is None else tracking.spec
   skip = int(state.step)
   for i, batch in enumerate(batch_iterator):
     if i < skip:
       continue
     take = jax.tree_util.tree_map(lambda a: a[batch.indices], (inputs, labels))
-    state = step_lib.train_step(state, *place_batch((*take, batch.mask)), loss_fn=loss_fn,
-                                optimizer=optimizer, **traced)
+    inputs_b, labels_b, mask_b, indices_b = place_batch(
+        (*take, batch.mask, batch.indices.astype(np.int32)))
+    state = step_lib.train_step(state, inputs_b, labels_b, mask_b, loss_fn=loss_fn,
+                                optimizer=optimizer, tracking=spec,
+                                indices=None if spec is None else indices_b, **traced)
     if on_step is not None:
       on_step(state)
-  return TrainResult(state, guarantee if noise else None, mechanism, float(normalizer))
+  return TrainResult(state, guarantee if noise else None, mechanism, float(normalizer),
+                     tracking)

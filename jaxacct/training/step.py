@@ -22,16 +22,19 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxacct.individual import tracking as tracking_lib
 from jaxacct.training import noise as noise_lib
 
 
 class TrainState(NamedTuple):
-  """Everything a resumed run needs: parameters, optimiser state, noise history, step."""
+  """Everything a resumed run needs: parameters, optimiser state, noise history, step, and
+  the individual accounting state (``jaxacct.individual.IndividualState``; None when off)."""
 
   params: Any
   opt_state: Any
   noise: noise_lib.NoiseState
   step: jax.Array
+  individual: Any = None
 
 
 def check_per_example_loss(loss_fn: Callable, params: Any, inputs: Any, labels: Any) -> None:
@@ -44,19 +47,19 @@ def check_per_example_loss(loss_fn: Callable, params: Any, inputs: Any, labels: 
         f'batch axis); got {out}. Per-example clipping needs one loss per example')
 
 
-def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: Any,
-                         mask: jax.Array, clip_norm: jax.Array) -> Any:
-  """Σ_e mask_e · clip(∇_θ loss_fn(θ; x_e, y_e), κ): per-example grads by ``vmap(grad)``.
-
-  References:
-    Abadi et al., "Deep learning with differential privacy", CCS 2016, Alg. 1
-    (per-example clipping); seed 000 §2 (DP-BandMF uses the same clipped sums).
-  """
+def per_example_gradients(loss_fn: Callable, params: Any, inputs: Any,
+                          labels: Any) -> tuple[Any, jax.Array]:
+  """(per-example gradients ∇_θ loss_fn(θ; x_e, y_e) by ``vmap(grad)``, their L2 norms)."""
   grads = jax.vmap(jax.grad(loss_fn), in_axes=(None, 0, 0))(params, inputs, labels)
   leaves = jax.tree_util.tree_leaves(grads)
   squared = sum(jnp.sum(jnp.reshape(jnp.square(g), (g.shape[0], -1)), axis=1) for g in leaves)
-  norms = jnp.sqrt(squared)
-  # where(): a zero gradient gets factor 1 (not 0/0); padded slots are zeroed in the gradient
+  return grads, jnp.sqrt(squared)
+
+
+def masked_clipped_sum(grads: Any, norms: jax.Array, mask: jax.Array,
+                       clip_norm: jax.Array) -> Any:
+  """Σ_e mask_e · clip(g_e, κ) of per-example gradients with norms ``norms``."""
+  # where(): a zero gradient gets factor 1 (not 0/0); masked slots are zeroed in the gradient
   # itself too, so a non-finite gradient there cannot leak into the sum as 0·inf = NaN.
   scale = jnp.where(mask, jnp.minimum(1.0, clip_norm / jnp.where(norms > 0, norms, 1.0)), 0.0)
 
@@ -67,24 +70,45 @@ def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: An
   return jax.tree_util.tree_map(masked_sum, grads)
 
 
+def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: Any,
+                         mask: jax.Array, clip_norm: jax.Array) -> Any:
+  """Σ_e mask_e · clip(∇_θ loss_fn(θ; x_e, y_e), κ): per-example grads by ``vmap(grad)``.
+
+  References:
+    Abadi et al., "Deep learning with differential privacy", CCS 2016, Alg. 1
+    (per-example clipping); seed 000 §2 (DP-BandMF uses the same clipped sums).
+  """
+  grads, norms = per_example_gradients(loss_fn, params, inputs, labels)
+  return masked_clipped_sum(grads, norms, mask, clip_norm)
+
+
 def init_state(params: Any, optimizer: optax.GradientTransformation,
-               band_lengths: tuple[int, int]) -> TrainState:
+               band_lengths: tuple[int, int], individual: Any = None) -> TrainState:
   """Step-0 state for bands of lengths (len(c_col), len(inverse_band)) (``noise``)."""
   return TrainState(params, optimizer.init(params),
                     noise_lib.init_noise_state(band_lengths, params),
-                    jnp.zeros((), jnp.int32))
+                    jnp.zeros((), jnp.int32), individual)
 
 
-@functools.partial(jax.jit, static_argnames=('loss_fn', 'optimizer'))  # sharding follows the inputs
+@functools.partial(jax.jit, static_argnames=('loss_fn', 'optimizer', 'tracking'))
 def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
                loss_fn: Callable, optimizer: optax.GradientTransformation,
                training_key: jax.Array, c_col: jax.Array, inverse_band: jax.Array,
-               noise_scale: jax.Array,
-               clip_norm: jax.Array, normalizer: jax.Array) -> TrainState:
+               noise_scale: jax.Array, clip_norm: jax.Array, normalizer: jax.Array,
+               tracking: tracking_lib.DeviceSpec | None = None, indices: jax.Array | None = None,
+               tracked: tuple[Any, Any] | None = None,
+               charge_factor: jax.Array | None = None,
+               ratio_grid: jax.Array | None = None) -> TrainState:
   """One DP-BandMF step (module docstring); ``noise_scale`` = σ·κ (0 turns noise off).
 
   ``c_col`` / ``inverse_band``: the band of C (with ``inverse_band = (1,)``) or of
   C⁻¹ (with ``c_col = (1,)``); see ``noise.correlated_noise``.
+
+  Individual accounting (``tracking``, seed 004; ``jaxacct.individual.tracking``): full batch
+  charges every example its clipped-norm ratio from this step's own per-example gradients
+  (``indices`` = the slots' dataset ids) and, with a filter, masks the dropped ones out of the
+  sum before the noise; under Poisson p < 1 a separate norm pass over the ``tracked``
+  (inputs, labels) at the same parameters counts every tracked example's ratio bucket.
 
   Floats and the band are traced: a new σ, κ or band of the same length does
   not recompile. The noise of step t depends only on (training_key, t) and the
@@ -92,13 +116,24 @@ def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
 
   References:
     Choquette-Choo et al., NeurIPS 2023 (DP-BandMF); Dong, Ganesh, arXiv
-    2602.09338v2, §2 (the released G + C⁻¹Z).
+    2602.09338v2, §2 (the released G + C⁻¹Z); Koskela, Tobaben & Honkela,
+    arXiv 2209.15596, Alg. 1 (the individual GDP filter).
   """
-  total = clipped_gradient_sum(loss_fn, state.params, inputs, labels, mask, clip_norm)
+  grads, norms = per_example_gradients(loss_fn, state.params, inputs, labels)
+  individual = state.individual
+  if tracking is not None and tracking.full_batch:
+    individual, mask = tracking_lib.full_batch_update(
+        tracking, individual, state.step, indices, mask,
+        tracking_lib.clipped_ratios(norms, clip_norm), charge_factor)
+  elif tracking is not None:
+    _, tracked_norms = per_example_gradients(loss_fn, state.params, *tracked)
+    individual = tracking_lib.bucket_update(
+        individual, tracking_lib.clipped_ratios(tracked_norms, clip_norm), ratio_grid)
+  total = masked_clipped_sum(grads, norms, mask, clip_norm)
   z = noise_lib.standard_normal_like(noise_lib.step_key(training_key, state.step), state.params)
   w, noise_state = noise_lib.correlated_noise(c_col, inverse_band, state.noise, z)
   grad = jax.tree_util.tree_map(
       lambda g, n: (g + noise_scale.astype(g.dtype) * n) / normalizer.astype(g.dtype), total, w)
   updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
   return TrainState(optax.apply_updates(state.params, updates), opt_state, noise_state,
-                    state.step + 1)
+                    state.step + 1, individual)

@@ -48,3 +48,39 @@ def test_cli_train_refuses_a_dataset_size_that_is_not_the_training_set(capsys):
   code = cli.main(['train', str(CONFIGS / 'digits_dpsgd.yaml'), '--set', 'scheme.dataset_size=1000'])
   assert code == 2
   assert 'training set size 1437' in capsys.readouterr().err
+
+
+def test_cli_train_with_the_individual_filter(tmp_path, capsys):
+  code = cli.main(['train', str(CONFIGS / 'digits_dpgd_filter.yaml'), '--json', '--out',
+                   str(tmp_path), '--set', 'scheme.iterations=30', '--set',
+                   'individual.filter_epsilon=1.0'])
+  assert code == 0
+  result = json.loads(capsys.readouterr().out)
+  summary = result['individual']
+  assert summary['method'] == 'gdp' and summary['tracked'] == 1437
+  assert summary['filter_epsilon'] == pytest.approx(1.0, rel=1e-9)
+  # every example's realised ε is within the filter's guarantee, and the worst case (30 steps
+  # at the σ calibrated to ε = 4) exceeds it: the filter really dropped examples
+  assert max(summary['epsilons']) <= summary['filter_epsilon'] + 1e-12
+  assert summary['worst_case_epsilon'] == pytest.approx(4.0, rel=1e-3)
+  assert summary['active_per_epoch'][-1] < 1437 and len(summary['active_per_epoch']) == 30
+  assert (tmp_path / 'individual_epsilons.png').is_file()
+
+
+@pytest.mark.parametrize('override, message', [
+    ('individual.filter_epsilon=-1', 'individual.filter_epsilon'),
+    ('individual.track=5000', 'individual.track'),
+    ('individual.method=gdp', 'method'),
+    ('individual.colour=1', 'unknown key individual.colour'),
+])
+def test_cli_train_individual_section_errors_name_the_key(override, message, capsys):
+  code = cli.main(['train', str(CONFIGS / 'digits_dpsgd_individual.yaml'), '--set', override])
+  assert code == 2
+  assert message in capsys.readouterr().err
+
+
+def test_cli_train_refuses_the_filter_under_subsampling(capsys):
+  code = cli.main(['train', str(CONFIGS / 'digits_dpsgd_individual.yaml'), '--set',
+                   'individual.filter_epsilon=1.0'])
+  assert code == 2
+  assert 'full-batch' in capsys.readouterr().err
