@@ -349,6 +349,9 @@ def _train(args, raw) -> dict:
   scheme, matrix = _strategy(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
   individual = config_lib.individual_from(raw, m)
+  if individual is not None and not noise:
+    raise config_lib.ConfigError('the individual section needs a private run (training.noise: '
+                                 'true): without noise there is no ε to account')
   if individual is not None:  # refusals (banded C, subsampled filter, …) before calibrating
     tracking_lib.bind(individual, MatrixMechanism(scheme, matrix, 1.0), m)
   if noise:

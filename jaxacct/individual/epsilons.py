@@ -34,6 +34,7 @@ References:
 from __future__ import annotations
 
 import functools
+import logging
 
 import numpy as np
 
@@ -112,8 +113,16 @@ def _rdp_table(sampling_prob: float, sigmas: np.ndarray) -> np.ndarray:
   # pylint: disable=protected-access  # dp_accounting 0.6.0 (pinned) keeps it module-private;
   # RdpAccountant composes exactly this function (tested against it).
   from dp_accounting.rdp import rdp_privacy_accountant
-  table = np.array([rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(
-      sampling_prob, float(s), ORDERS) for s in sigmas])
+  # dp_accounting logs a warning for every fractional order whose series does not converge
+  # (small σ) and returns NaN there; NaN is read as "no bound at this order" below.
+  absl_logger = logging.getLogger('absl')
+  level = absl_logger.level
+  absl_logger.setLevel(logging.ERROR)
+  try:
+    table = np.array([rdp_privacy_accountant._compute_rdp_poisson_subsampled_gaussian(
+        sampling_prob, float(s), ORDERS) for s in sigmas])
+  finally:
+    absl_logger.setLevel(level)
   return np.where(np.isnan(table), np.inf, table)  # an order it cannot bound is no bound
 
 

@@ -129,6 +129,13 @@ def test_bad_input_is_named():
     individual.individual_epsilons(good, **kwargs, method='gdp')
   with pytest.raises(ValueError, match='inflation'):
     individual.individual_epsilons(good, **kwargs, inflation=1.0)
+  with pytest.raises(ValueError, match='raise max_fft_size or value_discretization_interval'):
+    individual.individual_epsilons(np.ones((2, 400)), **kwargs, max_fft_size=64)
+  with pytest.raises(ValueError, match='max_fft_size'):
+    individual.individual_epsilons(good, **kwargs, max_fft_size=2)
+  with pytest.raises(ValueError, match='counts must be'):
+    individual.epsilons_from_counts(np.ones((2, 5), np.int64), sampling_prob=0.1,
+                                    noise_multiplier=1.0, delta=DELTA, grid_size=6)
 
 
 def test_vectorised_rdp_conversion_equals_dp_accounting():

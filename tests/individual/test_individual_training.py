@@ -203,3 +203,45 @@ def test_refusals_name_the_reason():
                      ({'delta': 1e-5, 'inflation': 1.0}, 'inflation')):
     with pytest.raises(ValueError, match=match):
       individual.IndividualAccountant(**bad)
+
+
+_DEVICE_SCRIPT = r'''
+import json, jax, jax.numpy as jnp, numpy as np, optax, jaxacct, jaxacct.training
+from jaxacct import individual
+from jaxacct.batching import batches
+rng = np.random.default_rng(0)
+x = (rng.normal(size=(24, 3)) * np.geomspace(0.05, 3.0, 24)[:, None]).astype(np.float32)
+y = rng.normal(size=24).astype(np.float32)
+loss = lambda p, a, b: 0.5 * jnp.square(jnp.dot(p['w'], a) - b)
+out = {}
+for name, scheme, accountant in (
+    ('filter', jaxacct.Poisson(sampling_prob=1.0, iterations=1),
+     individual.IndividualAccountant(delta=1e-5, filter_budget=0.9)),
+    ('poisson', jaxacct.Poisson(sampling_prob=0.25, iterations=1),
+     individual.IndividualAccountant(delta=1e-5, tracked=(0, 3, 7, 20), grid_size=20))):
+  mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), 2.0)
+  for count in (1, 2):
+    result = jaxacct.training.train(loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
+                                    batches(scheme, 24, 1, batch_size=24), x, y, clip_norm=1.0,
+                                    key=jax.random.key(2), devices=jax.devices()[:count],
+                                    individual=accountant)
+    state = result.state.individual
+    out[f'{name} {count}'] = [np.asarray(leaf).tolist() for leaf in state]
+print(json.dumps({'devices': len(jax.devices()), 'out': out}))
+'''
+
+
+def test_two_devices_record_what_one_device_records():
+  # One step from the same parameters: the per-example norms, and so every charge, bucket and
+  # filter decision, do not depend on how the batch is sharded.
+  import json, os, pathlib, subprocess, sys
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
+  root = pathlib.Path(__file__).resolve().parents[2]
+  env['PYTHONPATH'] = os.pathsep.join([str(root), env.get('PYTHONPATH', '')])
+  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
+                       text=True, check=True, cwd=root)
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  assert result['devices'] == 2
+  for name in ('filter', 'poisson'):
+    assert result['out'][f'{name} 2'] == result['out'][f'{name} 1']
+  assert any(v for v in result['out']['filter 1'][0])  # charges were made

@@ -72,6 +72,7 @@ def test_cli_train_with_the_individual_filter(tmp_path, capsys):
     ('individual.track=5000', 'individual.track'),
     ('individual.method=gdp', 'method'),
     ('individual.colour=1', 'unknown key individual.colour'),
+    ('training.noise=false', 'needs a private run'),
 ])
 def test_cli_train_individual_section_errors_name_the_key(override, message, capsys):
   code = cli.main(['train', str(CONFIGS / 'digits_dpsgd_individual.yaml'), '--set', override])
