@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 import time
@@ -95,6 +96,32 @@ def _output_dir(args, raw) -> pathlib.Path:
   configured = raw.get('report', {}).get('output_dir')
   return pathlib.Path(configured) if configured else pathlib.Path('reports') / pathlib.Path(
       args.config).stem
+
+
+def _check_writable(folder: pathlib.Path, name: str) -> None:
+  """Raises ConfigError naming ``name`` unless files can be created in ``folder`` (created if
+  missing): before any compute, so a long run cannot fail at its end."""
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f'.jaxacct-write-test-{os.getpid()}'
+    probe.write_bytes(b'')
+    probe.unlink()
+  except OSError as error:
+    raise config_lib.ConfigError(f'{name} {folder}: cannot write there '
+                                 f'({error.strerror or error})') from None
+
+
+def _check_outputs(args, raw) -> None:
+  """The report folder, checkpoint folder and ledger file of the run are writable."""
+  if not sharding.is_leader():
+    return
+  _check_writable(_output_dir(args, raw),
+                  '--out' if args.out else 'report.output_dir' if raw.get('report', {}).get(
+                      'output_dir') else 'the report folder (--out)')
+  if args.checkpoint:
+    _check_writable(pathlib.Path(args.checkpoint), '--checkpoint')
+  if args.ledger:
+    _check_writable(pathlib.Path(args.ledger).parent, '--ledger')
 
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
@@ -543,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
       raise config_lib.ConfigError(f'--checkpoint-interval must be > 0 seconds, got '
                                    f'{args.checkpoint_interval}')
     raw = config_lib.load(args.config, args.set)
+    _check_outputs(args, raw)
     if (args.command != 'plan' and raw.get('accelerator_scale') and not args.force
         and jax.default_backend() == 'cpu'):
       if args.command == 'calibrate' and raw.get('calibration'):

@@ -155,6 +155,139 @@ def _check(raw: Any) -> dict:
   for required in ('scheme', 'strategy'):
     if required not in raw:
       raise ConfigError(f'missing section {required}')
+  return _checked_values(raw)
+
+
+# ------------------------------------------------------------------ value types, checked at load
+_MAX_INT = 2**53  # every count is an exact float64 integer
+
+
+def _integer(minimum: int, maximum: int = _MAX_INT):
+  def check(path: str, value: Any):
+    number = value
+    if isinstance(value, str):  # YAML reads 1e7 (no dot) as a string
+      try:
+        number = float(value)
+      except ValueError:
+        number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or (
+        isinstance(number, float) and not (np.isfinite(number) and number.is_integer())):
+      raise ConfigError(f'{path} must be an integer, got {value!r}')
+    number = int(number)
+    if not minimum <= number <= maximum:
+      raise ConfigError(f'{path} must be an integer in [{minimum}, {maximum:.4g}], got {value!r}')
+    return number
+  return check
+
+
+def _real(low: float, high: float = np.inf, *, low_open: bool = True, high_open: bool = True,
+          what: str | None = None):
+  def check(path: str, value: Any):
+    number = value
+    if isinstance(value, str):
+      try:
+        number = float(value)
+      except ValueError:
+        number = None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) or not np.isfinite(
+        number):
+      raise ConfigError(f'{path} must be a finite number, got {value!r}')
+    below = number <= low if low_open else number < low
+    above = number >= high if high_open else number > high
+    if below or above:
+      interval = (('(' if low_open else '[') + f'{low:g}, ' + (f'{high:g}' if np.isfinite(high)
+                                                                else '∞')
+                  + (')' if high_open or not np.isfinite(high) else ']'))
+      raise ConfigError(f'{path} must be in {interval}{f" ({what})" if what else ""}, got '
+                        f'{value!r}')
+    return float(number)
+  return check
+
+
+def _boolean(path: str, value: Any):
+  if not isinstance(value, bool):
+    raise ConfigError(f'{path} must be true or false, got {value!r}')
+  return value
+
+
+def _text(path: str, value: Any):
+  if not isinstance(value, str) or not value:
+    raise ConfigError(f'{path} must be a non-empty string, got {value!r}')
+  return value
+
+
+def _choice(*allowed: str):
+  def check(path: str, value: Any):
+    if value not in allowed:
+      raise ConfigError(f'{path} must be one of {", ".join(allowed)}, got {value!r}')
+    return value
+  return check
+
+
+def _reals(*, nonnegative: bool = False):
+  def check(path: str, value: Any):
+    if not isinstance(value, (list, tuple)) or not value:
+      raise ConfigError(f'{path} must be a non-empty list of numbers, got {value!r}')
+    item = _real(0.0, low_open=False) if nonnegative else _real(-np.inf)
+    return [item(f'{path}[{i}]', v) for i, v in enumerate(value)]
+  return check
+
+
+_PROBABILITY = _real(0.0, 1.0, high_open=False)
+_DELTA = _real(0.0, 1.0)
+_POSITIVE = _real(0.0)
+_SEED = _integer(0)
+_COUNT = _integer(1)
+VALUE_TYPES: dict[str, Any] = {
+    'scheme.type': _choice(*_SCHEMES), 'scheme.iterations': _COUNT,
+    'scheme.sampling_prob': _PROBABILITY, 'scheme.expected_batch_size': _POSITIVE,
+    'scheme.dataset_size': _COUNT, 'scheme.truncated_batch_size': _COUNT,
+    'scheme.min_sep': _COUNT, 'scheme.warm_start': _boolean, 'scheme.cycle_length': _COUNT,
+    'scheme.partition': _choice('independent', 'equal_split'),
+    'scheme.max_examples_per_user': _COUNT, 'scheme.exclusion': _choice('sampled', 'participated'),
+    'scheme.accept_conjecture_6_2': _boolean,
+    'strategy.c_col': _reals(), 'strategy.square_root_bands': _COUNT,
+    'strategy.optimized_bands': _COUNT, 'strategy.normalize': _boolean,
+    'strategy.inverse_square_root_bands': _COUNT, 'strategy.optimized_inverse_bands': _COUNT,
+    'noise_multiplier': _POSITIVE, 'accountant': _text,
+    'adjacency': _choice(*ADJACENCIES),
+    'monte_carlo.num_samples': _integer(2), 'monte_carlo.seed': _SEED,
+    'monte_carlo.epsilons': _reals(nonnegative=True),
+    'monte_carlo.dtype': _choice('float64', 'float32'),
+    'calibration.epsilon': _POSITIVE, 'calibration.delta': _DELTA,
+    'calibration.num_samples': _integer(2), 'calibration.base_delta': _DELTA,
+    'calibration.grid_ratio': _real(1.0, what='> 1: the σ grid steps up by it'),
+    'calibration.shared_draws': _boolean, 'calibration.estimation_samples': _integer(2),
+    'calibration.num_candidates': _COUNT, 'calibration.fallback': _text,
+    'calibration.attempt': _COUNT, 'calibration.seed': _SEED,
+    'report.output_dir': _text,
+    'training.dataset': _text, 'training.test_fraction': _DELTA, 'training.split_seed': _SEED,
+    'training.clip_norm': _POSITIVE, 'training.learning_rate': _POSITIVE,
+    'training.momentum': _real(0.0, 1.0, low_open=False), 'training.hidden': _COUNT,
+    'training.seed': _SEED, 'training.noise': _boolean,
+    'individual.delta': _DELTA, 'individual.filter_epsilon': _POSITIVE,
+    'individual.filter_budget': _POSITIVE, 'individual.retest': _boolean,
+    'individual.track': _COUNT, 'individual.track_seed': _SEED,
+    'individual.method': _choice('pld', 'rdp'), 'individual.grid_size': _integer(2),
+    'individual.inflation': _real(1.0, what='the σ̃ grid runs from σ to σ·inflation'),
+    'attribution.num_examples': _COUNT, 'attribution.num_users': _COUNT,
+    'attribution.seed': _SEED, 'attribution.expected_batch_size': _POSITIVE,
+    'attribution.max_neighbourhood_size': _COUNT,
+    'accelerator_scale': _boolean, 'description': _text,
+}
+"""The type and range of every config value, checked (and normalised: ``1e7`` → 10000000)
+when a config is loaded, before any compute; errors name the key."""
+
+
+def _checked_values(raw: dict) -> dict:
+  for key, value in raw.items():
+    if isinstance(value, dict) and SCHEMA[key] is not None:
+      for sub, item in value.items():
+        path = f'{key}.{sub}'
+        if path in VALUE_TYPES and item is not None:
+          value[sub] = VALUE_TYPES[path](path, item)
+    elif key in VALUE_TYPES and value is not None:
+      raw[key] = VALUE_TYPES[key](key, value)
   return raw
 
 

@@ -1,0 +1,96 @@
+"""Bad input through the CLI (issue 17): every case exits with code 2 before any compute, and
+its one-line message names the key or option at fault."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from jaxacct import cli
+
+CONFIGS = pathlib.Path(__file__).resolve().parents[1] / 'configs'
+QUICK = str(CONFIGS / 'quickstart.yaml')
+DPSGD = str(CONFIGS / 'digits_dpsgd_individual.yaml')
+
+CASES = [
+    # (command, config, extra arguments, text the message must contain)
+    ('calibrate', QUICK, ['--set', 'calibration.epsilon=-1'], 'calibration.epsilon'),
+    ('calibrate', QUICK, ['--set', 'calibration.epsilon=inf'], 'calibration.epsilon'),
+    ('calibrate', QUICK, ['--set', 'calibration.epsilon=abc'], 'calibration.epsilon'),
+    ('calibrate', QUICK, ['--set', 'calibration.delta=0'], 'calibration.delta'),
+    ('calibrate', QUICK, ['--set', 'calibration.delta=1.5'], 'calibration.delta'),
+    ('calibrate', QUICK, ['--set', 'calibration.base_delta=-0.1'], 'calibration.base_delta'),
+    ('calibrate', QUICK, ['--set', 'calibration.grid_ratio=1'], 'calibration.grid_ratio'),
+    ('calibrate', QUICK, ['--set', 'calibration.num_samples=1e30'], 'calibration.num_samples'),
+    ('calibrate', QUICK, ['--set', 'calibration.num_samples=2.5'], 'calibration.num_samples'),
+    ('calibrate', QUICK, ['--set', 'calibration.estimation_samples=0'],
+     'calibration.estimation_samples'),
+    ('calibrate', QUICK, ['--set', 'calibration.num_candidates=0'], 'calibration.num_candidates'),
+    ('calibrate', QUICK, ['--set', 'calibration.shared_draws=maybe'], 'calibration.shared_draws'),
+    ('calibrate', QUICK, ['--set', 'calibration.attempt=0'], 'calibration.attempt'),
+    ('calibrate', QUICK, ['--set', 'calibration.seed=-3'], 'calibration.seed'),
+    ('calibrate', QUICK, ['--set', 'calibration.tolerance=1'], 'calibration.tolerance'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.num_samples=1e30'], 'monte_carlo.num_samples'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.num_samples=-5'], 'monte_carlo.num_samples'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.num_samples=many'], 'monte_carlo.num_samples'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.seed=1.5'], 'monte_carlo.seed'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.epsilons=[]'], 'monte_carlo.epsilons'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.epsilons=[1, -2]'], 'monte_carlo.epsilons[1]'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.epsilons=1'], 'monte_carlo.epsilons'),
+    ('estimate', QUICK, ['--set', 'monte_carlo.dtype=float16'], 'monte_carlo.dtype'),
+    ('estimate', QUICK, ['--set', 'noise_multiplier=0'], 'noise_multiplier'),
+    ('estimate', QUICK, ['--set', 'noise_multiplier=-1'], 'noise_multiplier'),
+    ('estimate', QUICK, ['--set', 'scheme.iterations=0'], 'scheme.iterations'),
+    ('estimate', QUICK, ['--set', 'scheme.iterations=12.5'], 'scheme.iterations'),
+    ('estimate', QUICK, ['--set', 'scheme.type=shuffle'], 'scheme.type'),
+    ('estimate', QUICK, ['--set', 'scheme.min_sep=0'], 'scheme.min_sep'),
+    ('estimate', QUICK, ['--set', 'scheme.warm_start=yes please'], 'scheme.warm_start'),
+    ('estimate', QUICK, ['--set', 'scheme.expected_batch_size=-64'],
+     'scheme.expected_batch_size'),
+    ('estimate', QUICK, ['--set', 'scheme.dataset_size=0'], 'scheme.dataset_size'),
+    ('estimate', QUICK, ['--set', 'scheme.sampling_prob=2'], 'scheme.sampling_prob'),
+    ('estimate', QUICK, ['--set', 'scheme.partition=random'], 'scheme.partition'),
+    ('estimate', QUICK, ['--set', 'scheme.colour=red'], 'scheme.colour'),
+    ('estimate', QUICK, ['--set', 'strategy.square_root_bands=0'], 'strategy.square_root_bands'),
+    ('estimate', QUICK, ['--set', 'strategy.c_col=[1, nan]'], 'strategy.c_col[1]'),
+    ('estimate', QUICK, ['--set', 'strategy.normalize=1'], 'strategy.normalize'),
+    ('estimate', QUICK, ['--set', 'accountant=magic'], 'accountant'),
+    ('estimate', QUICK, ['--set', 'adjacency=swap'], 'adjacency'),
+    ('estimate', QUICK, ['--set', 'report.output_dir=[1]'], 'report.output_dir'),
+    ('estimate', QUICK, ['--set', 'accelerator_scale=2'], 'accelerator_scale'),
+    ('estimate', QUICK, ['--set', 'monte_carlo'], '--set'),
+    ('estimate', QUICK, ['--set', 'a.b.c=1'], '--set'),
+    ('estimate', QUICK, ['--out', '/proc/forbidden/report'], '--out'),
+    ('estimate', QUICK, ['--checkpoint', '/proc/forbidden/ckpt'], '--checkpoint'),
+    ('estimate', QUICK, ['--checkpoint-interval', '0'], '--checkpoint-interval'),
+    ('estimate', QUICK, ['--process-id', '1'], '--distributed'),
+    ('estimate', str(CONFIGS / 'missing.yaml'), [], 'missing.yaml'),
+    ('train', DPSGD, ['--set', 'training.clip_norm=0'], 'training.clip_norm'),
+    ('train', DPSGD, ['--set', 'training.momentum=1'], 'training.momentum'),
+    ('train', DPSGD, ['--set', 'training.test_fraction=1'], 'training.test_fraction'),
+    ('train', DPSGD, ['--set', 'training.hidden=0'], 'training.hidden'),
+    ('train', DPSGD, ['--set', 'training.noise=off'], 'training.noise'),
+    ('train', DPSGD, ['--set', 'individual.delta=0'], 'individual.delta'),
+    ('train', DPSGD, ['--set', 'individual.grid_size=1'], 'individual.grid_size'),
+    ('train', DPSGD, ['--set', 'individual.inflation=0.5'], 'individual.inflation'),
+    ('train', DPSGD, ['--set', 'individual.method=gdp'], 'individual.method'),
+    ('train', DPSGD, ['--set', 'individual.track=0'], 'individual.track'),
+    ('estimate', str(CONFIGS / 'multi_attribution.yaml'),
+     ['--set', 'attribution.num_users=-1'], 'attribution.num_users'),
+]
+
+
+@pytest.mark.parametrize('command, config, extra, names', CASES,
+                         ids=[f'{c[0]} {" ".join(c[2]) or pathlib.Path(c[1]).name}'
+                              for c in CASES])
+def test_bad_input_exits_2_naming_the_key(command, config, extra, names, capsys):
+  code = cli.main([command, config, *extra])
+  err = capsys.readouterr().err
+  assert code == 2, err
+  assert names in err, err
+  assert err.count('\n') == 1 and 'Traceback' not in err  # one line, no traceback
+
+
+def test_the_table_is_large_enough():
+  assert len(CASES) >= 40
