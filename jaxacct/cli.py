@@ -54,21 +54,45 @@ from jaxacct.lower_triangular import banded_inverse_square_root
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import sharding
-from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.conventions import Purpose
+from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.calibration import CalibrationRecord, calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
 
 
 class _Progress:
-  """A tqdm bar on stderr per stage of a run (samples, samples/s, ETA); silent with ``--json``,
-  when stderr is not a terminal, and on every process but 0."""
+  """Progress of each stage of a run on stderr (process 0 only): a tqdm bar (samples,
+  samples/s, ETA) on a terminal; otherwise — a log, a batch job, ``--json`` — a plain line
+  every ``interval`` seconds with the same figures, so a long run is never silent."""
 
-  def __init__(self, args):
-    self.enabled = not args.json and sys.stderr.isatty() and sharding.is_leader()
+  def __init__(self, args, label: str | None = None, interval: float = 30.0):
+    self.enabled = sharding.is_leader()
+    self.terminal = sys.stderr.isatty() and not args.json
+    self.label, self.interval = label, interval
     self.bar = None
+    self.stage = None
 
   def __call__(self, done: int, total: int, stage: str) -> None:
     if not self.enabled:
       return
+    stage = self.label or stage
+    if self.terminal:
+      self._bar(done, total, stage)
+      return
+    now = time.perf_counter()
+    if self.stage != (stage, total) or done < self.done:
+      self.stage, self.started, self.last, self.first = (stage, total), now, now, done
+    self.done = done
+    finished = done >= total
+    if now - self.last >= self.interval or (finished and now - self.started >= 5.0):
+      self.last = now
+      rate = (done - self.first) / max(now - self.started, 1e-9)
+      eta = (total - done) / rate if rate > 0 else float('inf')
+      print(f'jaxacct: {stage}: {done:,}/{total:,} samples ({100 * done / total:.0f} %), '
+            f'{rate:,.0f}/s, ' + ('done' if finished else f'ETA {_format_seconds(eta)}'),
+            file=sys.stderr, flush=True)
+
+  def _bar(self, done: int, total: int, stage: str) -> None:
     if (self.bar is None or self.bar.desc != stage or self.bar.total != total
         or done < self.bar.n):
       self.close()
@@ -84,10 +108,10 @@ class _Progress:
       self.bar = None
 
 
-def _write(function, *args) -> None:
+def _write(function, *args, **kwargs) -> None:
   """Writes a report file on process 0 only (every process computed the same result)."""
   if sharding.is_leader():
-    function(*args)
+    function(*args, **kwargs)
 
 
 def _output_dir(args, raw) -> pathlib.Path:
@@ -144,12 +168,21 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
       'accountant_options': options,
       'explanation': None if target is None else curve.explain(target),
   }
+  payload['curve'] = _deterministic_curve(curve, epsilons, payload['epsilon'])
   folder = _output_dir(args, raw)
   _write(report.write_json, folder, 'estimate.json', payload)
-  _write(report.plot_delta_curve, folder, epsilons, deltas,
-                          f'δ(ε) by {name} ({adjacency}), σ = {mechanism.noise_multiplier:.4g}')
+  _write(report.plot_delta_curve, folder, payload['curve']['epsilons'],
+         payload['curve']['delta'], f'{report.describe(mechanism)}\nδ(ε) by {name} ({adjacency})',
+         released=None if target is None else (payload['epsilon'], target))
   payload['report'] = str(folder)
   return payload
+
+
+def _deterministic_curve(curve, epsilons, released: float | None) -> dict:
+  """δ(ε) (max over directions) on the report's fine ε grid."""
+  grid = report.curve_epsilons(epsilons, released if released is not None and np.isfinite(
+      released) else None)
+  return {'epsilons': grid, 'delta': [curve.delta_for_epsilon(e) for e in grid]}
 
 
 def _scheme_fields(scheme) -> dict:
@@ -169,10 +202,12 @@ def _estimate(args, raw) -> dict:
   dtype = {'float64': np.float64, 'float32': np.float32}.get(mc.get('dtype', 'float64'))
   if dtype is None:
     raise config_lib.ConfigError(f'monte_carlo.dtype must be float64 or float32, got {mc["dtype"]!r}')
-  result = estimate_delta(jax.random.key(seed), mechanism, epsilons, num_samples, dtype=dtype,
+  grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
+  result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples, dtype=dtype,
                           progress=_Progress(args), **_checkpointing(args))
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
+  table = [grid.index(float(e)) for e in epsilons]
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
@@ -181,16 +216,26 @@ def _estimate(args, raw) -> dict:
       'scheme': _scheme_fields(mechanism.scheme),
       'sampling_prob': _scheme_fields(mechanism.scheme).get('sampling_prob'),  # None: no p
       'expected_participation_rate': mechanism.scheme.expected_participation_rate,
-      'num_samples': num_samples, 'seed': seed, 'epsilons': result.epsilons.tolist(),
-      'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
-      'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS},
+      'num_samples': num_samples, 'seed': seed, 'epsilons': [float(e) for e in epsilons],
+      'delta_hat': {d: result.delta_hat[d][table].tolist() for d in DIRECTIONS},
+      'standard_error': {d: result.standard_error[d][table].tolist() for d in DIRECTIONS},
+      'curve': _curve_payload(result),
   }
   folder = _output_dir(args, raw)
   _write(report.write_json, folder, 'estimate.json', payload)
   _write(report.plot_delta_hat, folder, result.epsilons, result.delta_hat, result.standard_error,
-                        f'δ̂(ε), σ = {mechanism.noise_multiplier:.4g}, N = {num_samples:,}')
+         f'{report.describe(mechanism)}, N = {num_samples:,} per direction\nMonte Carlo estimate '
+         '(not a guarantee)', num_samples=num_samples,
+         released=None if target is None else (eps_hat, target), point_label='estimated')
   payload['report'] = str(folder)
   return payload
+
+
+def _curve_payload(result) -> dict:
+  """A ``DeltaEstimate`` on the report's fine ε grid, as JSON."""
+  return {'epsilons': result.epsilons.tolist(),
+          'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
+          'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS}}
 
 
 def _strategy(raw) -> tuple:
@@ -316,7 +361,7 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
                'accountant': g.accountant, 'accountant_options': options,
                'explanation': curve.explain(g.delta), 'num_samples': 0, 'seed': None,
                'seconds': time.perf_counter() - started}
-    return mechanism, g, payload, None
+    return mechanism, g, payload, curve
   seed = int(cal.get('seed', 0))
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                                  'estimation_samples', 'num_candidates', 'fallback', 'attempt')
@@ -347,12 +392,29 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 def _calibrate(args, raw) -> dict:
   _calibration_section(raw)  # a config error before the strategy is built
-  mechanism, g, payload, record = _calibrated(args, raw, *_strategy(raw))
+  mechanism, g, payload, found = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
+  title = f'{report.describe(mechanism)} (released σ)'
+  if isinstance(found, CalibrationRecord):
+    # δ̂(ε) at the released σ on a fine ε grid, from the report stream (fresh draws, as many
+    # as one estimation sweep): an illustration of the released σ, not part of the guarantee
+    key = keys_lib.purpose_key(jax.random.key(int(raw['calibration'].get('seed', 0))),
+                               Purpose.REPORT)
+    curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
+                           found.estimation_samples, progress=_Progress(args, 'report curve'))
+    payload['curve'] = _curve_payload(curve)
+    _write(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat, curve.standard_error,
+           f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per direction; '
+           f'verified with N = {g.num_samples:,}', num_samples=found.estimation_samples,
+           released=(g.epsilon, g.delta), threshold=g.base_delta)
+    _write(report.plot_candidates, folder, found, g.noise_multiplier, title)
+  else:
+    payload['curve'] = _deterministic_curve(found, [g.epsilon], g.epsilon)
+    _write(report.plot_delta_curve, folder, payload['curve']['epsilons'],
+           payload['curve']['delta'], f'{title}\nproven δ(ε) by {g.accountant}',
+           released=(g.epsilon, g.delta))
   _write(report.write_json, folder, 'calibration.json', payload)
-  if record is not None:
-    _write(report.plot_candidates, folder, record, g.noise_multiplier)
   payload['report'] = str(folder)
   return payload
 

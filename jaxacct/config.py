@@ -174,8 +174,10 @@ def _integer(minimum: int, maximum: int = _MAX_INT):
         isinstance(number, float) and not (np.isfinite(number) and number.is_integer())):
       raise ConfigError(f'{path} must be an integer, got {value!r}')
     number = int(number)
-    if not minimum <= number <= maximum:
-      raise ConfigError(f'{path} must be an integer in [{minimum}, {maximum:.4g}], got {value!r}')
+    if number < minimum:
+      raise ConfigError(f'{path} must be an integer >= {minimum}, got {value!r}')
+    if number > maximum:
+      raise ConfigError(f'{path} must be an integer <= {maximum:,}, got {value!r}')
     return number
   return check
 

@@ -89,6 +89,7 @@ class Purpose(enum.IntEnum):
   VERIFICATION = 2
   TRAINING = 3
   SAMPLING = 4
+  REPORT = 5  # the report's δ̂(ε) curve at a released σ: an illustration, never a guarantee
 
 
 class DirectionStream(enum.IntEnum):

@@ -21,47 +21,115 @@ def _plt():
   return plt
 
 
+REPORT_SCHEMA = 2
+"""Version of the JSON reports' layout (``report_schema`` in every file); bumped when a key
+changes meaning or disappears. 2: individual accounting, ``curve`` of δ̂(ε), schema field."""
+
+
 def write_json(folder: pathlib.Path, name: str, payload: dict) -> pathlib.Path:
+  """``payload`` as indented JSON with the ``report_schema`` version."""
   folder.mkdir(parents=True, exist_ok=True)
   path = folder / name
-  path.write_text(json.dumps(payload, indent=2))
+  path.write_text(json.dumps({'report_schema': REPORT_SCHEMA, **payload}, indent=2))
   return path
 
 
+def describe(mechanism) -> str:
+  """One line naming the mechanism: scheme and its parameters, n, strategy, σ."""
+  scheme = mechanism.scheme
+  name = type(scheme).__name__
+  parts = []
+  if hasattr(scheme, 'min_sep') and name not in ('Poisson',):
+    parts.append(f'b={scheme.min_sep}')
+  if getattr(scheme, 'cycle_length', None):
+    parts.append(f'cycle {scheme.cycle_length}')
+  if hasattr(scheme, 'sampling_prob'):
+    parts.append(f'p={scheme.sampling_prob:.4g}')
+  if getattr(scheme, 'truncated_batch_size', None):
+    parts.append(f'B={scheme.truncated_batch_size}')
+  bands = mechanism.matrix.num_bands
+  strategy = ('C = I' if bands == 1 and type(mechanism.matrix).__name__ == 'BandedToeplitz'
+              else f'{bands} bands' if type(mechanism.matrix).__name__ == 'BandedToeplitz'
+              else 'dense C')
+  return (f'{name} ({", ".join(parts)}), n={mechanism.iterations}, {strategy}, '
+          f'σ={mechanism.noise_multiplier:.4g}')
+
+
+def _log_floor(values) -> float:
+  """A y-axis floor a decade below the smallest positive value (1e-300 if none)."""
+  positive = np.asarray(values, float)
+  positive = positive[positive > 0]
+  return 10.0 ** (np.floor(np.log10(positive.min())) - 1) if positive.size else 1e-300
+
+
+def _mark_release(ax, released, threshold, label: str = 'released') -> None:
+  if threshold is not None:
+    ax.axhline(threshold, color='tab:red', linestyle='--', linewidth=1,
+               label=f'verification threshold δ_b = {threshold:.3g}')
+  if released is not None:
+    epsilon, delta = released
+    ax.axhline(delta, color='k', linestyle=':', linewidth=1, label=f'target δ = {delta:.3g}')
+    if epsilon is not None and np.isfinite(epsilon):
+      ax.plot([epsilon], [delta], marker='*', markersize=14, color='k', linestyle='none',
+              label=f'{label} (ε, δ) = ({epsilon:.4g}, {delta:.3g})')
+
+
 def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_error: dict,
-                   title: str) -> pathlib.Path:
-  """δ̂(ε) of both directions on a log scale with ±2 standard-error bands."""
+                   title: str, *, num_samples: int, released=None, threshold=None,
+                   point_label: str = 'released', name: str = 'delta_hat.png') -> pathlib.Path:
+  """Monte Carlo δ̂(ε) of both directions on a log scale, with ±2 standard-error bands clipped
+  to the plotted range (a lower edge ≤ 0 is drawn at the axis floor), the target and released
+  (ε, δ) and the verification threshold when given. Points with δ̂ = 0 (no sample's loss
+  above ε) are not drawn; below 3/N nothing is resolved."""
   plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  eps = np.asarray(epsilons)
-  for direction, colour in zip(DIRECTIONS, ('tab:blue', 'tab:orange')):
-    mean = np.asarray(delta_hat[direction])
-    band = 2 * np.asarray(standard_error[direction])
-    ax.plot(eps, mean, marker='o', color=colour, label=f'{direction}')
-    ax.fill_between(eps, np.maximum(mean - band, 1e-300), mean + band, color=colour, alpha=0.2)
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  eps = np.asarray(epsilons, float)
+  means = [np.asarray(delta_hat[d], float) for d in DIRECTIONS]
+  reference = [v for v in (threshold, None if released is None else released[1]) if v]
+  floor = min(_log_floor(np.concatenate(means + [np.asarray(reference, float)])),
+              0.3 / num_samples)
+  for direction, mean, colour in zip(DIRECTIONS, means, ('tab:blue', 'tab:orange')):
+    band = 2 * np.asarray(standard_error[direction], float)
+    shown = mean > 0
+    ax.plot(eps[shown], mean[shown], color=colour, linewidth=1.5, label=f'δ̂(ε), {direction}')
+    ax.fill_between(eps[shown], np.maximum(mean - band, floor)[shown], (mean + band)[shown],
+                    color=colour, alpha=0.2, linewidth=0,
+                    label=f'±2 s.e. ({direction}; clipped at the axis)')
+  ax.axhline(3.0 / num_samples, color='0.5', linewidth=0.8,
+             label=f'3/N: resolution of N = {num_samples:,} samples')
+  _mark_release(ax, released, threshold, point_label)
   ax.set_yscale('log')
-  ax.set_xlabel('ε')
-  ax.set_ylabel('δ̂(ε)  (±2 s.e.)')
-  ax.set_title(title)
-  ax.legend()
+  ax.set_ylim(bottom=floor, top=1.0)
+  ax.set_xlabel('ε (privacy loss bound, nats)')
+  ax.set_ylabel('δ̂(ε)  (Monte Carlo hockey-stick estimate)')
+  ax.set_title(title, fontsize=9)
+  ax.legend(fontsize=7, loc='lower left')
+  ax.grid(alpha=0.3, which='major')
   fig.tight_layout()
-  path = folder / 'delta_hat.png'
+  path = folder / name
   fig.savefig(path, dpi=120)
   plt.close(fig)
   return path
 
 
-def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str) -> pathlib.Path:
-  """A proven δ(ε) curve (deterministic accountant) on a log scale."""
+def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str, *,
+                     released=None) -> pathlib.Path:
+  """A proven δ(ε) curve (deterministic accountant, max over directions) on a log scale."""
   plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(6, 4))
-  ax.plot(np.asarray(epsilons), np.maximum(np.asarray(deltas), 1e-300), marker='o')
+  fig, ax = plt.subplots(figsize=(7, 4.5))
+  eps, deltas = np.asarray(epsilons, float), np.asarray(deltas, float)
+  shown = deltas > 0
+  ax.plot(eps[shown], deltas[shown], color='tab:blue', label='proven δ(ε), max over directions')
+  _mark_release(ax, released, None)
   ax.set_yscale('log')
-  ax.set_xlabel('ε')
-  ax.set_ylabel('δ(ε)')
-  ax.set_title(title)
+  ax.set_ylim(bottom=_log_floor(deltas), top=1.0)
+  ax.set_xlabel('ε (privacy loss bound, nats)')
+  ax.set_ylabel('δ(ε)  (upper bound)')
+  ax.set_title(title, fontsize=9)
+  ax.legend(fontsize=7)
+  ax.grid(alpha=0.3)
   fig.tight_layout()
   path = folder / 'delta.png'
   fig.savefig(path, dpi=120)
@@ -69,25 +137,40 @@ def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str) -> path
   return path
 
 
+def curve_epsilons(epsilons, released: float | None = None, points: int = 61) -> list[float]:
+  """A fine ε grid for a report's curve: 0 to 1.5 × the largest ε of interest, with those ε
+  themselves included."""
+  given = [float(e) for e in epsilons] + ([float(released)] if released is not None else [])
+  top = 1.5 * max(given + [1e-3])
+  return sorted(set(np.linspace(0.0, top, points).tolist()) | set(given))
+
+
 def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
-                    chosen: float) -> pathlib.Path:
+                    chosen: float, title: str = '') -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""
   plt = _plt()
   fig, ax = plt.subplots(figsize=(6, 4))
+  shown = [record.base_delta]
   for i, sweep in enumerate(record.sweeps):
-    ax.plot(sweep.sigmas, np.maximum(sweep.delta_hat, 1e-300), '.', color='0.6',
-            label='estimation sweeps' if i == 0 else None)
+    sigmas, values = np.asarray(sweep.sigmas), np.asarray(sweep.delta_hat)
+    ax.plot(sigmas[values > 0], values[values > 0], '.', color='0.6',
+            label='estimation sweeps (δ̂ = 0 not drawn)' if i == 0 else None)
+    shown.extend(values.tolist())
   verification = record.verification
   if verification.delta_hat[Direction.REMOVE]:
-    sigmas = verification.sigmas[:-1]
+    sigmas = np.asarray(verification.sigmas[:-1])
     worst = np.maximum(verification.delta_hat[Direction.REMOVE],
                        verification.delta_hat[Direction.ADD])
-    ax.plot(sigmas, np.maximum(worst, 1e-300), 'o', color='tab:green', label='verification')
-  ax.axhline(record.base_delta, color='tab:red', linestyle='--', label='δ_b')
+    ax.plot(sigmas[worst > 0], worst[worst > 0], 'o', color='tab:green', label='verification')
+    shown.extend(worst.tolist())
+  ax.axhline(record.base_delta, color='tab:red', linestyle='--',
+             label=f'verification threshold δ_b = {record.base_delta:.3g}')
   ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
   ax.set_yscale('log')
+  ax.set_ylim(bottom=_log_floor(shown), top=1.0)
   ax.set_xlabel('noise multiplier σ')
-  ax.set_ylabel('max-direction δ̂(ε)')
+  ax.set_ylabel('max-direction δ̂ at the target ε')
+  ax.set_title(title or 'Estimate-Verify-Release: σ search', fontsize=9)
   ax.legend(fontsize=8)
   fig.tight_layout()
   path = folder / 'candidates.png'
