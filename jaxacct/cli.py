@@ -108,6 +108,46 @@ class _Progress:
       self.bar = None
 
 
+class _ProbeProgress:
+  """A stderr line per σ probe of a deterministic calibration once the search is slow (a
+  probe over 2 s, or 5 s in total), so MMCC or conditional composition is never silent."""
+
+  def __init__(self):
+    self.enabled = sharding.is_leader()
+    self.started = time.perf_counter()
+    self.count = 0
+
+  def __call__(self, accountant: str, sigma: float, passed: bool, seconds: float) -> None:
+    self.count += 1
+    elapsed = time.perf_counter() - self.started
+    if self.enabled and (seconds >= 2.0 or elapsed >= 5.0):
+      print(f'jaxacct: calibrating σ with {accountant}: probe {self.count}, σ = {sigma:.6g} '
+            f'{"meets" if passed else "misses"} the target ({seconds:.1f} s; '
+            f'{_format_seconds(elapsed)} so far)', file=sys.stderr, flush=True)
+
+
+DEFAULT_MAX_MINUTES = 30.0
+
+
+def _check_budget(args, raw) -> None:
+  """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
+  projected time here) on stderr, and refuse it when the projection exceeds
+  ``--max-minutes`` (default 30) unless ``--force``."""
+  mechanism, _ = _plan_mechanism(raw)
+  if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
+    return
+  plan = _capacity_plan(args, raw)
+  if sharding.is_leader():
+    _print_plan(plan, file=sys.stderr)
+  budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
+  projected = plan['plan']['seconds_here']
+  if projected > 60.0 * budget and not args.force:
+    raise config_lib.ConfigError(
+        f'the Monte Carlo calibration is projected to take {_format_seconds(projected)} here, '
+        f'over the --max-minutes budget of {budget:g} min: pass --force (or a larger '
+        '--max-minutes) to run it anyway, or run it on an accelerator')
+
+
 def _write(function, *args, **kwargs) -> None:
   """Writes a report file on process 0 only (every process computed the same result)."""
   if sharding.is_leader():
@@ -351,7 +391,8 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
     options = config_lib.accountant_options(raw)
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        accountant=name, adjacency=raw.get('adjacency', 'zero_out'), **options)
+        accountant=name, adjacency=raw.get('adjacency', 'zero_out'), progress=_ProbeProgress(),
+        **options)
     # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
     # the named one was chosen
     curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=g.adjacency,
@@ -392,6 +433,7 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 def _calibrate(args, raw) -> dict:
   _calibration_section(raw)  # a config error before the strategy is built
+  _check_budget(args, raw)
   mechanism, g, payload, found = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
@@ -437,6 +479,8 @@ def _train(args, raw) -> dict:
     _calibration_section(raw)
   scheme, matrix = _strategy(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
+  if noise:
+    _check_budget(args, raw)
   individual = config_lib.individual_from(raw, m)
   if individual is not None and not noise:
     raise config_lib.ConfigError('the individual section needs a private run (training.noise: '
@@ -606,7 +650,12 @@ def main(argv: list[str] | None = None) -> int:
                      help='override a config value, e.g. --set monte_carlo.num_samples=1000')
     sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
     sub.add_argument('--out', help='report folder (default reports/<config name>)')
-    sub.add_argument('--force', action='store_true', help='run accelerator-scale configs on CPU')
+    sub.add_argument('--force', action='store_true',
+                     help='run accelerator-scale configs on CPU, and calibrations over the '
+                          '--max-minutes budget')
+    sub.add_argument('--max-minutes', type=float, metavar='M',
+                     help=f'refuse a Monte Carlo calibration projected to take longer than M '
+                          f'minutes here (default {DEFAULT_MAX_MINUTES:g}) unless --force')
     sub.add_argument('--debug', action='store_true',
                      help='print the traceback of an internal error (exit code 1)')
     sub.add_argument('--checkpoint', metavar='DIR',
@@ -628,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.coordinator or args.num_processes is not None or args.process_id is not None:
       raise config_lib.ConfigError('--coordinator, --num-processes and --process-id need '
                                    '--distributed')
+    if args.max_minutes is not None and not args.max_minutes > 0:
+      raise config_lib.ConfigError(f'--max-minutes must be > 0, got {args.max_minutes}')
     if not args.checkpoint_interval > 0:
       raise config_lib.ConfigError(f'--checkpoint-interval must be > 0 seconds, got '
                                    f'{args.checkpoint_interval}')

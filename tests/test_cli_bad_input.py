@@ -94,3 +94,17 @@ def test_bad_input_exits_2_naming_the_key(command, config, extra, names, capsys)
 
 def test_the_table_is_large_enough():
   assert len(CASES) >= 40
+
+
+def test_a_calibration_over_the_time_budget_is_refused_with_its_plan(capsys):
+  # δ = 1e-7 needs ~10⁸ verification samples: days here; the plan is printed first
+  code = cli.main(['calibrate', QUICK, '--set', 'calibration.delta=1e-7', '--max-minutes', '1'])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert 'capacity plan' in err and 'projected wall time here' in err
+  assert '--max-minutes budget of 1 min' in err and '--force' in err
+
+
+def test_max_minutes_must_be_positive(capsys):
+  assert cli.main(['calibrate', QUICK, '--max-minutes', '0']) == 2
+  assert '--max-minutes' in capsys.readouterr().err

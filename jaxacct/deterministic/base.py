@@ -241,23 +241,24 @@ class DeterministicAccountant(abc.ABC):
 
   @typing.final
   def sigma(self, scheme, matrix, *, epsilon: float, delta: float, tolerance: float = 1e-4,
-            **options) -> float:
+            progress=None, **options) -> float:
     """The smallest σ (rounded up, to ``tolerance`` relative, ≥ ``sigma_floor``) with ε(δ) ≤ ε.
 
     At the returned σ the mechanism is (ε, δ)-DP by this accountant; at σ·(1 − 2·tolerance)
-    it is not (unless σ is the floor).
+    it is not (unless σ is the floor). ``progress(σ, passed, seconds)`` is called after every
+    probe of the search.
     """
     probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
         scheme, matrix, epsilon, delta, tolerance, options)
-    return float(self._sigma(probe, epsilon, delta, tolerance, resolved))
+    return float(self._sigma(probe, epsilon, delta, tolerance, resolved, progress))
 
   @typing.final
   def calibrate(self, scheme, matrix, *, epsilon: float, delta: float, tolerance: float = 1e-4,
-                **options) -> tuple[MatrixMechanism, Guarantee]:
+                progress=None, **options) -> tuple[MatrixMechanism, Guarantee]:
     """(mechanism at ``sigma(...)``, its ``Guarantee``: method ``"deterministic"``, this accountant)."""
     probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
         scheme, matrix, epsilon, delta, tolerance, options)
-    sigma = float(self._sigma(probe, epsilon, delta, tolerance, resolved))
+    sigma = float(self._sigma(probe, epsilon, delta, tolerance, resolved, progress))
     mechanism = dataclasses.replace(probe, noise_multiplier=sigma)
     return mechanism, Guarantee(epsilon=epsilon, delta=delta, method=Method.DETERMINISTIC,
                                 noise_multiplier=sigma, adjacency=resolved['adjacency'],
@@ -277,8 +278,9 @@ class DeterministicAccountant(abc.ABC):
 
   @abc.abstractmethod
   def _sigma(self, probe: MatrixMechanism, epsilon: float, delta: float, tolerance: float,
-             options: dict) -> float:
-    """The calibrated σ for ``probe``'s scheme and matrix (``probe`` is supported)."""
+             options: dict, progress=None) -> float:
+    """The calibrated σ for ``probe``'s scheme and matrix (``probe`` is supported);
+    ``progress`` goes to ``smallest_passing_sigma``."""
 
   @abc.abstractmethod
   def _supersedes_monte_carlo(self, mechanism: MatrixMechanism) -> bool:

@@ -348,7 +348,7 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
                                        options['bad_event_delta'],
                                        options['value_discretization_interval'])
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
     if delta <= bad_event:
       raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the bad '
@@ -366,7 +366,7 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
     guess = renyi.RenyiAccountant().sigma(probe.scheme, probe.matrix, epsilon=epsilon,
                                           delta=delta, tolerance=1e-2)
     return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor,
-                                  start=guess, step=1.25)
+                                  start=guess, step=1.25, progress=progress)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Monte Carlo bounds the same pair only with high probability, after hours of sampling at

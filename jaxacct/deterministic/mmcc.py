@@ -424,7 +424,7 @@ class MMCCAccountant(DeterministicAccountant):
     return MMCCCurve(entries, sampling_prob, mechanism.noise_multiplier,
                      options['bad_event_delta'], options['value_discretization_interval'], step)
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
     if delta <= bad_event:
       raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
@@ -449,9 +449,10 @@ class MMCCAccountant(DeterministicAccountant):
                                float(np.linalg.norm(entries.sum(axis=1))))
     coarse = smallest_passing_sigma(meets_with(max(discretization, 1e-2), 4 * step),
                                     tolerance=4e-2, floor=self.sigma_floor, start=start,
-                                    step=1.5)
+                                    step=1.5, progress=progress)
     return smallest_passing_sigma(meets_with(discretization, step), tolerance=tolerance,
-                                  floor=self.sigma_floor, start=coarse, step=1.05)
+                                  floor=self.sigma_floor, start=coarse, step=1.05,
+                                  progress=progress)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Monte Carlo accounts overlapping columns under Poisson only by App. B bounds (dense C)

@@ -240,13 +240,14 @@ class PLDAccountant(DeterministicAccountant):
     build = _plan(mechanism, options['adjacency'])
     return PLDCurve(build(mechanism.noise_multiplier, options['value_discretization_interval']))
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     build, d = _plan(probe, options['adjacency']), options['value_discretization_interval']
 
     def meets(sigma: float) -> bool:
       return PLDCurve(build(sigma, d)).delta_for_epsilon(epsilon) <= delta
 
-    return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor)
+    return smallest_passing_sigma(meets, tolerance=tolerance, floor=self.sigma_floor,
+                                  progress=progress)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Truncated Poisson: the Monte Carlo engine uses seed 000 App. D's pair (it also releases

@@ -538,10 +538,10 @@ class RenyiAccountant(DeterministicAccountant):
   def _curve(self, mechanism, options):
     return self._plan(mechanism, options).curve(mechanism.noise_multiplier)
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     plan = self._plan(probe, options)
     return smallest_passing_sigma(lambda sigma: plan.meets(sigma, epsilon, delta),
-                                  tolerance=tolerance, floor=self.sigma_floor)
+                                  tolerance=tolerance, floor=self.sigma_floor, progress=progress)
 
   def _supersedes_monte_carlo(self, mechanism):
     # Monte Carlo bounds the same pair only with high probability, after hours of sampling at

@@ -78,8 +78,8 @@ class UnamplifiedGaussianAccountant(DeterministicAccountant):
     sensitivity = math.sqrt(pld.max_sensitivity_squared(mechanism.scheme, mechanism.matrix))
     return GaussianCurve(mechanism.noise_multiplier, sensitivity)
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
-    del tolerance, options  # gaussian_sigma's bracket is 1e-12 relative: finer than any allowed
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
+    del tolerance, options, progress  # gaussian_sigma's bracket is 1e-12 relative, instant
     return pld.unamplified_sigma(probe.scheme, probe.matrix, epsilon=epsilon, delta=delta)
 
   def _supersedes_monte_carlo(self, mechanism):

@@ -36,7 +36,7 @@ class _Stub(base.DeterministicAccountant):
   def _curve(self, mechanism, options):
     raise NotImplementedError
 
-  def _sigma(self, probe, epsilon, delta, tolerance, options):
+  def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     raise NotImplementedError
 
   def _supersedes_monte_carlo(self, mechanism):
