@@ -65,10 +65,11 @@ class _Progress:
   samples/s, ETA) on a terminal; otherwise — a log, a batch job, ``--json`` — a plain line
   every ``interval`` seconds with the same figures, so a long run is never silent."""
 
-  def __init__(self, args, label: str | None = None, interval: float = 30.0):
+  def __init__(self, args, label: str | None = None, interval: float = 30.0,
+               unit: str = 'samples'):
     self.enabled = sharding.is_leader()
     self.terminal = sys.stderr.isatty() and not args.json
-    self.label, self.interval = label, interval
+    self.label, self.interval, self.unit = label, interval, unit
     self.bar = None
     self.stage = None
 
@@ -88,15 +89,15 @@ class _Progress:
       self.last = now
       rate = (done - self.first) / max(now - self.started, 1e-9)
       eta = (total - done) / rate if rate > 0 else float('inf')
-      print(f'jaxacct: {stage}: {done:,}/{total:,} samples ({100 * done / total:.0f} %), '
-            f'{rate:,.0f}/s, ' + ('done' if finished else f'ETA {_format_seconds(eta)}'),
+      print(f'jaxacct: {stage}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
+            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {_format_seconds(eta)}'),
             file=sys.stderr, flush=True)
 
   def _bar(self, done: int, total: int, stage: str) -> None:
     if (self.bar is None or self.bar.desc != stage or self.bar.total != total
         or done < self.bar.n):
       self.close()
-      self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=' samples',
+      self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=f' {self.unit}',
                            unit_scale=True, file=sys.stderr, leave=True, dynamic_ncols=True)
     self.bar.update(done - self.bar.n)
     if done >= total:
@@ -497,7 +498,7 @@ def _train(args, raw) -> dict:
       learning_rate=float(training.get('learning_rate', 0.5)),
       momentum=float(training.get('momentum', 0.9)), hidden=int(training.get('hidden', 64)),
       seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
-      individual=individual)
+      individual=individual, progress=_Progress(args, unit='steps'))
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration
   if noise:

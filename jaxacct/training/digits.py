@@ -106,7 +106,7 @@ def fixed_batch_size(expected_batch_size: float, multiple_of: int = 1,
 def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: DigitsData, *,
                  clip_norm: float = 1.0, learning_rate: float = 0.5, momentum: float = 0.9,
                  hidden: int = 64, seed: int | None = None, noise: bool = True,
-                 individual=None) -> dict:
+                 individual=None, progress=None) -> dict:
   """Trains the MLP with ``mechanism`` on ``data`` and reports test accuracy.
 
   Batches come from ``batches(mechanism.scheme, m, ·)`` and noise from the
@@ -119,7 +119,8 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
   noise: use it for experiments, never for a released model.
 
   ``individual``: a ``jaxacct.individual.IndividualAccountant`` (seed 004) recorded during
-  training; its ``tracking.summary`` is returned under ``"individual"``.
+  training; its ``tracking.summary`` is returned under ``"individual"``. ``progress(step,
+  steps, "training")`` is called after every step.
 
   Returns:
     dict with ``accuracy``, ``epsilon``, ``delta``, ``noise_multiplier``,
@@ -144,7 +145,9 @@ def train_digits(mechanism: MatrixMechanism, guarantee: Guarantee | None, data: 
   params = MLP(hidden).init(jax.random.fold_in(key, 7), data.x_train[:1])
   result = train(per_example_loss(hidden), params, optax.sgd(learning_rate, momentum=momentum),
                  mechanism, iterator, data.x_train, data.y_train, clip_norm=clip_norm,
-                 key=key, guarantee=guarantee, noise=noise, individual=individual)
+                 key=key, guarantee=guarantee, noise=noise, individual=individual,
+                 on_step=None if progress is None else
+                 lambda state: progress(int(state.step), scheme.iterations, 'training'))
   g = result.guarantee
   individual_summary = (None if result.tracking is None else tracking_lib.summary(
       result.tracking, result.state.individual, int(result.state.step)))
