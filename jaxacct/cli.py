@@ -19,9 +19,12 @@ directions, and per direction) and ε(δ), ``calibrate`` the smallest σ
 
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
-folder (JSON + PNG); ``--force`` runs an accelerator-scale config on CPU;
-``--debug`` prints the traceback of an internal error.
-Progress (samples/s, ETA) goes to stderr.
+folder (JSON with a ``report_schema`` version, PNG); ``--max-minutes M`` refuses a Monte
+Carlo calibration projected (and printed) to take longer here (default 30); ``--force`` runs
+it anyway, and an accelerator-scale config on CPU; ``--debug`` prints the traceback of an
+internal error. Every config value and option is checked before any compute.
+Progress (rate, ETA) goes to stderr: a bar on a terminal, otherwise a line every 30 s.
+``train`` with an ``individual:`` section records per-example privacy (seed 004).
 
 Exit codes: 0 ok; 2 bad input (a config or argument the library refused, naming it; a
 missing file or extra; a file that cannot be written); 1 anything else — an internal error

@@ -180,25 +180,29 @@ def _epsilons_from_window(pmf: np.ndarray, start: np.ndarray, delta_left: np.nda
     at_boundary = above - above_weighted / np.exp(-(boundary - centre) * discretization)
   over = (at_boundary > delta_left[:, None]) & (boundary > zero[:, None])
   last = np.sum(over, axis=1)  # boundaries past the zero atom with δ > δ′ form a prefix there
+  # the block to search atom by atom: the one after the last boundary past the zero atom with
+  # δ > δ′, or the block holding the first positive atom; it starts at boundary k
   first_after_zero = (zero + 1) // _BLOCK + 1  # k of the first boundary kB − 1 > zero
-  k = np.where(last > 0, first_after_zero + last - 1, 0)
-  fine_start = np.where(last > 0, boundary[k], zero)  # δ > δ′ here (or the zero atom)
-  total_mass = np.where(last > 0, above[index, k], above[:, 0])  # mass above fine_start
-  total_weighted = np.where(last > 0, above_weighted[index, k], above_weighted[:, 0])
-  # fine search over the atoms fine_start … fine_start + B − 1 (T1, T2 strictly above each)
-  columns = fine_start[:, None] + np.arange(1, _BLOCK)
-  inside = columns < padded.shape[1]
-  taken = np.where(inside, np.take_along_axis(padded, np.minimum(columns, padded.shape[1] - 1),
-                                              1), 0.0)
-  t1 = total_mass[:, None] - np.concatenate([np.zeros((rows, 1)), np.cumsum(taken, 1)], 1)
-  t2 = total_weighted[:, None] - np.concatenate(
-      [np.zeros((rows, 1)), np.cumsum(taken * scale[np.minimum(columns, scale.size - 1)], 1)], 1)
+  # (clipped: only a δ′ ≤ 0, answered ∞ by the caller, or a window without positive atoms,
+  # answered 0, could point past the last block)
+  k = np.minimum(np.where(last > 0, first_after_zero + last - 1, first_after_zero - 1),
+                 blocks - 1)
+  fine_start = boundary[k]  # atoms fine_start … fine_start + B − 1 hold the crossing
+  # T1, T2 strictly above each of those atoms: suffix sums inside the block (sums of
+  # non-negative terms only: no cancellation however far the weights spread) plus the sums
+  # above the block
+  columns = fine_start[:, None] + np.arange(1, _BLOCK + 1)  # the block's atoms, ≥ 0
+  taken = np.take_along_axis(padded, columns, 1)
+  weights = scale[columns]
+  t1 = above[index, k + 1][:, None] + np.cumsum(taken[:, ::-1], 1)[:, ::-1]
+  t2 = above_weighted[index, k + 1][:, None] + np.cumsum((taken * weights)[:, ::-1], 1)[:, ::-1]
   atoms = fine_start[:, None] + np.arange(_BLOCK)
   with np.errstate(over='ignore'):
     at_atoms = t1 - t2 / np.exp(-(atoms - centre) * discretization)
   fine_over = (at_atoms > delta_left[:, None]) & (atoms > zero[:, None])
-  offset = np.sum(fine_over, axis=1) - (fine_start > zero)  # the over atoms form a prefix
-  j = fine_start + offset  # the last atom with δ > δ′ (or the zero atom)
+  last_over = np.max(np.where(fine_over, np.arange(_BLOCK), -1), axis=1)
+  j = np.where(last_over >= 0, fine_start + last_over, zero)  # the zero atom: no atom over
+  offset = np.clip(j - fine_start, 0, _BLOCK - 1)
   t1_j = t1[index, offset]
   t2_j = t2[index, offset]
   with np.errstate(divide='ignore', invalid='ignore'):

@@ -181,6 +181,8 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   c_col, inverse_band = (jnp.asarray(band, jnp.float32) for band in noise_bands(mechanism.matrix))
   band_lengths = (int(c_col.shape[0]), int(inverse_band.shape[0]))
   tracking = None if individual is None else tracking_lib.bind(individual, mechanism, m)
+  if tracking is not None:
+    tracking_lib.check_parameter_precision(params)
   if state is None:
     state = step_lib.init_state(params, optimizer, band_lengths,
                                 None if tracking is None else tracking.init())

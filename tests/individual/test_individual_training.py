@@ -245,3 +245,13 @@ def test_two_devices_record_what_one_device_records():
   for name in ('filter', 'poisson'):
     assert result['out'][f'{name} 2'] == result['out'][f'{name} 1']
   assert any(v for v in result['out']['filter 1'][0])  # charges were made
+
+
+def test_low_precision_parameters_are_refused():
+  scheme = jaxacct.Poisson(sampling_prob=0.5, iterations=2)
+  with pytest.raises(ValueError, match='float32 or float64 parameters'):
+    jaxacct.training.train(
+        _loss, {'w': jnp.zeros(3, jnp.bfloat16), 'b': jnp.zeros((), jnp.bfloat16)},
+        optax.sgd(0.1), jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), SIGMA),
+        batches(scheme, M, 0, batch_size=M), *_data(), clip_norm=CLIP,
+        key=jax.random.key(0), individual=individual.IndividualAccountant(delta=1e-5))
