@@ -234,13 +234,8 @@ print(json.dumps({'devices': len(jax.devices()), 'out': out}))
 def test_two_devices_record_what_one_device_records():
   # One step from the same parameters: the per-example norms, and so every charge, bucket and
   # filter decision, do not depend on how the batch is sharded.
-  import json, os, pathlib, subprocess, sys
-  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
-  root = pathlib.Path(__file__).resolve().parents[2]
-  env['PYTHONPATH'] = os.pathsep.join([str(root), env.get('PYTHONPATH', '')])
-  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
-                       text=True, check=True, cwd=root)
-  result = json.loads(out.stdout.strip().splitlines()[-1])
+  from devices import run_on_devices
+  result = run_on_devices(_DEVICE_SCRIPT, 2)
   assert result['devices'] == 2
   for name in ('filter', 'poisson'):
     assert result['out'][f'{name} 2'] == result['out'][f'{name} 1']

@@ -1,11 +1,5 @@
 """Streaming δ̂(ε): exact values, conservativeness, reproducibility, resume, devices."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import jax
 import numpy as np
 import pytest
@@ -154,10 +148,8 @@ print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
 
 
 def _run_with_devices(count):
-  env = dict(os.environ, XLA_FLAGS=f'--xla_force_host_platform_device_count={count}')
-  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
-                       text=True, check=True, cwd=pathlib.Path(__file__).resolve().parents[2])
-  return json.loads(out.stdout.strip().splitlines()[-1])
+  from devices import run_on_devices
+  return run_on_devices(_DEVICE_SCRIPT, count)
 
 
 def test_bitwise_identical_on_one_and_four_devices():

@@ -215,13 +215,8 @@ print(json.dumps({'devices': len(jax.devices()), 'w': out}))
 
 
 def test_two_devices_train_the_same_model_as_one():
-  import json, os, pathlib, subprocess, sys
-  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=2')
-  root = pathlib.Path(__file__).resolve().parents[2]
-  env['PYTHONPATH'] = os.pathsep.join([str(root), env.get('PYTHONPATH', '')])
-  out = subprocess.run([sys.executable, '-c', _DEVICE_SCRIPT], env=env, capture_output=True,
-                       text=True, check=True, cwd=root)
-  result = json.loads(out.stdout.strip().splitlines()[-1])
+  from devices import run_on_devices
+  result = run_on_devices(_DEVICE_SCRIPT, 2)
   assert result['devices'] == 2 and result['w']['2 used'] == 2 and result['w']['1 used'] == 1
   # Same batches and noise; only the cross-device sum order differs (float32 rounding).
   np.testing.assert_allclose(result['w']['2'], result['w']['1'], rtol=1e-5, atol=1e-6)
