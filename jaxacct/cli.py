@@ -510,7 +510,7 @@ def _train(args, raw) -> dict:
   _write(report.write_json, folder, 'training.json', payload)
   if payload['individual'] is not None:
     _write(report.plot_individual, folder, payload['individual'],
-           f'digits, {scheme.iterations} steps, σ = {payload["noise_multiplier"]:.4g}')
+           f'digits: {report.describe(mechanism)}')
   payload['report'] = str(folder)
   return payload
 
@@ -681,6 +681,12 @@ def main(argv: list[str] | None = None) -> int:
     elif args.coordinator or args.num_processes is not None or args.process_id is not None:
       raise config_lib.ConfigError('--coordinator, --num-processes and --process-id need '
                                    '--distributed')
+    if args.command == 'plan' and args.devices is not None and args.devices < 1:
+      raise config_lib.ConfigError(f'--devices must be an integer >= 1, got {args.devices}')
+    if args.command == 'plan' and args.samples_per_second is not None and not (
+        0 < args.samples_per_second < float('inf')):
+      raise config_lib.ConfigError(f'--samples-per-second must be finite and > 0, got '
+                                   f'{args.samples_per_second}')
     if args.max_minutes is not None and not args.max_minutes > 0:
       raise config_lib.ConfigError(f'--max-minutes must be > 0, got {args.max_minutes}')
     if not args.checkpoint_interval > 0:
