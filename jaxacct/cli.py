@@ -217,7 +217,7 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   _write(report.write_json, folder, 'estimate.json', payload)
   _write(report.plot_delta_curve, folder, payload['curve']['epsilons'],
          payload['curve']['delta'], f'{report.describe(mechanism)}\nδ(ε) by {name} ({adjacency})',
-         released=None if target is None else (payload['epsilon'], target))
+         released=None if target is None else (payload['epsilon'], target), point_label='proven')
   payload['report'] = str(folder)
   return payload
 

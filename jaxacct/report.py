@@ -114,17 +114,24 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
 
 
 def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str, *,
-                     released=None) -> pathlib.Path:
-  """A proven δ(ε) curve (deterministic accountant, max over directions) on a log scale."""
+                     released=None, point_label: str = 'released') -> pathlib.Path:
+  """A proven δ(ε) curve (deterministic accountant, max over directions) on a log scale, down
+  to 10⁻⁶ of the target δ (or 10⁻²⁰): smaller δ are of no use to a reader."""
   plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
   fig, ax = plt.subplots(figsize=(7, 4.5))
   eps, deltas = np.asarray(epsilons, float), np.asarray(deltas, float)
   shown = deltas > 0
   ax.plot(eps[shown], deltas[shown], color='tab:blue', label='proven δ(ε), max over directions')
-  _mark_release(ax, released, None)
+  _mark_release(ax, released, None, point_label)
   ax.set_yscale('log')
-  ax.set_ylim(bottom=_log_floor(deltas), top=1.0)
+  readable = 1e-6 * released[1] if released is not None else 1e-20
+  bottom = max(_log_floor(deltas), readable)
+  ax.set_ylim(bottom=bottom, top=1.0)
+  visible = eps[deltas >= bottom]  # stop the x-axis where the curve leaves the plot
+  right = max(visible.max() if visible.size else eps.max(),
+              1.5 * released[0] if released is not None and np.isfinite(released[0]) else 0.0)
+  ax.set_xlim(left=0.0, right=min(1.05 * right, eps.max()) if right > 0 else None)
   ax.set_xlabel('ε (privacy loss bound, nats)')
   ax.set_ylabel('δ(ε)  (upper bound)')
   ax.set_title(title, fontsize=9)
