@@ -197,11 +197,7 @@ class Tracking:
     guarantee)."""
     if self.full_batch:
       return gdp.gdp_epsilon(self.spent_mu(state), self.accountant.delta)
-    return epsilons_lib.epsilons_from_counts(
-        np.asarray(state.counts, np.int64), sampling_prob=self.sampling_prob,
-        noise_multiplier=self.noise_multiplier, delta=self.accountant.delta,
-        method=self.accountant.method, grid_size=self.accountant.grid_size,
-        inflation=self.accountant.inflation)
+    return self._counts_readout(np.asarray(state.counts, np.int64))
 
   def worst_case_epsilon(self, steps: int | None = None) -> float:
     """ε(δ) of an example with every ratio 1 for ``steps`` (default all) steps, by the same
@@ -211,10 +207,14 @@ class Tracking:
       return float(gdp.gdp_epsilon(np.sqrt(steps) / self.noise_multiplier, self.accountant.delta))
     counts = np.zeros((1, self.accountant.grid_size), np.int64)
     counts[0, 0] = steps
-    return float(epsilons_lib.epsilons_from_counts(
+    return float(self._counts_readout(counts)[0])
+
+  def _counts_readout(self, counts: np.ndarray) -> np.ndarray:
+    """``epsilons_from_counts`` with this run's q, σ, δ, method and grid."""
+    return epsilons_lib.epsilons_from_counts(
         counts, sampling_prob=self.sampling_prob, noise_multiplier=self.noise_multiplier,
         delta=self.accountant.delta, method=self.accountant.method,
-        grid_size=self.accountant.grid_size, inflation=self.accountant.inflation)[0])
+        grid_size=self.accountant.grid_size, inflation=self.accountant.inflation)
 
 
 def summary(tracking: Tracking, state: IndividualState, steps: int) -> dict:
@@ -278,9 +278,7 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
     raise ValueError(f'filter_budget needs full-batch training (sampling_prob = 1, got '
                      f'{scheme.sampling_prob}): a subsampled step has no useful per-step GDP '
                      'parameter (seed 004 §3.3); record without a filter')
-  if full_batch:
-    tracked = np.arange(dataset_size)
-  elif accountant.tracked is None:
+  if full_batch or accountant.tracked is None:  # the filter must cover every example
     tracked = np.arange(dataset_size)
   else:
     tracked = np.asarray(accountant.tracked, np.int64)
