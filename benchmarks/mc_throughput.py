@@ -248,7 +248,12 @@ class Row:
 
 
 def run_throughput(cfgs: list[Config], repeats: int, use_jp: bool, max_wait: float = 0.0,
-                   log=print) -> list[Row]:
+                   log=print, statistic: str = 'min',
+                   per_repeat: Callable[[Config, str], None] | None = None) -> list[Row]:
+  """µs per sample of every config, dtype and direction; ``statistic`` of the interleaved
+  repeats ('min' or 'median'). ``per_repeat(config, dtype name)`` runs after each timed
+  jaxacct call (the matrix times the floor there, in the same minutes as the kernel)."""
+  reduce = {'min': min, 'median': lambda ts: float(np.median(ts))}[statistic]
   rows: list[Row] = []
   for config in cfgs:
     mechanism = config.mechanism()
@@ -268,15 +273,17 @@ def run_throughput(cfgs: list[Config], repeats: int, use_jp: bool, max_wait: flo
         compile_s[dname] = max(0.0, first - again)
       if use_jp_here:
         _timed(_jp_call(config, strategy, c_col, direction, 0))
-      best = {dname: float('inf') for dname, _ in DTYPES}
-      best_jp = float('inf')
+      times: dict[str, list[float]] = {dname: [] for dname, _ in DTYPES}
+      times_jp: list[float] = []
       for r in range(repeats):  # interleaved round-robin
         for dname, dtype in DTYPES:
-          best[dname] = min(best[dname],
-                            _timed(_jaxacct_call(config, mechanism, dtype, direction, 2 + r)))
+          times[dname].append(_timed(_jaxacct_call(config, mechanism, dtype, direction, 2 + r)))
+          if per_repeat is not None:
+            per_repeat(config, dname)
         if use_jp_here:
-          best_jp = min(best_jp, _timed(_jp_call(config, strategy, c_col, direction, 2 + r)))
-      us_jp = best_jp / config.jp_samples * 1e6 if use_jp_here else None
+          times_jp.append(_timed(_jp_call(config, strategy, c_col, direction, 2 + r)))
+      best = {dname: reduce(ts) for dname, ts in times.items()}
+      us_jp = reduce(times_jp) / config.jp_samples * 1e6 if use_jp_here else None
       others = others_cores(snap, _cpu_snapshot())
       for dname, _ in DTYPES:
         row = Row(config.name, dname, direction, best[dname] / config.samples * 1e6, us_jp,
@@ -325,13 +332,55 @@ def element_rates(n: int, num: int, bands: int = 16) -> dict[str, dict[str, floa
           'normal_exact_tail': _min_time(exact, key) / elements * 1e9,
           'normal_jax_random': _min_time(plain, key) / elements * 1e9,
           'logaddexp': _min_time(lae, x, y) / elements * 1e9,
+          'exp': _min_time(jax.jit(jnp.exp), x) / elements * 1e9,
           'fma': _min_time(fma, x) / (elements * bands) * 1e9,
       }
   return rates
 
 
-def floor_us(rates: dict[str, float], n: int, bands: int, normal: str = 'normal_exact_tail'):
-  return n * (rates[normal] + rates['logaddexp'] + bands * rates['fma']) * 1e-3
+def floor_kernels(n: int, num: int, dtype) -> dict[str, Callable[[], Any]]:
+  """Compiled thunks of the floor's element kernels on (n, num) arrays: exact-tail normals
+  (per sample key, as the kernels draw them; key splitting included), exp, and a 16-tap
+  shifted sum (its time / 16 is one multiply-add)."""
+  from jaxacct.montecarlo import noise  # internal; only for the floor
+  with jax.enable_x64(True):
+    key = jax.random.key(0)
+    x = jax.random.normal(key, (n, num), dtype)
+    c = jnp.asarray(np.linspace(1.0, 0.1, 16), dtype)
+
+    def shifted_sum(v):
+      padded = jnp.pad(v, ((0, 15), (0, 0)))
+      d = c[0] * v
+      for k in range(1, 16):
+        d = d + c[k] * padded[k:k + n]
+      return d
+
+    # As the kernels draw them: n words per sample key, transformed as one (num, n) array.
+    normal = jax.jit(lambda k: noise.standard_normals_per_key(
+        jax.random.split(k, num), n, dtype))
+    exp, fma = jax.jit(jnp.exp), jax.jit(shifted_sum)
+    calls = {'normal_exact_tail': lambda: normal(key), 'exp': lambda: exp(x),
+             'fma': lambda: fma(x)}
+
+  def in_x64(call):
+    def run():
+      with jax.enable_x64(True):  # the compiled (x64) program, not a float32 retrace
+        return call()
+    return run
+  thunks = {name: in_x64(call) for name, call in calls.items()}
+  for thunk in thunks.values():
+    jax.block_until_ready(thunk())
+  return thunks
+
+
+def floor_us(rates: dict[str, float], n: int, bands: int, normal: str = 'normal_exact_tail',
+             transcendental: str = 'logaddexp'):
+  """n·(t_normal + t_transcendental + m·t_fma) µs: the per-sample work of one direction.
+
+  ``transcendental='exp'`` is the floor of the linear-domain recursion (issue 18: one exp
+  per round and sample); ``'logaddexp'`` the floor of the log-space one (runs A–C).
+  """
+  return n * (rates[normal] + rates[transcendental] + bands * rates['fma']) * 1e-3
 
 
 # ----------------------------------------------------------------------------- components
@@ -387,7 +436,7 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
 
       def noise_fn(ks, dtype=dtype):
         nk = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(ks)
-        z = jax.vmap(lambda k: noise.standard_normal(k, (n,), dtype))(nk)  # (N, n)
+        z = noise.standard_normals_per_key(nk, n, dtype)  # (N, n)
         return z.T if time_major else z
 
       noise_fn = jax.jit(noise_fn)
@@ -664,6 +713,174 @@ def print_goals(both, cfgs: list[Config]) -> list[dict[str, Any]]:
   return out
 
 
+# ----------------------------------------------------------------------------- issue 18 matrix
+
+
+def matrix_configs(quick: bool) -> list[Config]:
+  """The ``--configs`` matrix of issue 18: p ∈ {0.05, 0.5} at n = 1000, b = 16 (warm and cold)
+  and the production shape (n = 7200, b = 256) at its real p and at p = 0.03."""
+  s1000, jp1000, s7200, jp7200 = (1024, 1024, 128, 128) if quick else (4096, 16384, 1024, 1024)
+  out = []
+  for p in (0.05, 0.5):
+    for warm in (True, False):
+      out.append(Config(f'bminsep-{"warm" if warm else "cold"} n=1000 b=16 p={p:g}', 'bminsep',
+                        1000, 16, 16, p, warm, s1000, jp1000))
+  out.append(Config(f'production n=7200 b=256 p={_PRODUCTION_P:.3g} warm', 'bminsep', 7200, 256,
+                    256, _PRODUCTION_P, True, s7200, jp7200, production=True))
+  out.append(Config('production n=7200 b=256 p=.03 warm', 'bminsep', 7200, 256, 256, 0.03, True,
+                    s7200, jp7200, production=True))
+  return out
+
+
+MATRIX_GOALS = {  # (production?, dtype) -> both-directions ratio goal vs jax_privacy (issue 18)
+    (False, 'float64'): 3.0, (True, 'float64'): 2.5,
+    (False, 'float32'): 10.0, (True, 'float32'): 5.0,
+}
+
+
+def _program_time(program, stream_key, ids, direction: str, repeats: int) -> list[float]:
+  jax.block_until_ready(program(stream_key, ids, direction))  # compile
+  return [_timed(lambda: program(stream_key, ids, direction)) for _ in range(repeats)]
+
+
+def sweep_cost(config: Config, num_sigmas: int, repeats: int, log=print) -> dict[str, Any]:
+  """Time of ``num_sigmas`` candidates sharing one draw (``stream.SharedDraws``) against one σ
+  (``sampling.OneSigma``) on the same blocks, float64, both directions; medians of interleaved
+  repeats."""
+  from jaxacct.montecarlo import kernels, sampling, stream  # library internals (the programs)
+  from jaxacct.montecarlo import keys as keys_lib
+  from jaxacct.montecarlo.sharding import SampleMesh
+  mechanism = config.mechanism()
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
+  block = sampling.default_block_size(config.iterations)
+  blocks = max(1, config.samples // block)
+  mesh = SampleMesh.over(jax.local_devices())
+  sigmas = np.geomspace(0.8, 1.6, num_sigmas)
+  one = sampling.OneSigma(mechanism, kernel, block, mesh)
+  many = stream.SharedDraws(mechanism, kernel, sigmas, block, mesh)
+  out: dict[str, Any] = {'config': config.name, 'num_sigmas': num_sigmas,
+                         'samples': blocks * block}
+  with jax.enable_x64(True):
+    ids = jnp.arange(blocks, dtype=jnp.int64)
+    for direction in DIRECTIONS:
+      key = keys_lib.direction_key(jax.random.key(0), direction)
+      jax.block_until_ready(one(key, ids, direction))
+      jax.block_until_ready(many(key, ids, direction))
+      t_one, t_many = [], []
+      for _ in range(repeats):
+        t_one.append(_timed(lambda: one(key, ids, direction)))
+        t_many.append(_timed(lambda: many(key, ids, direction)))
+      one_us = float(np.median(t_one)) / (blocks * block) * 1e6
+      many_us = float(np.median(t_many)) / (blocks * block) * 1e6
+      out[direction] = {'one_sigma_us': one_us, 'sweep_us': many_us, 'ratio': many_us / one_us}
+      log(f'  {config.name:<38} {direction:<7} one σ {one_us:8.2f} µs   {num_sigmas} σ shared '
+          f'{many_us:8.2f} µs   ×{many_us / one_us:5.2f}')
+  return out
+
+
+def truncation_cost(quick: bool, repeats: int, log=print) -> dict[str, Any]:
+  """Truncated production (B = 2048 of 14,745,600 examples) against the untruncated kernel at
+  the same shape and p, float64, jaxacct only; medians of interleaved repeats."""
+  samples = 128 if quick else 1024
+  base = dict(kind='bminsep', iterations=7200, period=256, bands=256,
+              sampling_prob=_PRODUCTION_P, warm_start=True, samples=samples, jp_samples=samples,
+              production=True)
+  untruncated = Config('production untruncated', **base)
+  truncated = Config('production truncated B=2048', **base, truncated_batch_size=2048,
+                     dataset_size=14_745_600)
+  out: dict[str, Any] = {}
+  for direction in DIRECTIONS:
+    calls = {c.name: _jaxacct_call(c, c.mechanism(), jnp.float64, direction, 0)
+             for c in (untruncated, truncated)}
+    for call in calls.values():
+      _timed(call)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeats):
+      for name, call in calls.items():
+        times[name].append(_timed(call))
+    us = {name: float(np.median(ts)) / samples * 1e6 for name, ts in times.items()}
+    ratio = us[truncated.name] / us[untruncated.name]
+    out[direction] = {'untruncated_us': us[untruncated.name], 'truncated_us': us[truncated.name],
+                      'ratio': ratio}
+    log(f'  {direction:<7} untruncated {us[untruncated.name]:8.2f} µs   truncated '
+        f'{us[truncated.name]:8.2f} µs   ×{ratio:5.2f} (goal ≤ 2)')
+  return out
+
+
+def run_matrix(args) -> dict[str, Any]:
+  """Issue 18's matrix: throughput vs jax_privacy (medians of interleaved repeats), the floor
+  per configuration, the cost of 16 shared σ and of truncation."""
+  cfgs = matrix_configs(args.quick)
+  if args.only:
+    keys = [s.strip() for s in args.only.split(',')]
+    cfgs = [c for c in cfgs if any(k in c.name for k in keys)]
+  repeats = max(3, args.repeats or (3 if args.quick else 5))
+  use_jp = (jp_sample_generation is not None) and not args.no_jax_privacy
+  report: dict[str, Any] = {'repeats': repeats, 'statistic': 'median'}
+  print(f'\nissue 18 matrix: jax_privacy {JAX_PRIVACY_VERSION if use_jp else "not run"}; median '
+        f'of {repeats} interleaved repeats; σ = 1, ‖c‖ = 1')
+  floor_times: dict[tuple[str, str], list[float]] = {}
+  rate_times: dict[tuple[int, str], dict[str, list[float]]] = {}
+  element_kernels = {}
+
+  def time_floor(config: Config, dname: str) -> None:
+    """One timing of the floor's element kernels at this config's shape, beside its calls."""
+    n = config.iterations
+    num = 128 if n > 4000 else (256 if args.quick else 1024)
+    if (n, dname) not in element_kernels:
+      element_kernels[(n, dname)] = floor_kernels(n, num, dict(DTYPES)[dname])
+    rates = {name: _timed(fn) / (n * num) * 1e9 * (1.0 / 16 if name == 'fma' else 1.0)
+             for name, fn in element_kernels[(n, dname)].items()}
+    for name, value in rates.items():
+      rate_times.setdefault((n, dname), {}).setdefault(name, []).append(value)
+    floor_times.setdefault((config.name, dname), []).append(
+        floor_us(rates, n, config.bands, transcendental='exp'))
+
+  rows = run_throughput(cfgs, repeats, use_jp, max_wait=0.0 if args.quick else args.wait_idle,
+                        statistic='median', per_repeat=time_floor)
+  print()
+  both = print_table(rows, cfgs)
+  report['rows'] = [dict(dataclasses.asdict(r), ratio=r.ratio) for r in rows]
+  goals = []
+  if use_jp:
+    print('\ngoals (both directions, vs jax_privacy 2.0.0):')
+    for config in cfgs:
+      for dname, _ in DTYPES:
+        ratio = both.get((config.name, dname))
+        goal = MATRIX_GOALS[(config.production, dname)]
+        print(f'  {config.name:<38} {dname:<8} ×{ratio:5.2f}  goal ×{goal:g}: '
+              + ('met' if ratio >= goal else 'NOT met'))
+        goals.append({'config': config.name, 'dtype': dname, 'ratio': ratio, 'goal': goal,
+                      'met': ratio >= goal})
+  report['goals'] = goals
+  print('\nfloor per sample and direction = n·(t_normal + t_exp + m·t_fma) (the linear-domain '
+        'recursion needs one exp per round), timed after every jaxacct call (median); ratio = '
+        'measured / floor (goal ≤ 1.3 at n = 1000):')
+  rates_by_shape = {f'{n} {dname}': {name: float(np.median(v)) for name, v in rates.items()}
+                    for (n, dname), rates in rate_times.items()}
+  for shape, rates in rates_by_shape.items():
+    print(f'  rates n={shape:<14} ' + '  '.join(f'{k} {v:.3f} ns' for k, v in rates.items()))
+  floors = []
+  for config in cfgs:
+    for dname, _ in DTYPES:
+      floor = float(np.median(floor_times[(config.name, dname)]))
+      measured = [r.us_jaxacct for r in rows if r.config == config.name and r.dtype == dname]
+      print(f'  {config.name:<38} {dname:<8} floor {floor:8.2f} µs   measured '
+            + ' / '.join(f'{m:.2f}' for m in measured)
+            + f'   ×{max(measured) / floor:.2f} (worst direction)')
+      floors.append({'config': config.name, 'dtype': dname, 'floor_us': floor,
+                     'measured_us': measured, 'ratio_worst': max(measured) / floor})
+  report['element_rates_ns'] = rates_by_shape
+  report['floor'] = floors
+  print('\n16 σ candidates sharing one draw vs one σ (float64; goal ≤ 6× at n = 1000, ≤ 4× at '
+        'the production shape):')
+  report['sweep'] = [sweep_cost(c, 16, repeats) for c in cfgs
+                     if c.warm_start and (c.production or c.sampling_prob == 0.05)]
+  print('\ntruncated production vs the untruncated kernel (float64, p as run):')
+  report['truncation'] = truncation_cost(args.quick, repeats)
+  return report
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
   parser.add_argument('--quick', action='store_true', help='small sample counts (smoke run)')
@@ -683,6 +900,10 @@ def main(argv=None) -> None:
                            'possible library speed-ups)')
   parser.add_argument('--only', default=None,
                       help='comma-separated substrings: run only matching configurations')
+  parser.add_argument('--configs', action='store_true',
+                      help="issue 18's matrix: p ∈ {0.05, 0.5} at n = 1000 (warm, cold) and the "
+                           'production shape, medians of interleaved repeats, floor ratios, 16-σ '
+                           'sweep and truncation cost')
   parser.add_argument('--json', default=None, help='also write the results to this JSON file')
   parser.add_argument('--wait-idle', type=float, default=120.0,
                       help='before each timed block wait up to this many seconds for other '
@@ -697,7 +918,9 @@ def main(argv=None) -> None:
   print('machine:', json.dumps(info))
   report: dict[str, Any] = {'machine': info, 'argv': sys.argv[1:]}
 
-  if args.accuracy:
+  if args.configs:
+    report['matrix'] = run_matrix(args)
+  elif args.accuracy:
     num = args.accuracy_samples or (10_000 if args.quick else 100_000)
     warm = [c for c in configs(args.quick) if c.name.startswith('bminsep-warm')][0]
     # σ = 1 is the throughput setting (large |L|, ε ≈ 16–24 at δ ~ 1e-1…1e-3); σ = 4 gives

@@ -19,6 +19,13 @@ Intended change since: ``losses/bminsep_warm/remove/float32`` was regenerated wh
 began multiplying by an explicit 1/(2σ²) instead of dividing by 2σ² (issue 13: XLA rewrote
 some of those divisions and not others depending on the device count). Every float64 pin
 stayed bitwise the same.
+
+Issue 18 regenerated the loss, estimate and sweep pins (not the calibration ones, which did
+not move), for two intended changes of the last bits: Eq. (1) runs in the linear domain with
+exact power-of-two rescaling (``bminsep.linear_log_ratio``) instead of a logaddexp per round
+(largest change 1.5e-14 relative, a multi-attribution loss; ≤ 6.5e-16 for δ̂ and its standard
+error), and the float64 exact-tail normals evaluate Cephes' ndtri rearranged to one division
+(``noise.tail_quantile``; every loss moved by ≤ 5.1e-15 relative).
 """
 
 import json

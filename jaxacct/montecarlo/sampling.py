@@ -98,7 +98,7 @@ def draw_components(stream_key, indices, params, view, kernel: SchemeKernel, dir
   dtype = jnp.dtype(kernel.dtype)
   sample_keys = keys_lib.keys_for_indices(stream_key, indices)
   noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
-  z = jax.vmap(lambda k: noise.standard_normal(k, (kernel.iterations,), dtype))(noise_keys)
+  z = noise.standard_normals_per_key(noise_keys, kernel.iterations, dtype)
   if not kernel.has_signal(direction):
     return None, z, kernel.empty_info()
   mean, info = kernel.sample_mean(sample_keys, params, view, direction)

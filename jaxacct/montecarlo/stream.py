@@ -144,13 +144,11 @@ def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
 @functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'block_size', 'mesh'))
 def _block_components(block_ids, stream_key, params, view, *, kernel: SchemeKernel,
                       direction: str, block_size: int, mesh):
-  """(C·x, z, info) of whole blocks: arrays (k, block_size, n) (C·x is 0 without a signal)."""
+  """(C·x, z, info) of whole blocks: arrays (k, block_size, n) (C·x is None without a signal)."""
   def one_device(ids, stream_key, params, view):
     def one_block(block):
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
-      mean, z, info = sampling.draw_components(stream_key, indices, params, view, kernel,
-                                               direction)
-      return jnp.zeros_like(z) if mean is None else mean, z, info
+      return sampling.draw_components(stream_key, indices, params, view, kernel, direction)
     return lax.map(one_block, ids)
   return sampling.per_device(one_device, mesh, 1)(block_ids, stream_key, params, view)
 
@@ -160,16 +158,18 @@ def _block_losses_for_sigmas(mean, z, info, sigmas, params, view, *, kernel: Sch
                              direction: str, mesh):
   """float64 losses (k, K, block_size) for K noise multipliers from shared draws.
 
-  One pass of sliding dot products per block (d_m = Cᵀ(C·x), d_z = Cᵀz); the
-  recursion runs once per σ on d = d_m + σ·d_z (lax.map: measured faster than vmap).
+  One pass of sliding dot products per block (d_m = Cᵀ(C·x), d_z = Cᵀz; d_m is skipped
+  for a direction without a signal); the recursion runs once per σ on d = d_m + σ·d_z
+  (lax.map: measured faster than vmap).
   """
   def one_device(mean, z, info, sigmas, params, view):
     def one_block(draws):
       mean_block, z_block, info_block = draws
       dz = view.transpose_products(z_block)
-      dm = view.transpose_products(mean_block)
+      dm = None if mean_block is None else view.transpose_products(mean_block)
       def one_sigma(sigma):
-        d = dm + sigma.astype(dz.dtype) * dz
+        d = sigma.astype(dz.dtype) * dz
+        d = d if dm is None else dm + d
         return kernel.log_ratio(d, params, sigma, view, info_block,
                                 direction).astype(jnp.float64)
       return lax.map(one_sigma, sigmas)

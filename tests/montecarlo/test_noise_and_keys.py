@@ -46,6 +46,43 @@ def test_normals_pass_kolmogorov_smirnov(dtype):
   assert scipy.stats.kstest(z.astype(np.float64), 'norm').pvalue > 1e-3
 
 
+def test_tail_quantile_at_its_branch_points():
+  # Issue 18's rearranged Cephes evaluation (one division, reversed tail polynomials) against
+  # scipy's inverse survival function, densely around u = e^-2 (central/tail) and e^-32 (the
+  # far-tail branch, run under lax.cond), at ½ and at the smallest u of the transform. Both
+  # sides are float64 evaluations of accurate approximations: 2e-15 relative.
+  centres = [np.exp(-2.0), np.exp(-32.0), 0.5, 2.0**-65]
+  u = np.unique(np.concatenate([c * (1.0 + np.linspace(-1e-3, 1e-3, 41)) for c in centres]
+                               + [np.geomspace(2.0**-65, 0.5, 400)]))
+  u = u[(u > 0) & (u <= 0.5)]
+  with jax.enable_x64(True):
+    got = np.asarray(noise.tail_quantile(jnp.asarray(u)))
+  np.testing.assert_allclose(got, scipy.stats.norm.isf(u), rtol=2e-15, atol=0.0)
+
+
+def test_far_tail_branch_does_not_change_other_draws():
+  # One far-tail word (u < e^-32) in an array switches on the lax.cond branch; every other
+  # draw must be bitwise what it is in an array without it.
+  rng = np.random.default_rng(3)
+  words = rng.integers(1 << 40, (1 << 63) - 1, size=64, dtype=np.int64).astype(np.uint64)
+  with_far = words.copy()
+  with_far[10] = np.uint64(12345)  # u ≈ 6.7e-16 → z ≈ 8.0
+  plain, mixed = _normals_from_words(words, jnp.float64), _normals_from_words(with_far,
+                                                                              jnp.float64)
+  keep = np.arange(64) != 10
+  np.testing.assert_array_equal(plain[keep], mixed[keep])
+  assert mixed[10] == pytest.approx(scipy.stats.norm.isf((12345 + 0.5) * 2.0**-64), rel=2e-15)
+
+
+@pytest.mark.parametrize('dtype', [jnp.float64, jnp.float32])
+def test_normals_per_key_equal_one_key_at_a_time(dtype):
+  with jax.enable_x64(True):
+    keys = jax.random.split(jax.random.key(9), 5)
+    batched = np.asarray(noise.standard_normals_per_key(keys, 33, dtype))
+    single = np.stack([np.asarray(noise.standard_normal(k, (33,), dtype)) for k in keys])
+  np.testing.assert_array_equal(batched, single)
+
+
 def test_sample_keys_do_not_wrap_at_two_to_the_32():
   with jax.enable_x64(True):
     stream = jax.random.key(3)

@@ -2,7 +2,8 @@
 
 Participation: the Markov chain of seed 000 Fig. 1 (Algorithms 1 and 2) as a renewal
 process; loss: the suffix recursion of seed 000 Eq. (1), Theorem 5.1 (cold start) and its
-warm-start corollary, in log space. With a dense ``LowerTriangular`` C the strategy view
+warm-start corollary, in the linear domain with exact power-of-two rescaling and a
+per-sample log-space fallback (``log_ratio``; issue 18). With a dense ``LowerTriangular`` C the strategy view
 charges each round the App. B bound for the direction asked (upper for ``remove``, lower
 for ``add``), and the same recursion computes the bound.
 
@@ -72,17 +73,19 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
 
 def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
               warm_start: bool) -> jax.Array:
-  """ln P/Q under b-min-sep by the suffix recursion of seed 000 Eq. (1), in log space.
+  """ln P/Q under b-min-sep by the suffix recursion of seed 000 Eq. (1).
 
-  L_i = logaddexp(log(1−p) + L_{i+1}, log p + ℓ_i + L_{i+b}), L_j = 0 for j ≥ n
-  (0-indexed form of f_i with L_i = log f_{i+1}); cold start (Theorem 5.1):
-  L₀; warm start (corollary for Algorithm 2):
-  logsumexp(L₀, log p + L₁, …, log p + L_{b−1}) − log(1 + (b−1)p).
+  f_i = (1−p)·f_{i+1} + p·e^{ℓ_i}·f_{i+b}, f_j = 1 for j ≥ n (0-indexed form of
+  Eq. (1), L_i = log f_i); cold start (Theorem 5.1): L₀; warm start (corollary
+  for Algorithm 2): log(f₀ + p·Σ_{i=1}^{b−1} f_i) − log(1 + (b−1)p).
 
-  A reversed-time ``lax.scan`` keeps a circular buffer of b rows (slot i mod b):
-  slot i mod b holds L_{i+b} until it is overwritten by L_i, and its zero
-  initialisation is the boundary condition (also when b > n). b = 1 (Poisson)
-  factorises into Σ_i log(1 − p + p e^{ℓ_i}).
+  b = 1 (Poisson) factorises into Σ_i log(1 − p + p e^{ℓ_i}). Otherwise (b ≥ 2; b ≥ 8
+  in float32, where the log-space recursion is as fast below) the
+  recursion runs in the linear domain with exact power-of-two rescaling
+  (``linear_log_ratio``: one exp per round and sample, the rest multiply-adds), and
+  the samples whose range check fails — possible only for extreme losses — are
+  recomputed by the log-space recursion (``log_space_log_ratio``), so every sample
+  gets a loss with the round-off of an underflow-free evaluation of Eq. (1).
 
   Args:
     ell: per-round log-likelihood ratios ℓ, batch-major (N, n).
@@ -90,10 +93,30 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
     min_sep: b (static).
     warm_start: Algorithm 2 (static).
   """
+  if min_sep == 1:
+    log_p, log_q = _common.log_terms(sampling_prob, ell.dtype)
+    return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=1)
+  if min_sep < _MIN_LINEAR_SEPARATION[jnp.dtype(ell.dtype).name]:
+    return log_space_log_ratio(ell, sampling_prob, min_sep, warm_start)
+  linear, in_range = linear_log_ratio(ell, sampling_prob, min_sep, warm_start)
+  return lax.cond(
+      jnp.all(in_range), lambda: linear,
+      lambda: jnp.where(in_range, linear,
+                        log_space_log_ratio(ell, sampling_prob, min_sep, warm_start)))
+
+
+def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
+                        warm_start: bool) -> jax.Array:
+  """``log_ratio`` in log space: L_i = logaddexp(log(1−p) + L_{i+1}, log p + ℓ_i + L_{i+b}).
+
+  Seed 000 Eq. (1) with L_j = 0 for j ≥ n. Never over- or underflows, but costs an exp
+  and a log1p per round and sample; ``log_ratio`` uses it only where the linear-domain
+  recursion's range check fails. A reversed-time ``lax.scan`` keeps a circular buffer
+  of b rows (slot i mod b): slot i mod b holds L_{i+b} until it is overwritten by L_i,
+  and its zero initialisation is the boundary condition (also when b > n).
+  """
   dtype = ell.dtype
   log_p, log_q = _common.log_terms(sampling_prob, dtype)
-  if min_sep == 1:
-    return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=1)
   num, n = ell.shape
   b = min_sep
 
@@ -110,6 +133,138 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   combined = jax.nn.logsumexp(
       jnp.concatenate([buffer[:1], log_p + buffer[1:]], axis=0), axis=0)
   return combined - jnp.log1p((b - 1) * sampling_prob).astype(dtype)
+
+
+# Rounds per chunk of the linear-domain recursion (at most b). Measured on this 2-core CPU
+# (benchmarks/RESULTS.md, issue 18): 16 at b = 16 and 32 at b = 256 beat 8, 64 and 128, and
+# a chunk length dividing b (f_{i+b} then lies in one chunk) beats one that does not.
+_MAX_CHUNK_ROUNDS = 32
+# Below this b the float32 log-space recursion was as fast (its exp and log1p are cheap).
+_MIN_LINEAR_SEPARATION = {'float64': 2, 'float32': 8}
+
+
+def chunk_rounds(min_sep: int) -> int:
+  """Rounds per chunk for separation b: b up to 32, else a divisor of b in [16, 32] or 32."""
+  if min_sep <= _MAX_CHUNK_ROUNDS:
+    return min_sep
+  divisors = [s for s in range(_MAX_CHUNK_ROUNDS, 15, -1) if min_sep % s == 0]
+  return divisors[0] if divisors else _MAX_CHUNK_ROUNDS
+# X of the range check: |log₂| of the magnitudes allowed (see ``linear_log_ratio``).
+_RANGE_EXPONENT = {'float64': 450, 'float32': 50}
+
+
+def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
+                     warm_start: bool) -> tuple[jax.Array, jax.Array]:
+  """Seed 000 Eq. (1) in the linear domain: (ln P/Q, in_range), both (N,).
+
+  Rounds are taken in chunks of s ≤ b (reversed time). Inside a chunk every f_{i+b}
+  is already known, so g_i = a_i·f_{i+b} with a_i = p·e^{ℓ_i} is elementwise and
+  f_i = q·f_{i+1} + g_i (q = 1 − p) is solved for the whole chunk by one product with
+  the s×s upper-triangular Toeplitz matrix of powers of q: f = T·g + (q^{s−i})_i·f_next.
+  Each chunk of every sample is stored divided by an exact power of two 2^E (E from
+  the chunk's maximum; ``frexp``), and E is carried as an integer per chunk, so the
+  stored values stay near 1 whatever the size of the loss; a chunk is multiplied by
+  2^{E_far − E_next} (exact) to bring its rows to the scale of the chunk it feeds.
+
+  Why the result is as accurate as the log-space recursion: all terms are
+  nonnegative, so each multiply-add has relative round-off ≤ u (the dtype's unit
+  round-off) unless a result leaves the normal range. ``in_range`` is False unless,
+  for every chunk, every factor of a product (a_i, the aligned f_{i+b}, q^k ≤ 1,
+  f_next ≤ 2) is ≤ 2^X and every computed f_i is in [2^−X, 2^X], X = 450 (float64)
+  or 50 (float32). Then an underflowed product (absolute error ≤ the smallest
+  subnormal η times a factor ≤ 2^X) is ≤ 2^{2X}·η ≤ 2^−174 (float64; 2^−49 for
+  float32) relative to the f_i it enters: negligible next to u, so the bound is that
+  of an underflow-free evaluation (≲ n·u relative in f₀, ≈ n·u absolute in ln f₀).
+  Rescaling is exact because the scaled values stay ≥ 2^−2X, above the smallest
+  normal number. The caller recomputes samples that are not ``in_range`` in log
+  space. Rounds r … n − 1 (r = n mod s) run as whole chunks in a ``lax.scan`` over the
+  time-major a (slicing ℓ inside the scan instead measured 20–25 % slower); rounds
+  0 … r − 1 are one shorter chunk after it.
+
+  Args and References: as ``log_ratio`` (b ≥ 2).
+  """
+  dtype = ell.dtype
+  num, n = ell.shape
+  b = min_sep
+  s = chunk_rounds(b)
+  limit = _RANGE_EXPONENT[jnp.dtype(dtype).name]
+  lead, chunks = n % s, n // s  # rounds 0 … lead − 1, then chunk c = rounds lead + c·s + [0, s)
+  whole, part = divmod(b, s)  # f_{i+b} lies in the chunks `whole` and `whole + 1` ahead
+  slots = whole + (2 if part else 1)  # circular buffer of chunks (live: next, far)
+  log_p = jnp.log(sampling_prob).astype(dtype)
+  q = (1.0 - sampling_prob).astype(dtype)
+  one = jnp.ones((), dtype)
+  row = jnp.arange(s)
+  powers = row[None, :] - row[:, None]  # T[i, j] = q^{j−i} for j ≥ i
+  toeplitz = jnp.where(powers >= 0, q ** jnp.maximum(powers, 0).astype(dtype), 0.0)
+  next_weights = q ** (s - row).astype(dtype)  # q^{s−i}: weight of f_next in f_i
+
+  def aligned(values, exponents, chunk, rows, e_next):
+    """Rows ``rows`` of ``chunk`` at the scale 2^e_next, and the shift applied."""
+    shift = exponents[chunk % slots] - e_next
+    return values[chunk % slots, rows] * jnp.ldexp(one, shift), shift
+
+  def solve(a, far_rows, next_row):
+    """f of m consecutive rounds (m, N) from their a = p·e^ℓ (m, N), f_{i+b} and f_next."""
+    m = a.shape[0]
+    return toeplitz[:m, :m] @ (a * far_rows) + next_weights[s - m:, None] * next_row[None, :]
+
+  def chunk(carry, inputs):
+    c, a = inputs
+    values, exponents, low, high, shift_max = carry
+    e_next = exponents[(c + 1) % slots]
+    far_rows, shift = aligned(values, exponents, c + whole, slice(part, s), e_next)
+    if part:  # f_{i+b} straddles two chunks
+      near_rows, near_shift = aligned(values, exponents, c + whole + 1, slice(0, part), e_next)
+      far_rows = jnp.concatenate([far_rows, near_rows])
+      shift = jnp.maximum(shift, near_shift)
+    f = solve(a, far_rows, values[(c + 1) % slots, 0])
+    chunk_max = jnp.max(f, axis=0)
+    _, e = jnp.frexp(chunk_max)
+    values = lax.dynamic_update_index_in_dim(values, f * jnp.ldexp(one, -e)[None, :],
+                                             c % slots, 0)
+    exponents = lax.dynamic_update_index_in_dim(exponents, e_next + e, c % slots, 0)
+    return (values, exponents, jnp.minimum(low, jnp.min(f, axis=0)),
+            jnp.maximum(high, chunk_max), jnp.maximum(shift_max, shift)), None
+
+  a_all = jnp.exp(ell + log_p).T  # (n, N) time-major
+  init = (jnp.ones((slots, s, num), dtype), jnp.zeros((slots, num), jnp.int32),
+          jnp.full((num,), jnp.inf, dtype), jnp.zeros((num,), dtype),
+          jnp.full((num,), -limit, jnp.int32))
+  (values, exponents, low, high, shift_max), _ = (
+      lax.scan(chunk, init, (jnp.arange(chunks), a_all[lead:].reshape(chunks, s, num)),
+               reverse=True) if chunks else (init, None))
+  log_two = np.log(2.0)
+  # Rounds 0 … b − 1 (the warm-start sum) in chunk order: (f rows (m, N), their exponent).
+  pieces = []
+  if lead:
+    e_next = exponents[0]
+    far = []
+    for c in range((b - lead) // s, (b - 1) // s + 1):  # chunks holding rounds b … b + lead − 1
+      rows = slice(max(b - lead - c * s, 0), min(b - c * s, s))
+      rows_c, shift = aligned(values, exponents, c, rows, e_next)
+      far.append(rows_c)
+      shift_max = jnp.maximum(shift_max, shift)
+    f = solve(a_all[:lead], jnp.concatenate(far), values[0, 0])
+    low, high = jnp.minimum(low, jnp.min(f, axis=0)), jnp.maximum(high, jnp.max(f, axis=0))
+    pieces.append((f[:b], e_next))
+  for c in range(0, (b - 1 - lead) // s + 1 if b > lead else 0):
+    pieces.append((values[c % slots, :min(s, b - lead - c * s)], exponents[c % slots]))
+  in_range = ((jnp.max(ell, axis=1) + log_p <= limit * np.log(2.0)) & (shift_max < limit)
+              & (low >= 2.0**-limit) & (high <= 2.0**limit))
+
+  def log_of(rows, exponent):  # ln Σ rows, their scale included
+    return jnp.log(jnp.sum(rows, axis=0)) + exponent.astype(dtype) * log_two
+
+  first_rows, first_exponent = pieces[0]
+  if not warm_start:
+    return log_of(first_rows[:1], first_exponent), in_range
+  # f₀ + p·Σ_{i=1}^{b−1} f_i.
+  p = sampling_prob.astype(dtype)
+  parts = [log_of(jnp.concatenate([first_rows[:1], p * first_rows[1:]]), first_exponent)]
+  parts += [log_of(p * rows, exponent) for rows, exponent in pieces[1:]]
+  combined = jax.nn.logsumexp(jnp.stack(parts), axis=0)
+  return combined - jnp.log1p((b - 1) * sampling_prob).astype(dtype), in_range
 
 
 class SamplingProbParams(NamedTuple):
