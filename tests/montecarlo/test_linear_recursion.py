@@ -97,3 +97,39 @@ def test_log_ratio_falls_back_per_sample():
                                          (256, 32), (37, 32)])
 def test_chunk_rounds(b, expected):
   assert bminsep.chunk_rounds(b) == expected
+
+
+@pytest.mark.parametrize('b, n, with_mean', [(16, 70, True), (33, 100, False), (4, 9, True)],
+                         ids=['b=16,n=70', 'b=33,n=100,no-signal', 'b=4,n=9'])
+def test_shared_draw_scan_matches_one_sigma_at_a_time(b, n, with_mean):
+  # ``linear_log_ratios_for_sigmas`` (all σ in one scan, ℓ formed inside it) against the
+  # log-space recursion of each σ on d = d_m + σ·d_z. σ = 0.02 with a signal makes some
+  # losses leave the range (ℓ ~ 10³): those pairs must come back through the fallback.
+  rng = np.random.default_rng(b + n)
+  with jax.enable_x64(True):
+    kernel = bminsep.BMinSepKernel(n, b, True, 'float64')
+    params = bminsep.SamplingProbParams(jnp.asarray(0.3))
+    noise = jnp.asarray(rng.normal(size=(4, n)))
+    mean = jnp.asarray(rng.uniform(0.0, 2.0, size=(4, n))) if with_mean else None
+    charge = jnp.asarray(rng.uniform(0.5, 1.5, size=n))
+    sigmas = jnp.asarray([0.02, 0.7, 1.0, 2.5])
+
+    class View:  # the one view method the kernel uses
+      @staticmethod
+      def charge(direction, iterations):
+        del direction, iterations
+        return charge
+
+    shared = np.asarray(kernel.log_ratios_for_sigmas(mean, noise, params, sigmas, View, None,
+                                                     'remove'))
+    _, in_range = bminsep.linear_log_ratios_for_sigmas(mean, noise, charge, sigmas,
+                                                       params.sampling_prob, b, True)
+    for k, sigma in enumerate(np.asarray(sigmas)):
+      d = sigma * noise if mean is None else mean + sigma * noise
+      ell = (2.0 * d - charge[None, :]) / (2.0 * sigma**2)
+      reference = np.asarray(bminsep.log_space_log_ratio(ell, params.sampling_prob, b, True))
+      np.testing.assert_allclose(shared[k], reference,
+                                 rtol=_tolerance(n, jnp.float64) * 10, atol=1e-13)
+  assert np.asarray(in_range)[1:].all()
+  if with_mean:  # large positive ℓ at σ = 0.02 (without a signal ℓ ≪ 0 there: in range)
+    assert not np.asarray(in_range)[0].all()

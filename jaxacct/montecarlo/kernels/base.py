@@ -34,6 +34,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import jax
 import numpy as np
+from jax import lax
 
 from jaxacct.conventions import Direction
 
@@ -104,6 +105,21 @@ class SchemeKernel(abc.ABC):
   def log_ratio(self, d: jax.Array, params, noise_multiplier: jax.Array, view, info,
                 direction: str) -> jax.Array:
     """ln P(y)/Q(y) (N,) from d = Cᵀy (N, n); bounds for inexact views (per ``direction``)."""
+
+  def log_ratios_for_sigmas(self, mean_products: jax.Array | None, noise_products: jax.Array,
+                            params, noise_multipliers: jax.Array, view, info,
+                            direction: str) -> jax.Array:
+    """ln P/Q (K, N) for K noise multipliers sharing one draw: d(σ) = d_m + σ·d_z.
+
+    d_m = Cᵀ(C·x) (None without a signal) and d_z = Cᵀz, each (N, n). The default runs
+    ``log_ratio`` once per σ (``lax.map``: measured faster than ``vmap``); a kernel may
+    share work across the candidates.
+    """
+    def one_sigma(sigma):
+      d = sigma.astype(noise_products.dtype) * noise_products
+      d = d if mean_products is None else mean_products + d
+      return self.log_ratio(d, params, sigma, view, info, direction)
+    return lax.map(one_sigma, noise_multipliers)
 
 
 _REGISTRY: dict[type, list[type[SchemeKernel]]] = {}

@@ -96,7 +96,7 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   if min_sep == 1:
     log_p, log_q = _common.log_terms(sampling_prob, ell.dtype)
     return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=1)
-  if min_sep < _MIN_LINEAR_SEPARATION[jnp.dtype(ell.dtype).name]:
+  if not _uses_linear_recursion(min_sep, ell.dtype):
     return log_space_log_ratio(ell, sampling_prob, min_sep, warm_start)
   linear, in_range = linear_log_ratio(ell, sampling_prob, min_sep, warm_start)
   return lax.cond(
@@ -143,6 +143,10 @@ _MAX_CHUNK_ROUNDS = 32
 _MIN_LINEAR_SEPARATION = {'float64': 2, 'float32': 8}
 
 
+def _uses_linear_recursion(min_sep: int, dtype) -> bool:
+  return min_sep >= _MIN_LINEAR_SEPARATION[jnp.dtype(dtype).name]
+
+
 def chunk_rounds(min_sep: int) -> int:
   """Rounds per chunk for separation b: b up to 32, else a divisor of b in [16, 32] or 32."""
   if min_sep <= _MAX_CHUNK_ROUNDS:
@@ -184,14 +188,69 @@ def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   Args and References: as ``log_ratio`` (b ≥ 2).
   """
   dtype = ell.dtype
-  num, n = ell.shape
+  log_p = jnp.log(sampling_prob).astype(dtype)
+  a = jnp.exp(ell + log_p).T  # (n, N) time-major: measured faster than forming it per chunk
+  losses, in_range = _linear_recursion(a, lambda rows: (rows, None), ell.shape[0], sampling_prob,
+                                       min_sep, warm_start, dtype)
+  return losses, in_range & (jnp.max(ell, axis=1) + log_p <= _top_limit(dtype))
+
+
+def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products: jax.Array,
+                                 charge: jax.Array, noise_multipliers: jax.Array,
+                                 sampling_prob: jax.Array, min_sep: int,
+                                 warm_start: bool) -> tuple[jax.Array, jax.Array]:
+  """``linear_log_ratio`` for K noise multipliers sharing one draw: ((K, N) losses, in_range).
+
+  d(σ) = d_m + σ·d_z with d_m = Cᵀ(C·x) (None: no signal) and d_z = Cᵀz (N, n), and
+  ℓ_i(σ) = (2d_i(σ) − s_i)/(2σ²) with the view's charge s (n,). d_m and d_z are made
+  time-major once per block; each σ's scan forms its chunk of ℓ and e^ℓ from them inside
+  the scan, so no (N, n) array of ℓ or e^ℓ is written and read back per σ (those passes
+  over memory were most of a candidate's cost at the production shape). One scan per σ
+  (``lax.map``): putting all σ in the lanes of one scan measured slower (its working set
+  leaves the cache).
+  """
+  dtype = noise_products.dtype
+  log_p = jnp.log(sampling_prob).astype(dtype)
+  inputs = (noise_products.T, None if mean_products is None else mean_products.T,
+            charge.astype(dtype)[:, None])
+
+  def one_sigma(sigma):
+    scale = _common.inverse_two_variance(sigma, dtype)
+    sigma = sigma.astype(dtype)
+
+    def rounds_to_a(rows):
+      noise_rows, mean_rows, charge_rows = rows  # (m, N), (m, N) or None, (m, 1)
+      d = sigma * noise_rows
+      d = d if mean_rows is None else mean_rows + d
+      ell = (2.0 * d - charge_rows) * scale + log_p
+      return jnp.exp(ell), jnp.max(ell, axis=0)
+
+    return _linear_recursion(inputs, rounds_to_a, noise_products.shape[0], sampling_prob,
+                             min_sep, warm_start, dtype)
+
+  return lax.map(one_sigma, noise_multipliers)
+
+
+def _top_limit(dtype) -> float:
+  """The largest ℓ + log p allowed by the range check: a = p·e^ℓ ≤ 2^X."""
+  return _RANGE_EXPONENT[jnp.dtype(dtype).name] * np.log(2.0)
+
+
+def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array, min_sep: int,
+                      warm_start: bool, dtype) -> tuple[jax.Array, jax.Array]:
+  """The chunked linear-domain recursion of ``linear_log_ratio`` over ``lanes`` independent lanes.
+
+  ``inputs`` is a pytree of time-major arrays (leading axis n, None leaves allowed);
+  ``rounds_to_a(rows)`` maps the inputs of m consecutive rounds to (a = p·e^ℓ (m, lanes),
+  max over those rounds of ℓ + log p (lanes,) or None when the caller checks it).
+  """
+  n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
   b = min_sep
   s = chunk_rounds(b)
   limit = _RANGE_EXPONENT[jnp.dtype(dtype).name]
   lead, chunks = n % s, n // s  # rounds 0 … lead − 1, then chunk c = rounds lead + c·s + [0, s)
   whole, part = divmod(b, s)  # f_{i+b} lies in the chunks `whole` and `whole + 1` ahead
   slots = whole + (2 if part else 1)  # circular buffer of chunks (live: next, far)
-  log_p = jnp.log(sampling_prob).astype(dtype)
   q = (1.0 - sampling_prob).astype(dtype)
   one = jnp.ones((), dtype)
   row = jnp.arange(s)
@@ -204,38 +263,42 @@ def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
     shift = exponents[chunk % slots] - e_next
     return values[chunk % slots, rows] * jnp.ldexp(one, shift), shift
 
-  def solve(a, far_rows, next_row):
-    """f of m consecutive rounds (m, N) from their a = p·e^ℓ (m, N), f_{i+b} and f_next."""
+  def solve(rows, far_rows, next_row, top):
+    """f of m consecutive rounds (m, lanes) from their inputs, f_{i+b} and f_next."""
+    a, rows_top = rounds_to_a(rows)
     m = a.shape[0]
-    return toeplitz[:m, :m] @ (a * far_rows) + next_weights[s - m:, None] * next_row[None, :]
+    f = toeplitz[:m, :m] @ (a * far_rows) + next_weights[s - m:, None] * next_row[None, :]
+    return f, top if rows_top is None else jnp.maximum(top, rows_top)
 
-  def chunk(carry, inputs):
-    c, a = inputs
-    values, exponents, low, high, shift_max = carry
+  def chunk(carry, inputs_c):
+    c, rows = inputs_c
+    values, exponents, low, high, shift_max, top = carry
     e_next = exponents[(c + 1) % slots]
     far_rows, shift = aligned(values, exponents, c + whole, slice(part, s), e_next)
     if part:  # f_{i+b} straddles two chunks
       near_rows, near_shift = aligned(values, exponents, c + whole + 1, slice(0, part), e_next)
       far_rows = jnp.concatenate([far_rows, near_rows])
       shift = jnp.maximum(shift, near_shift)
-    f = solve(a, far_rows, values[(c + 1) % slots, 0])
+    f, top = solve(rows, far_rows, values[(c + 1) % slots, 0], top)
     chunk_max = jnp.max(f, axis=0)
     _, e = jnp.frexp(chunk_max)
     values = lax.dynamic_update_index_in_dim(values, f * jnp.ldexp(one, -e)[None, :],
                                              c % slots, 0)
     exponents = lax.dynamic_update_index_in_dim(exponents, e_next + e, c % slots, 0)
     return (values, exponents, jnp.minimum(low, jnp.min(f, axis=0)),
-            jnp.maximum(high, chunk_max), jnp.maximum(shift_max, shift)), None
+            jnp.maximum(high, chunk_max), jnp.maximum(shift_max, shift), top), None
 
-  a_all = jnp.exp(ell + log_p).T  # (n, N) time-major
-  init = (jnp.ones((slots, s, num), dtype), jnp.zeros((slots, num), jnp.int32),
-          jnp.full((num,), jnp.inf, dtype), jnp.zeros((num,), dtype),
-          jnp.full((num,), -limit, jnp.int32))
-  (values, exponents, low, high, shift_max), _ = (
-      lax.scan(chunk, init, (jnp.arange(chunks), a_all[lead:].reshape(chunks, s, num)),
+  def in_chunks(x):
+    return None if x is None else x[lead:].reshape((chunks, s) + x.shape[1:])
+
+  init = (jnp.ones((slots, s, lanes), dtype), jnp.zeros((slots, lanes), jnp.int32),
+          jnp.full((lanes,), jnp.inf, dtype), jnp.zeros((lanes,), dtype),
+          jnp.full((lanes,), -limit, jnp.int32), jnp.full((lanes,), -jnp.inf, dtype))
+  (values, exponents, low, high, shift_max, top), _ = (
+      lax.scan(chunk, init, (jnp.arange(chunks), jax.tree_util.tree_map(in_chunks, inputs)),
                reverse=True) if chunks else (init, None))
   log_two = np.log(2.0)
-  # Rounds 0 … b − 1 (the warm-start sum) in chunk order: (f rows (m, N), their exponent).
+  # Rounds 0 … b − 1 (the warm-start sum) in chunk order: (f rows (m, lanes), their exponent).
   pieces = []
   if lead:
     e_next = exponents[0]
@@ -245,13 +308,14 @@ def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
       rows_c, shift = aligned(values, exponents, c, rows, e_next)
       far.append(rows_c)
       shift_max = jnp.maximum(shift_max, shift)
-    f = solve(a_all[:lead], jnp.concatenate(far), values[0, 0])
+    f, top = solve(jax.tree_util.tree_map(lambda x: None if x is None else x[:lead], inputs),
+                   jnp.concatenate(far), values[0, 0], top)
     low, high = jnp.minimum(low, jnp.min(f, axis=0)), jnp.maximum(high, jnp.max(f, axis=0))
     pieces.append((f[:b], e_next))
   for c in range(0, (b - 1 - lead) // s + 1 if b > lead else 0):
     pieces.append((values[c % slots, :min(s, b - lead - c * s)], exponents[c % slots]))
-  in_range = ((jnp.max(ell, axis=1) + log_p <= limit * np.log(2.0)) & (shift_max < limit)
-              & (low >= 2.0**-limit) & (high <= 2.0**limit))
+  in_range = ((top <= _top_limit(dtype)) & (shift_max < limit) & (low >= 2.0**-limit)
+              & (high <= 2.0**limit))
 
   def log_of(rows, exponent):  # ln Σ rows, their scale included
     return jnp.log(jnp.sum(rows, axis=0)) + exponent.astype(dtype) * log_two
@@ -327,3 +391,20 @@ class BMinSepKernel(SchemeKernel):
     del info
     ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
     return log_ratio(ell, params.sampling_prob, self.min_sep, self.warm_start)
+
+  def log_ratios_for_sigmas(self, mean_products, noise_products, params, noise_multipliers,
+                            view, info, direction):
+    """All K candidates in one linear-domain scan (``linear_log_ratios_for_sigmas``); the
+    (σ, sample) pairs out of its range are recomputed per σ by ``log_ratio``."""
+    if not _uses_linear_recursion(self.min_sep, self.dtype):
+      return super().log_ratios_for_sigmas(mean_products, noise_products, params,
+                                           noise_multipliers, view, info, direction)
+    charge = view.charge(direction, self.iterations)
+    losses, in_range = linear_log_ratios_for_sigmas(
+        mean_products, noise_products, charge, noise_multipliers, params.sampling_prob,
+        self.min_sep, self.warm_start)
+    def recompute():
+      exact = super(BMinSepKernel, self).log_ratios_for_sigmas(
+          mean_products, noise_products, params, noise_multipliers, view, info, direction)
+      return jnp.where(in_range, losses, exact)
+    return lax.cond(jnp.all(in_range), lambda: losses, recompute)
