@@ -16,7 +16,10 @@ both of its algorithms on every element inside ``while`` loops and measured
   inversion of host-built CDF tables of Binomial(K + j, p), one row per count
   (a narrow window), or one row plus Y ~ Binomial(count − K, p) of small mean
   by the pmf recurrence (small p, e.g. the production shape of seed 000 §7.4).
-  Lanes outside the window fall back to the exact general sampler.
+  Lanes outside the window fall back to the exact general sampler. With one row
+  the row's inversion does not depend on the count (``first_row_indices``: all
+  rounds at once), and ``one_row_draft`` gives the draws without branches, or
+  −1 where the exact sampler is needed.
 
 Both methods are exact samplers given exact arithmetic. In float64 the law
 deviates from Binomial(count, p) only by rounding and by the Stirling series
@@ -137,10 +140,18 @@ def _btrs(keys: jax.Array, count: jax.Array, q: jax.Array) -> jax.Array:
   return result
 
 
-def _invert(u: jax.Array, count: jax.Array, q: jax.Array) -> jax.Array:
+def _invert(u: jax.Array, count: jax.Array, q: jax.Array, unrolled: int = 0) -> jax.Array:
   """Smallest k with CDF(k) ≥ u by the pmf recurrence f(k+1) = f(k)·(count−k)/(k+1)·q/(1−q).
 
   For means count·q ≤ 10 or so (f(0) = (1 − q)^count must not underflow).
+
+  ``unrolled`` > 0 first counts, in straight-line code, the k < ``unrolled`` with
+  CDF(k) < u (the CDF is non-decreasing, so that count is the answer when it is below
+  ``unrolled``); the ``while`` loop then runs only for a call where some lane reached
+  ``unrolled`` (also where the loop would have stopped at k = count or at the
+  plateau). The terms are the loop's own, so the result does not depend on
+  ``unrolled``; inside a ``lax.scan`` over rounds the loop's per-iteration cost was
+  most of a draw's.
   """
   pmf = jnp.exp(count * jnp.log1p(-q))
   ratio = q / (1.0 - q)
@@ -159,9 +170,33 @@ def _invert(u: jax.Array, count: jax.Array, q: jax.Array) -> jax.Array:
     pmf = jnp.where(move, pmf * (count - k) / (k + 1.0) * ratio, pmf)
     return jnp.where(move, k + 1.0, k), pmf, jnp.where(move, cdf + pmf, cdf)
 
-  k, _, _ = lax.while_loop(lambda carry: jnp.any(active(*carry)), step,
-                           (jnp.zeros_like(count), pmf, pmf))
-  return k
+  def loop():
+    k, _, _ = lax.while_loop(lambda carry: jnp.any(active(*carry)), step,
+                             (jnp.zeros_like(count), pmf, pmf))
+    return k
+
+  if not unrolled:
+    return loop()
+  below = _count_below(u, count, q, unrolled)
+  return lax.cond(jnp.any(below >= unrolled), loop, lambda: below)
+
+
+def _count_below(u: jax.Array, count: jax.Array, q: jax.Array, terms: int) -> jax.Array:
+  """#{k < terms : CDF(k) < u}, straight-line, with ``_invert``'s terms and rounding.
+
+  The CDF is non-decreasing, so a result below ``terms`` is ``_invert``'s answer (which
+  then stopped at CDF(k) ≥ u before any k = count or plateau stop); ``terms`` means
+  "ask ``_invert``".
+  """
+  term = jnp.exp(count * jnp.log1p(-q))
+  ratio = q / (1.0 - q)
+  cdf = term
+  below = (cdf < u).astype(count.dtype)
+  for k in range(terms - 1):
+    term = term * (count - k) / (k + 1.0) * ratio  # _invert's recurrence, same rounding
+    cdf = cdf + term
+    below = below + (cdf < u)
+  return below
 
 
 def _search(cdf_at: Callable[[jax.Array], jax.Array], length: int, u: jax.Array) -> jax.Array:
@@ -248,8 +283,56 @@ def table_uniforms(keys: jax.Array, rounds: int) -> jax.Array:
   return jnp.moveaxis(_uniforms(keys, 2 * rounds, _TABLE_TAG).reshape(-1, rounds, 2), 1, 0)
 
 
+def first_row_indices(uniforms: jax.Array, table: InversionTable) -> jax.Array:
+  """Inversions of a one-row table's row at ``uniforms`` (any shape), int32.
+
+  With one row the inversion does not depend on the count, so a caller drawing many
+  rounds inverts all of them at once (vectorised, outside its scan) and passes each
+  round's to ``table_binomial(..., first_row_index=)``. The row is indexed as a 1-D
+  array: gathering from the 2-D table measured ~7× slower on CPU.
+  """
+  row = table.cdf[0]
+  return _search(lambda i: row[i], row.shape[0], uniforms)
+
+
+# Unrolled steps of the remainder's inversion: its mean is ≤ _TABLE_MAX_EXTRA_MEAN-ish (4), so
+# eight steps settle nearly every lane and the loop after them rarely runs.
+_REMAINDER_UNROLLED = 8
+# Terms of the remainder's CDF in ``one_row_draft``: a lane needs more w.p. ~10⁻⁹ at the
+# §7.4 shape (remainder mean ~1), i.e. about once per 10³ blocks of 128 × 7200 draws.
+_DRAFT_TERMS = 12
+
+
+def one_row_draft(first_row_index: jax.Array, uniform: jax.Array, counts: jax.Array,
+                  prob: jax.Array, table: InversionTable) -> jax.Array:
+  """``table_binomial`` of a one-row table without branches: the draws, or −1 where unsure.
+
+  A lane gets ``table_binomial``'s draw when its count is in the table's window and
+  the remainder Binomial(count − K, p) is below ``_DRAFT_TERMS`` (its inversion is then
+  ``_count_below``, with the same terms and rounding); −1 otherwise. A caller running
+  many rounds in a ``lax.scan`` drafts them all without a ``lax.cond`` per round and
+  reruns the exact sampler only if some draft is −1.
+
+  Args:
+    first_row_index: ``first_row_indices`` of the lanes' ``uniforms[:, 0]``, (N,).
+    uniform: the lanes' ``uniforms[:, 1]``, (N,).
+    counts: (N,) non-negative integers, as integers or as integral float64 (exact
+      below 2⁵³; the draft is then float64 too, which a scan vectorises better).
+    prob, table: as ``table_binomial`` (one row).
+  """
+  dtype = counts.dtype
+  offset = counts - table.base_count.astype(dtype)
+  usable = (offset >= 0) & (offset <= table.max_extra.astype(dtype))
+  rest = _count_below(uniform, jnp.where(usable, offset, 0).astype(jnp.float64),
+                      jnp.asarray(prob, jnp.float64), _DRAFT_TERMS)
+  drafted = (table.first_values[0].astype(dtype) + first_row_index.astype(dtype)
+             + rest.astype(dtype))
+  return jnp.where(usable & (rest < _DRAFT_TERMS), drafted, -1)
+
+
 def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, table: InversionTable,
-                   fallback_keys: Callable[[], jax.Array]) -> jax.Array:
+                   fallback_keys: Callable[[], jax.Array],
+                   first_row_index: jax.Array | None = None) -> jax.Array:
   """One Binomial(counts[j], prob) draw per lane from an ``InversionTable``, int64 (N,).
 
   A lane with count c = K + j + e, 0 ≤ j < R, 0 ≤ e ≤ ``max_extra`` (j as
@@ -260,11 +343,14 @@ def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, tabl
   ``binomial`` with the keys from ``fallback_keys``, called only when needed.
 
   Args:
-    uniforms: (N, 2) uniforms in (0, 1), independent of the fallback keys' draws.
+    uniforms: (N, 2) uniforms in (0, 1), independent of the fallback keys' draws;
+      with ``first_row_index`` only the remainder's, column 1, as an (N,) array.
     counts: (N,) non-negative integers.
     prob: p ≤ 1/2 (the table's), traced scalar.
     table: the ``InversionTable``.
     fallback_keys: returns the (N,) keys for the general sampler.
+    first_row_index: for a one-row table, ``first_row_indices(uniforms[:, 0], table)``
+      computed beforehand (the same draws).
   """
   _require_x64()
   rows, length = table.cdf.shape
@@ -273,9 +359,15 @@ def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, tabl
   extra = offset - row
   usable = (offset >= 0) & (extra <= table.max_extra)
   row = row.astype(jnp.int32)
-  index = _search(lambda i: table.cdf[row, i], length, uniforms[:, 0])
-  rest = _invert(uniforms[:, 1], jnp.where(usable, extra, 0).astype(jnp.float64),
-                 jnp.asarray(prob, jnp.float64))
+  if first_row_index is None:
+    index = _search(lambda i: table.cdf[row, i], length, uniforms[:, 0])
+    remainder_uniforms = uniforms[:, 1]
+  else:
+    if rows != 1:
+      raise ValueError(f'first_row_index needs a one-row table, got {rows} rows')
+    index, remainder_uniforms = first_row_index, uniforms
+  rest = _invert(remainder_uniforms, jnp.where(usable, extra, 0).astype(jnp.float64),
+                 jnp.asarray(prob, jnp.float64), _REMAINDER_UNROLLED)
   fast = table.first_values[row] + index.astype(jnp.int64) + rest.astype(jnp.int64)
   general = lax.cond(jnp.all(usable), lambda: jnp.zeros_like(fast),
                      lambda: binomial(fallback_keys(), counts, prob))

@@ -139,6 +139,51 @@ def test_table_lanes_are_independent_of_other_lanes():
   np.testing.assert_array_equal(together[1::2], _table_draw(4, np.full(N, 470), 0.1, table)[1::2])
 
 
+@scoped_x64
+def test_unrolled_inversion_equals_the_loop():
+  # The straight-line count must give the loop's answer bit for bit: small and large means,
+  # counts below the unrolled length (stop at k = count), u above the float CDF's plateau.
+  rng = np.random.default_rng(7)
+  u = np.concatenate([rng.uniform(size=4000), 1.0 - rng.uniform(size=200) * 1e-15,
+                      rng.uniform(size=200) * 1e-12])
+  counts = np.concatenate([rng.integers(0, 5, 1400), rng.integers(0, 40_000, 3000)])
+  invert = jax.jit(binomial._invert, static_argnums=3)
+  for q in (1e-4, 0.02, 0.3):
+    args = (jnp.asarray(u), jnp.asarray(counts, jnp.float64), jnp.asarray(q))
+    looped = np.asarray(invert(*args, 0))
+    assert looped.max() > 8  # some lanes need the loop after the unrolled steps
+    for unrolled in (1, 8):
+      np.testing.assert_array_equal(np.asarray(invert(*args, unrolled)), looped)
+
+
+@scoped_x64
+def test_one_row_draft_is_the_table_draw_or_unsure():
+  # A one-row table (K = 400, remainders up to 40): in the window the draft equals
+  # ``table_binomial`` unless the remainder reaches the draft's terms; outside it is −1.
+  table = _table(400, 1, 0.3, 40)
+  keys = keys_lib.sample_keys(jax.random.key(8), jnp.asarray(0, jnp.int64), N)
+  uniforms = binomial.table_uniforms(keys, 1)[0]
+  counts = jnp.asarray(np.random.default_rng(8).integers(380, 460, N), jnp.int64)
+  exact = np.asarray(jax.jit(binomial.table_binomial, static_argnums=(4,))(
+      uniforms, counts, jnp.asarray(0.3), table, lambda: keys))
+  index = binomial.first_row_indices(uniforms[:, 0], table)
+  np.testing.assert_array_equal(
+      np.asarray(binomial.table_binomial(uniforms[:, 1], counts, jnp.asarray(0.3), table,
+                                         lambda: keys, first_row_index=index)), exact)
+  for dtype in (jnp.int64, jnp.float64):
+    draft = np.asarray(binomial.one_row_draft(index, uniforms[:, 1], counts.astype(dtype),
+                                              jnp.asarray(0.3), table)).astype(np.int64)
+    offset = np.asarray(counts) - 400
+    sure = draft >= 0
+    np.testing.assert_array_equal(draft[sure], exact[sure])
+    assert not np.any(sure & ((offset < 0) | (offset > 40)))
+    # In the window only a remainder of ≥ 12 is unsure (mean 0.3·offset ≤ 12 here).
+    remainder = exact - (np.asarray(table.first_values)[0] + np.asarray(index))
+    in_window = (offset >= 0) & (offset <= 40)
+    np.testing.assert_array_equal(sure[in_window], remainder[in_window] < 12)
+    assert 0 < np.sum(~sure & in_window) < np.sum(in_window)
+
+
 def test_inversion_stops_at_the_cdf_rounding_plateau():
   # u above the float CDF's plateau (≈ 1 − 4e-16) must not walk to k = count (1e5 steps).
   u = jnp.asarray([1.0 - 2.0**-54, 0.5])

@@ -151,6 +151,45 @@ def test_batch_size_means_at_scale(warm):
     assert abs(means[1] - 99_999 * 0.2 * 0.8) < 5 * errors[1]
 
 
+@pytest.mark.parametrize('warm', [False, True])
+def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
+  # 10⁶ examples, p = 10⁻³, b = 32: the batch-size table is one row plus a remainder, as at
+  # seed 000 §7.4. The branch-free draft must give the exact sampler's draws: forcing every
+  # draft to be unsure runs the exact chain. Cold start is unsure from round 0 (the pool
+  # m − 1 is above the table's window), so it also checks the fallback end to end.
+  from jaxacct.montecarlo.kernels import truncated
+  mech = _mechanism(p=1e-3, n=40, b=32, warm=warm, batch=1100, dataset=1_000_000, c_col=[1.0])
+  assert truncated.batch_size_table(mech.scheme).cdf.shape[0] == 1
+  key = jax.random.key(11)
+  real_draft, unsure_draws = truncated.one_row_draft, []
+
+  def recorded(*args):
+    draws = real_draft(*args)
+    jax.debug.callback(lambda count: unsure_draws.append(int(count)), jax.numpy.sum(draws < 0))
+    return draws
+  monkeypatch.setattr(truncated, 'one_row_draft', recorded)
+  jax.clear_caches()
+  drafted = sampling.sample_truncated_privacy_losses(key, mech, 256, 'remove')
+  # Warm start: every draft sure (no fallback); cold start: the first rounds are unsure.
+  assert len(unsure_draws) >= 40 and (sum(unsure_draws) > 0) == (not warm)
+  def unsure(index, uniform, counts, prob, table):
+    del uniform, prob, table
+    return jax.numpy.full(index.shape, -1, counts.dtype)
+  monkeypatch.setattr(truncated, 'one_row_draft', unsure)
+  jax.clear_caches()  # the kernels above were compiled with the real draft
+  exact = sampling.sample_truncated_privacy_losses(key, mech, 256, 'remove')
+  np.testing.assert_array_equal(drafted.rest_batch_sizes, exact.rest_batch_sizes)
+  np.testing.assert_array_equal(drafted.losses, exact.losses)
+  jax.clear_caches()
+  rest = np.asarray(drafted.rest_batch_sizes, float)
+  p0 = mech.scheme.expected_participation_rate
+  if warm:  # Alg. 2's stationary law: E[r_i] = (m − 1)·p₀ in every round
+    errors = rest.std(axis=0, ddof=1) / np.sqrt(rest.shape[0])
+    np.testing.assert_array_less(np.abs(rest.mean(axis=0) - 999_999 * p0), 5 * errors)
+  else:
+    assert abs(rest[:, 0].mean() - 999_999e-3) < 5 * rest[:, 0].std() / 16
+
+
 def _one_round_delta(epsilon, direction, *, dataset, p, batch, sigma):
   """Exact δ of the one-round (n = 1, b = 1) App. D pair: Σ_r Pr[r]·H(P_r ‖ Q_r) by quadrature."""
   total = 0.0

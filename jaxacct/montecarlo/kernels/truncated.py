@@ -31,7 +31,8 @@ from jax import lax
 
 from jaxacct import schemes
 from jaxacct.conventions import Direction, RestStream, Stream
-from jaxacct.montecarlo.binomial import (InversionTable, binomial, inversion_table, table_binomial,
+from jaxacct.montecarlo.binomial import (InversionTable, binomial, first_row_indices,
+                                         inversion_table, one_row_draft, table_binomial,
                                          table_uniforms)
 from jaxacct.montecarlo.kernels import _common, bminsep
 from jaxacct.montecarlo.kernels.base import SchemeKernel, register
@@ -134,7 +135,12 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
   b − 1 counts in a circular buffer (before round i, slot i mod (b − 1) holds
   r_{i−b+1}, the count leaving the window after round i; it is carried
-  alongside).
+  alongside). With a one-row table (small p, large m: seed 000 §7.4) the table
+  inversion does not depend on the pool size, so it is done for all rounds before
+  the scan, and the scan first drafts every round without branches
+  (``binomial.one_row_draft``); only a block with an unsure draft (a pool outside the
+  table's window or a remainder of ≥ 12, ~10⁻³ of blocks there) runs the exact
+  sampler, which gives the same draws wherever the draft was sure.
   """
   n, b = iterations, min_sep
   num = keys.shape[0]
@@ -147,17 +153,39 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   table_keys = _common.fold(rest_keys, RestStream.TABLE)
   round_keys = _common.fold(rest_keys, RestStream.ROUNDS)
   uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
+  one_row = table is not None and table.cdf.shape[0] == 1
+  first_row = jnp.zeros((n, 0), jnp.int32)
+  if one_row:
+    # The remainder's uniforms as their own contiguous array: read with stride 2 inside
+    # the scan, they kept XLA from vectorising a round's arithmetic (~4× slower).
+    first_row, uniforms = first_row_indices(uniforms[..., 0], table), uniforms[..., 1]
 
-  def draw(i, u, counts):
+  def draw(inputs, counts):
+    i, u, index = inputs
+
     def keys_of_round():
       return jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys)
     if table is None:
       return binomial(keys_of_round(), counts, p)
-    return table_binomial(u, counts, p, table, keys_of_round)
+    return table_binomial(u, counts, p, table, keys_of_round, index if one_row else None)
 
-  rounds = jnp.arange(n, dtype=jnp.uint32)
+  def draft(inputs, counts):
+    _, u, index = inputs
+    return one_row_draft(index, u, counts, p, table)
+
+  def exact_if_unsure(drafted_chain):
+    # The draft runs on integral float64 counts (exact: m < 2⁵³), which XLA vectorised
+    # better than int64 in the scan (1.6 against 2.2 µs per round at 128 lanes).
+    drafted = drafted_chain(draft, jnp.float64).astype(jnp.int64)
+    return lax.cond(jnp.any(drafted < 0), lambda: drafted_chain(draw, jnp.int64),
+                    lambda: drafted)
+
+  rounds = (jnp.arange(n, dtype=jnp.uint32), uniforms, first_row)
   if b == 1:
-    _, rest = lax.scan(lambda _, xs: (None, draw(xs[0], xs[1], others)), None, (rounds, uniforms))
+    def independent(round_draw, dtype=jnp.int64):
+      return lax.scan(lambda _, xs: (None, round_draw(xs, others.astype(dtype))), None,
+                      rounds)[1]
+    rest = exact_if_unsure(independent) if one_row else independent(draw)
     return rest.T.astype(jnp.int32)
   if warm_start:
     history = stationary_history(keys, params, b)  # column k − 1: joined in round −k
@@ -167,17 +195,23 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   else:
     buffer = jnp.zeros((b - 1, num), jnp.int64)
 
-  def step(carry, xs):
-    buffer, blocked, leaving = carry
-    i, u = xs
-    draws = draw(i, u, others - blocked)
-    buffer = lax.dynamic_update_index_in_dim(buffer, draws, i % (b - 1), axis=0)
-    # Read the next leaving count *after* the write: reading the slot before overwriting it
-    # made XLA copy the whole (b − 1, N) buffer every round (measured 6× slower at b = 256).
-    upcoming = lax.dynamic_index_in_dim(buffer, (i + 1) % (b - 1), keepdims=False)
-    return (buffer, blocked + draws - leaving, upcoming), draws
+  def chain(round_draw, dtype=jnp.int64):
+    def step(carry, xs):
+      buffer, blocked, leaving = carry
+      i = xs[0]
+      draws = round_draw(xs, others.astype(dtype) - blocked)
+      buffer = lax.dynamic_update_index_in_dim(buffer, draws, i % (b - 1), axis=0)
+      # Read the draws back from the buffer: with three consumers (buffer, window sum,
+      # output) XLA fused the draw's arithmetic into each of them and computed it three times.
+      draws = lax.dynamic_index_in_dim(buffer, i % (b - 1), keepdims=False)
+      # Read the next leaving count *after* the write: reading the slot before overwriting
+      # it made XLA copy the whole (b − 1, N) buffer every round (6× slower at b = 256).
+      upcoming = lax.dynamic_index_in_dim(buffer, (i + 1) % (b - 1), keepdims=False)
+      return (buffer, blocked + draws - leaving, upcoming), draws
+    start = buffer.astype(dtype)
+    return lax.scan(step, (start, jnp.sum(start, axis=0), start[0]), rounds)[1]
 
-  _, rest = lax.scan(step, (buffer, jnp.sum(buffer, axis=0), buffer[0]), (rounds, uniforms))
+  rest = exact_if_unsure(chain) if one_row else chain(draw)
   return rest.T.astype(jnp.int32)
 
 
@@ -187,15 +221,21 @@ def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: Tr
 
   In a round where the sensitive example participates and r_i ≥ B (truncation),
   it survives w.p. t_i = B/(r_i + 1); then x^P = 2 and x^Q = −1. Without
-  truncation x^P = 1, x^Q = 0; otherwise both are 0.
+  truncation x^P = 1, x^Q = 0; otherwise both are 0. The survival words are drawn only
+  for a block in which the example takes part in some truncated round (they decide
+  nothing elsewhere; at seed 000 §7.4 almost no block has one).
   """
   n = x.shape[1]
-  words = _common.stream_words(keys, Stream.SURVIVAL, n)
-  uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
   bound = params.truncated_batch_size
   truncation = rest >= bound
-  survives = uniform * (rest.astype(jnp.float64) + 1.0) < bound.astype(jnp.float64)
-  kept = x & truncation & survives
+  candidates = x & truncation
+
+  def survivors():
+    words = _common.stream_words(keys, Stream.SURVIVAL, n)
+    uniform = (words.astype(jnp.float64) + 0.5) * 2.0**-64
+    return candidates & (uniform * (rest.astype(jnp.float64) + 1.0) < bound.astype(jnp.float64))
+
+  kept = lax.cond(jnp.any(candidates), survivors, lambda: candidates)
   if direction == Direction.ADD:
     return jnp.where(kept, -1, 0).astype(jnp.int8)
   return jnp.where(kept, 2, jnp.where(x & ~truncation, 1, 0)).astype(jnp.int8)
@@ -312,7 +352,14 @@ class TruncatedBMinSepKernel(SchemeKernel):
     x = bminsep.participation(keys, params.sampling_prob, self.iterations, self.min_sep,
                               self.warm_start)
     weights = truncated_weights(x, rest, keys, params, direction)
-    return view.separated_mean(weights, self.dtype), TruncatedInfo(rest)
+    if direction == Direction.REMOVE:
+      return view.separated_mean(weights, self.dtype), TruncatedInfo(rest)
+    # x^Q is 0 outside truncated rounds: most blocks of ``add`` have no mean at all.
+    def mean():
+      return view.separated_mean(weights, self.dtype)
+    zero = jax.eval_shape(mean)
+    return (lax.cond(jnp.any(weights != 0), mean, lambda: jnp.zeros(zero.shape, zero.dtype)),
+            TruncatedInfo(rest))
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     norms = view.charge(direction, self.iterations).astype(d.dtype)[None, :]
