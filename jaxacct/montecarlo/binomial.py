@@ -17,7 +17,7 @@ both of its algorithms on every element inside ``while`` loops and measured
   (a narrow window), or one row plus Y ~ Binomial(count − K, p) of small mean
   by the pmf recurrence (small p, e.g. the production shape of seed 000 §7.4).
   Lanes outside the window fall back to the exact general sampler. With one row
-  the row's inversion does not depend on the count (``first_row_indices``: all
+  the row's inversion does not depend on the count (``one_row_inputs``: all
   rounds at once), and ``one_row_draft`` gives the draws without branches, or
   −1 where the exact sampler is needed.
 
@@ -73,11 +73,20 @@ def _require_x64() -> None:
                        'jax.enable_x64(True) scope (the public samplers do this themselves)')
 
 
+def _words(keys: jax.Array, count: int, tag) -> jax.Array:
+  """(N, count) uint64 words from the lanes' keys folded with ``tag``."""
+  return jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, tag), (count,), jnp.uint64))(
+      keys)
+
+
+def _to_uniforms(words: jax.Array) -> jax.Array:
+  """Uniforms (W + ½)·2⁻⁵³ in (0, 1) from the top 53 bits of 64-bit words, float64."""
+  return ((words >> 11).astype(jnp.float64) + 0.5) * 2.0**-53
+
+
 def _uniforms(keys: jax.Array, count: int, tag) -> jax.Array:
   """(N, count) float64 uniforms in (0, 1) from the lanes' keys folded with ``tag``."""
-  words = jax.vmap(lambda k: jax.random.bits(jax.random.fold_in(k, tag), (count,), jnp.uint64))(
-      keys)
-  return ((words >> 11).astype(jnp.float64) + 0.5) * 2.0**-53
+  return _to_uniforms(_words(keys, count, tag))
 
 
 def _stirling_tail(k: jax.Array) -> jax.Array:
@@ -283,16 +292,22 @@ def table_uniforms(keys: jax.Array, rounds: int) -> jax.Array:
   return jnp.moveaxis(_uniforms(keys, 2 * rounds, _TABLE_TAG).reshape(-1, rounds, 2), 1, 0)
 
 
-def first_row_indices(uniforms: jax.Array, table: InversionTable) -> jax.Array:
-  """Inversions of a one-row table's row at ``uniforms`` (any shape), int32.
+def one_row_inputs(keys: jax.Array, rounds: int,
+                   table: InversionTable) -> tuple[jax.Array, jax.Array]:
+  """(first-row indices, remainder uniforms) of ``rounds`` one-row draws per lane, (rounds, N).
 
-  With one row the inversion does not depend on the count, so a caller drawing many
-  rounds inverts all of them at once (vectorised, outside its scan) and passes each
-  round's to ``table_binomial(..., first_row_index=)``. The row is indexed as a 1-D
-  array: gathering from the 2-D table measured ~7× slower on CPU.
+  The same uniforms as ``table_uniforms``. With one row the inversion does not depend
+  on the count, so all rounds are inverted at once (vectorised, outside the caller's
+  scan), batch-major, and only the indices and the remainder's uniforms are made
+  time-major (cheaper than the (rounds, N, 2) layout). Each round's pair goes to
+  ``table_binomial(..., first_row_index=)`` or ``one_row_draft``. The row is indexed
+  as a 1-D array: gathering from the 2-D table measured ~7× slower on CPU.
   """
+  _require_x64()
+  words = _words(keys, 2 * rounds, _TABLE_TAG)
   row = table.cdf[0]
-  return _search(lambda i: row[i], row.shape[0], uniforms)
+  index = _search(lambda i: row[i], row.shape[0], _to_uniforms(words[:, 0::2]))
+  return index.T, _to_uniforms(words[:, 1::2]).T
 
 
 # Unrolled steps of the remainder's inversion: its mean is ≤ _TABLE_MAX_EXTRA_MEAN-ish (4), so
@@ -314,8 +329,7 @@ def one_row_draft(first_row_index: jax.Array, uniform: jax.Array, counts: jax.Ar
   reruns the exact sampler only if some draft is −1.
 
   Args:
-    first_row_index: ``first_row_indices`` of the lanes' ``uniforms[:, 0]``, (N,).
-    uniform: the lanes' ``uniforms[:, 1]``, (N,).
+    first_row_index, uniform: one round of ``one_row_inputs``, (N,) each.
     counts: (N,) non-negative integers, as integers or as integral float64 (exact
       below 2⁵³; the draft is then float64 too, which a scan vectorises better).
     prob, table: as ``table_binomial`` (one row).
@@ -349,8 +363,8 @@ def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, tabl
     prob: p ≤ 1/2 (the table's), traced scalar.
     table: the ``InversionTable``.
     fallback_keys: returns the (N,) keys for the general sampler.
-    first_row_index: for a one-row table, ``first_row_indices(uniforms[:, 0], table)``
-      computed beforehand (the same draws).
+    first_row_index: for a one-row table, the round's index from ``one_row_inputs``
+      (computed beforehand from the same uniforms).
   """
   _require_x64()
   rows, length = table.cdf.shape

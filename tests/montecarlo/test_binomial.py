@@ -166,21 +166,22 @@ def test_one_row_draft_is_the_table_draw_or_unsure():
   counts = jnp.asarray(np.random.default_rng(8).integers(380, 460, N), jnp.int64)
   exact = np.asarray(jax.jit(binomial.table_binomial, static_argnums=(4,))(
       uniforms, counts, jnp.asarray(0.3), table, lambda: keys))
-  index = binomial.first_row_indices(uniforms[:, 0], table)
+  index, remainder = (v[0] for v in binomial.one_row_inputs(keys, 1, table))
+  np.testing.assert_array_equal(remainder, uniforms[:, 1])  # the same uniforms
   np.testing.assert_array_equal(
-      np.asarray(binomial.table_binomial(uniforms[:, 1], counts, jnp.asarray(0.3), table,
+      np.asarray(binomial.table_binomial(remainder, counts, jnp.asarray(0.3), table,
                                          lambda: keys, first_row_index=index)), exact)
   for dtype in (jnp.int64, jnp.float64):
-    draft = np.asarray(binomial.one_row_draft(index, uniforms[:, 1], counts.astype(dtype),
+    draft = np.asarray(binomial.one_row_draft(index, remainder, counts.astype(dtype),
                                               jnp.asarray(0.3), table)).astype(np.int64)
     offset = np.asarray(counts) - 400
     sure = draft >= 0
     np.testing.assert_array_equal(draft[sure], exact[sure])
     assert not np.any(sure & ((offset < 0) | (offset > 40)))
     # In the window only a remainder of ≥ 12 is unsure (mean 0.3·offset ≤ 12 here).
-    remainder = exact - (np.asarray(table.first_values)[0] + np.asarray(index))
+    remainder_draws = exact - (np.asarray(table.first_values)[0] + np.asarray(index))
     in_window = (offset >= 0) & (offset <= 40)
-    np.testing.assert_array_equal(sure[in_window], remainder[in_window] < 12)
+    np.testing.assert_array_equal(sure[in_window], remainder_draws[in_window] < 12)
     assert 0 < np.sum(~sure & in_window) < np.sum(in_window)
 
 

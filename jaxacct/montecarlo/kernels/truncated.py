@@ -31,8 +31,8 @@ from jax import lax
 
 from jaxacct import schemes
 from jaxacct.conventions import Direction, RestStream, Stream
-from jaxacct.montecarlo.binomial import (InversionTable, binomial, first_row_indices,
-                                         inversion_table, one_row_draft, table_binomial,
+from jaxacct.montecarlo.binomial import (InversionTable, binomial, inversion_table,
+                                         one_row_draft, one_row_inputs, table_binomial,
                                          table_uniforms)
 from jaxacct.montecarlo.kernels import _common, bminsep
 from jaxacct.montecarlo.kernels.base import SchemeKernel, register
@@ -152,13 +152,12 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   # per round for the general sampler (the table path's rare fallback).
   table_keys = _common.fold(rest_keys, RestStream.TABLE)
   round_keys = _common.fold(rest_keys, RestStream.ROUNDS)
-  uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
   one_row = table is not None and table.cdf.shape[0] == 1
-  first_row = jnp.zeros((n, 0), jnp.int32)
   if one_row:
-    # The remainder's uniforms as their own contiguous array: read with stride 2 inside
-    # the scan, they kept XLA from vectorising a round's arithmetic (~4× slower).
-    first_row, uniforms = first_row_indices(uniforms[..., 0], table), uniforms[..., 1]
+    first_row, uniforms = one_row_inputs(table_keys, n, table)
+  else:
+    uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
+    first_row = jnp.zeros((n, 0), jnp.int32)
 
   def draw(inputs, counts):
     i, u, index = inputs
