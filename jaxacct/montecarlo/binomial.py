@@ -16,10 +16,13 @@ both of its algorithms on every element inside ``while`` loops and measured
   inversion of host-built CDF tables of Binomial(K + j, p), one row per count
   (a narrow window), or one row plus Y ~ Binomial(count − K, p) of small mean
   by the pmf recurrence (small p, e.g. the production shape of seed 000 §7.4).
-  Lanes outside the window fall back to the exact general sampler. With one row
-  the row's inversion does not depend on the count (``one_row_inputs``: all
-  rounds at once), and ``one_row_draft`` gives the draws without branches, or
-  −1 where the exact sampler is needed.
+  Lanes outside the window fall back to the exact general sampler;
+- ``InversionRows``: the one-row form with a row per kind of draw (the same row
+  for every round of the §7.4 batch sizes, a row per state of the warm-start
+  history): X does not depend on the count, so a run's X are all inverted before
+  its sequential scan (``row_inputs``), which drafts X + Y without branches
+  (``row_draft``) and reruns the exact draws (``row_binomial``) only if some
+  draft was unsure.
 
 Both methods are exact samplers given exact arithmetic. In float64 the law
 deviates from Binomial(count, p) only by rounding and by the Stirling series
@@ -56,7 +59,7 @@ import numpy as np
 from jax import lax
 
 ATTEMPTS = 3  # unrolled BTRS proposals per draw (each accepted w.p. ≳ 0.9 when the mean is > 10)
-_INVERSION_MAX_MEAN = 10.0
+INVERSION_MAX_MEAN = 10.0
 _FALLBACK_TAG = 1 << 20  # fold_in offset of the keys of the rare extra BTRS rounds
 # fc(k) = log k! − [½ log 2π + (k + ½) log(k + 1) − (k + 1)] for k = 0 … 9, to double precision
 # (40-digit mpmath; float64 lgamma differences lose ~3 digits to cancellation).
@@ -259,27 +262,68 @@ def _support(law, mean: float, sd: float, count: int) -> tuple[int, int]:
   return v0, v1
 
 
-def inversion_table(base_count: int, rows: int, prob: float, max_extra: int) -> InversionTable:
-  """Builds the ``InversionTable`` of Binomial(K + j, prob), j < ``rows``, on the host (scipy).
+def _cdf_rows(counts: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+  """(v₀ (R,), CDF rows (R, L)) of Binomial(counts[j], probs[j]) on the host (scipy).
 
   Row j spans [v₀(j), v₁(j)] with tails of mass < 2⁻⁵⁶ outside; the row length
   is the widest span padded to a power of two (a static shape: few compilations).
   """
   from scipy import stats  # host only
-  counts = base_count + np.arange(rows)
   spans = []
-  for count in counts:
+  for count, prob in zip(counts, probs):
     mean, sd = count * prob, (count * prob * (1.0 - prob)) ** 0.5
     spans.append(_support(stats.binom(int(count), prob), mean, sd, int(count)))
   first = np.array([v0 for v0, _ in spans])
   length = 1 << max(v1 - v0 for v0, v1 in spans).bit_length()
   values = first[:, None] + np.arange(length)[None, :]
-  cdf = stats.binom.cdf(values, counts[:, None], prob)
+  cdf = stats.binom.cdf(values, counts[:, None], probs[:, None])
   last = np.array([v1 for _, v1 in spans])[:, None]
   cdf = np.where(values >= last, 1.0, cdf)  # beyond v₁(j): mass < 2⁻⁵⁶, folded into v₁(j)
+  return first.astype(np.int64), np.maximum.accumulate(cdf, axis=1)
+
+
+def inversion_table(base_count: int, rows: int, prob: float, max_extra: int) -> InversionTable:
+  """Builds the ``InversionTable`` of Binomial(K + j, prob), j < ``rows``, on the host (scipy)."""
+  first, cdf = _cdf_rows(base_count + np.arange(rows), np.full(rows, float(prob)))
   # NumPy arrays: they become float64 / int64 device values inside the kernels' x64 scope.
-  return InversionTable(np.int64(base_count), first.astype(np.int64),
-                        np.maximum.accumulate(cdf, axis=1), np.int64(max_extra))
+  return InversionTable(np.int64(base_count), first, cdf, np.int64(max_extra))
+
+
+class InversionRows(NamedTuple):
+  """Rows of draws X + Y by inversion (host-built, traced): row j draws Binomial(c, p_j) for
+  counts c in [K_j, K_j + E_j] as X ~ Binomial(K_j, p_j) from a CDF row and Y ~
+  Binomial(c − K_j, p_j) of small mean by the pmf recurrence.
+
+  X does not depend on the count, so every draw of a run is inverted at once before a
+  sequential scan over the draws (``row_inputs``), which then only adds Y
+  (``row_draft``, ``row_binomial``). One row serves all rounds of the truncated
+  batch sizes at the seed 000 §7.4 shape; the warm-start history has a row per
+  state.
+
+  Attributes:
+    base_counts: K_j, int64 (R,).
+    probs: p_j, float64 (R,).
+    first_values: v₀(j), int64 (R,): ``cdf[j, i]`` = Pr[X_j ≤ v₀(j) + i].
+    cdf: float64 (R, L), each row non-decreasing and ending at 1;
+      Pr[X_j < v₀(j)] < 2⁻⁵⁶.
+    max_extras: E_j, int64 (R,) (counts outside the window: exact fallback).
+  """
+
+  base_counts: jax.Array
+  probs: jax.Array
+  first_values: jax.Array
+  cdf: jax.Array
+  max_extras: jax.Array
+
+
+def inversion_rows(base_counts, probs, max_extras) -> InversionRows:
+  """Builds ``InversionRows`` on the host (scipy); every p_j must be ≤ 1/2."""
+  base_counts = np.asarray(base_counts, np.int64)
+  probs = np.asarray(probs, np.float64)
+  if np.any(probs > 0.5):
+    raise ValueError('inversion rows need probabilities <= 1/2')
+  first, cdf = _cdf_rows(base_counts, probs)
+  return InversionRows(base_counts, probs, first, cdf, np.asarray(max_extras, np.int64))
 
 
 def table_uniforms(keys: jax.Array, rounds: int) -> jax.Array:
@@ -292,61 +336,90 @@ def table_uniforms(keys: jax.Array, rounds: int) -> jax.Array:
   return jnp.moveaxis(_uniforms(keys, 2 * rounds, _TABLE_TAG).reshape(-1, rounds, 2), 1, 0)
 
 
-def one_row_inputs(keys: jax.Array, rounds: int,
-                   table: InversionTable) -> tuple[jax.Array, jax.Array]:
-  """(first-row indices, remainder uniforms) of ``rounds`` one-row draws per lane, (rounds, N).
+def row_inputs(keys: jax.Array, rows: InversionRows,
+               row_of_draw: np.ndarray) -> tuple[jax.Array, jax.Array]:
+  """(X indices, remainder uniforms) of D draws per lane, time-major (D, N) each.
 
-  The same uniforms as ``table_uniforms``. With one row the inversion does not depend
-  on the count, so all rounds are inverted at once (vectorised, outside the caller's
-  scan), batch-major, and only the indices and the remainder's uniforms are made
-  time-major (cheaper than the (rounds, N, 2) layout). Each round's pair goes to
-  ``table_binomial(..., first_row_index=)`` or ``one_row_draft``. The row is indexed
-  as a 1-D array: gathering from the 2-D table measured ~7× slower on CPU.
+  Draw d uses row ``row_of_draw[d]`` (static) and the uniforms 2d (for X) and 2d + 1
+  (for Y) of the lane's table words (key folded with the table tag, as
+  ``table_uniforms``). All X are inverted at once, batch-major (measured cheaper
+  than the (D, N, 2) layout), through the flattened CDF rows: a 1-D gather measured
+  ~7× faster on CPU than gathering from the 2-D table.
   """
   _require_x64()
-  words = _words(keys, 2 * rounds, _TABLE_TAG)
-  row = table.cdf[0]
-  index = _search(lambda i: row[i], row.shape[0], _to_uniforms(words[:, 0::2]))
+  draws = len(row_of_draw)
+  words = _words(keys, 2 * draws, _TABLE_TAG)
+  length = rows.cdf.shape[1]
+  flat = rows.cdf.reshape(-1)
+  if np.all(row_of_draw == row_of_draw[0]):
+    offset = int(row_of_draw[0]) * length
+    index = _search(lambda i: flat[offset + i], length, _to_uniforms(words[:, 0::2]))
+  else:
+    offsets = jnp.asarray(np.asarray(row_of_draw, np.int32) * length)[None, :]
+    index = _search(lambda i: flat[offsets + i], length, _to_uniforms(words[:, 0::2]))
   return index.T, _to_uniforms(words[:, 1::2]).T
 
 
-# Unrolled steps of the remainder's inversion: its mean is ≤ _TABLE_MAX_EXTRA_MEAN-ish (4), so
-# eight steps settle nearly every lane and the loop after them rarely runs.
+# Unrolled steps of the remainder's inversion in ``row_binomial``: its mean is ≤ 4, so eight
+# steps settle nearly every lane and the loop after them rarely runs.
 _REMAINDER_UNROLLED = 8
-# Terms of the remainder's CDF in ``one_row_draft``: a lane needs more w.p. ~10⁻⁹ at the
-# §7.4 shape (remainder mean ~1), i.e. about once per 10³ blocks of 128 × 7200 draws.
+# Terms of the remainder's CDF in ``row_draft``: a lane needs more w.p. ~10⁻⁹ at the §7.4
+# shape (remainder mean ~1), i.e. about once per 10³ blocks of 128 × 7200 draws.
 _DRAFT_TERMS = 12
 
 
-def one_row_draft(first_row_index: jax.Array, uniform: jax.Array, counts: jax.Array,
-                  prob: jax.Array, table: InversionTable) -> jax.Array:
-  """``table_binomial`` of a one-row table without branches: the draws, or −1 where unsure.
+def _remainder(counts, rows: InversionRows, row):
+  """(count − K_j as float64 where the count is in row j's window else 0, in the window)."""
+  offset = counts - rows.base_counts[row].astype(counts.dtype)
+  usable = (offset >= 0) & (offset <= rows.max_extras[row].astype(counts.dtype))
+  return jnp.where(usable, offset, 0).astype(jnp.float64), usable
 
-  A lane gets ``table_binomial``'s draw when its count is in the table's window and
-  the remainder Binomial(count − K, p) is below ``_DRAFT_TERMS`` (its inversion is then
-  ``_count_below``, with the same terms and rounding); −1 otherwise. A caller running
-  many rounds in a ``lax.scan`` drafts them all without a ``lax.cond`` per round and
-  reruns the exact sampler only if some draft is −1.
+
+def row_draft(index: jax.Array, uniform: jax.Array, counts: jax.Array, rows: InversionRows,
+              row) -> jax.Array:
+  """``row_binomial`` without branches: the draws, or −1 where unsure.
+
+  A lane gets ``row_binomial``'s draw when its count is in the row's window and the
+  remainder is below ``_DRAFT_TERMS`` (its inversion is then ``_count_below``, with
+  ``_invert``'s terms and rounding); −1 otherwise. A caller running many draws in a
+  ``lax.scan`` drafts them all without a ``lax.cond`` per draw and reruns the exact
+  sampler only if some draft is −1.
 
   Args:
-    first_row_index, uniform: one round of ``one_row_inputs``, (N,) each.
+    index, uniform: one draw of ``row_inputs``, (N,) each.
     counts: (N,) non-negative integers, as integers or as integral float64 (exact
       below 2⁵³; the draft is then float64 too, which a scan vectorises better).
-    prob, table: as ``table_binomial`` (one row).
+    rows: the ``InversionRows``; row: the draw's row (traced scalar).
   """
   dtype = counts.dtype
-  offset = counts - table.base_count.astype(dtype)
-  usable = (offset >= 0) & (offset <= table.max_extra.astype(dtype))
-  rest = _count_below(uniform, jnp.where(usable, offset, 0).astype(jnp.float64),
-                      jnp.asarray(prob, jnp.float64), _DRAFT_TERMS)
-  drafted = (table.first_values[0].astype(dtype) + first_row_index.astype(dtype)
-             + rest.astype(dtype))
+  extra, usable = _remainder(counts, rows, row)
+  rest = _count_below(uniform, extra, rows.probs[row], _DRAFT_TERMS)
+  drafted = rows.first_values[row].astype(dtype) + index.astype(dtype) + rest.astype(dtype)
   return jnp.where(usable & (rest < _DRAFT_TERMS), drafted, -1)
 
 
+def row_binomial(index: jax.Array, uniform: jax.Array, counts: jax.Array, rows: InversionRows,
+                 row, fallback_keys: Callable[[], jax.Array]) -> jax.Array:
+  """One exact Binomial(counts[j], p_row) draw per lane, int64 (N,).
+
+  X + Y (``InversionRows``) for the lanes whose count is in the row's window; the
+  others (the choice depends on the count only, so the law stays exact) use
+  ``binomial`` with the keys from ``fallback_keys``, called only when needed.
+
+  Args: as ``row_draft``, and fallback_keys: returns the (N,) keys for the general sampler.
+  """
+  _require_x64()
+  prob = rows.probs[row]
+  extra, usable = _remainder(counts, rows, row)
+  rest = _invert(uniform, extra, prob, _REMAINDER_UNROLLED)
+  fast = rows.first_values[row] + index.astype(jnp.int64) + rest.astype(jnp.int64)
+  general = lax.cond(jnp.all(usable), lambda: jnp.zeros_like(fast),
+                     lambda: binomial(fallback_keys(), counts, prob))
+  return jnp.where(usable, fast, general)
+
+
 def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, table: InversionTable,
-                   fallback_keys: Callable[[], jax.Array],
-                   first_row_index: jax.Array | None = None) -> jax.Array:
+                   fallback_keys: Callable[[], jax.Array]) -> jax.Array:
   """One Binomial(counts[j], prob) draw per lane from an ``InversionTable``, int64 (N,).
 
   A lane with count c = K + j + e, 0 ≤ j < R, 0 ≤ e ≤ ``max_extra`` (j as
@@ -357,14 +430,11 @@ def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, tabl
   ``binomial`` with the keys from ``fallback_keys``, called only when needed.
 
   Args:
-    uniforms: (N, 2) uniforms in (0, 1), independent of the fallback keys' draws;
-      with ``first_row_index`` only the remainder's, column 1, as an (N,) array.
+    uniforms: (N, 2) uniforms in (0, 1), independent of the fallback keys' draws.
     counts: (N,) non-negative integers.
     prob: p ≤ 1/2 (the table's), traced scalar.
     table: the ``InversionTable``.
     fallback_keys: returns the (N,) keys for the general sampler.
-    first_row_index: for a one-row table, the round's index from ``one_row_inputs``
-      (computed beforehand from the same uniforms).
   """
   _require_x64()
   rows, length = table.cdf.shape
@@ -373,14 +443,8 @@ def table_binomial(uniforms: jax.Array, counts: jax.Array, prob: jax.Array, tabl
   extra = offset - row
   usable = (offset >= 0) & (extra <= table.max_extra)
   row = row.astype(jnp.int32)
-  if first_row_index is None:
-    index = _search(lambda i: table.cdf[row, i], length, uniforms[:, 0])
-    remainder_uniforms = uniforms[:, 1]
-  else:
-    if rows != 1:
-      raise ValueError(f'first_row_index needs a one-row table, got {rows} rows')
-    index, remainder_uniforms = first_row_index, uniforms
-  rest = _invert(remainder_uniforms, jnp.where(usable, extra, 0).astype(jnp.float64),
+  index = _search(lambda i: table.cdf[row, i], length, uniforms[:, 0])
+  rest = _invert(uniforms[:, 1], jnp.where(usable, extra, 0).astype(jnp.float64),
                  jnp.asarray(prob, jnp.float64), _REMAINDER_UNROLLED)
   fast = table.first_values[row] + index.astype(jnp.int64) + rest.astype(jnp.int64)
   general = lax.cond(jnp.all(usable), lambda: jnp.zeros_like(fast),
@@ -401,7 +465,7 @@ def binomial(keys: jax.Array, counts: jax.Array, prob: jax.Array) -> jax.Array:
   prob = jnp.asarray(prob, jnp.float64)
   flip = prob > 0.5
   q = jnp.where(flip, 1.0 - prob, prob)
-  small = count * q <= _INVERSION_MAX_MEAN
+  small = count * q <= INVERSION_MAX_MEAN
   btrs = lax.cond(jnp.all(small), lambda: jnp.zeros_like(count),
                   lambda: _btrs(keys, jnp.where(small, 100.0, count), jnp.where(small, 0.5, q)))
   inverted = lax.cond(jnp.any(small),

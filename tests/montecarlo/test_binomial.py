@@ -157,32 +157,68 @@ def test_unrolled_inversion_equals_the_loop():
 
 
 @scoped_x64
-def test_one_row_draft_is_the_table_draw_or_unsure():
-  # A one-row table (K = 400, remainders up to 40): in the window the draft equals
-  # ``table_binomial`` unless the remainder reaches the draft's terms; outside it is −1.
-  table = _table(400, 1, 0.3, 40)
-  keys = keys_lib.sample_keys(jax.random.key(8), jnp.asarray(0, jnp.int64), N)
-  uniforms = binomial.table_uniforms(keys, 1)[0]
-  counts = jnp.asarray(np.random.default_rng(8).integers(380, 460, N), jnp.int64)
-  exact = np.asarray(jax.jit(binomial.table_binomial, static_argnums=(4,))(
-      uniforms, counts, jnp.asarray(0.3), table, lambda: keys))
-  index, remainder = (v[0] for v in binomial.one_row_inputs(keys, 1, table))
-  np.testing.assert_array_equal(remainder, uniforms[:, 1])  # the same uniforms
-  np.testing.assert_array_equal(
-      np.asarray(binomial.table_binomial(remainder, counts, jnp.asarray(0.3), table,
-                                         lambda: keys, first_row_index=index)), exact)
-  for dtype in (jnp.int64, jnp.float64):
-    draft = np.asarray(binomial.one_row_draft(index, remainder, counts.astype(dtype),
-                                              jnp.asarray(0.3), table)).astype(np.int64)
-    offset = np.asarray(counts) - 400
+def _row_draws(seed, counts, rows, row, draft=False):
+  keys = keys_lib.sample_keys(jax.random.key(seed), jnp.asarray(0, jnp.int64), N)
+  index, uniform = (v[row] for v in binomial.row_inputs(keys, rows, np.arange(rows.cdf.shape[0])))
+  counts = jnp.asarray(counts)
+  if draft:
+    return np.asarray(jax.jit(binomial.row_draft)(index, uniform, counts, rows, row))
+  fallback = keys_lib.sample_keys(jax.random.key(seed + 1000), jnp.asarray(0, jnp.int64), N)
+  return np.asarray(jax.jit(binomial.row_binomial, static_argnums=(5,))(
+      index, uniform, counts.astype(jnp.int64), rows, row, lambda: fallback))
+
+
+@scoped_x64
+def _rows():
+  # Row 0: Binomial(400 + e, 0.1), e ≤ 40; row 1: Binomial(2000 + e, 0.01), e ≤ 300.
+  return binomial.inversion_rows([400, 2000], [0.1, 0.01], [40, 300])
+
+
+@pytest.mark.parametrize('row, count', [
+    (0, 425),    # X ~ Binomial(400, 0.1) plus a Binomial(25, 0.1) remainder
+    (1, 2000),   # no remainder
+    (1, 2290),   # remainder of mean 2.9
+    (0, 390),    # below the window: exact fallback
+    (1, 2400),   # above the window: exact fallback
+])
+def test_row_draws_match_scipy(row, count):
+  prob = (0.1, 0.01)[row]
+  draws = _row_draws(9 + row, np.full(N, count), _rows(), row)
+  assert _chi_square(draws, count, prob) > 1e-3
+  assert abs(draws.mean() - count * prob) < 5 * np.sqrt(count * prob * (1 - prob) / N)
+
+
+def test_row_draft_is_the_exact_draw_or_unsure():
+  # In the window the draft equals ``row_binomial`` unless the remainder reaches the
+  # draft's 12 terms; outside it is −1. Integer and float64 counts draft alike.
+  rows = _rows()
+  counts = np.random.default_rng(8).integers(380, 460, N)
+  exact = _row_draws(8, counts, rows, 0)
+  offset = counts - 400
+  in_window = (offset >= 0) & (offset <= 40)
+  for dtype in (np.int64, np.float64):
+    draft = _row_draws(8, counts.astype(dtype), rows, 0, draft=True).astype(np.int64)
     sure = draft >= 0
     np.testing.assert_array_equal(draft[sure], exact[sure])
-    assert not np.any(sure & ((offset < 0) | (offset > 40)))
-    # In the window only a remainder of ≥ 12 is unsure (mean 0.3·offset ≤ 12 here).
-    remainder_draws = exact - (np.asarray(table.first_values)[0] + np.asarray(index))
-    in_window = (offset >= 0) & (offset <= 40)
-    np.testing.assert_array_equal(sure[in_window], remainder_draws[in_window] < 12)
+    assert not np.any(sure & ~in_window)
+    first = _row_draws(8, np.full(N, 400), rows, 0)  # X alone: the remainder is empty
+    np.testing.assert_array_equal(sure[in_window], (exact - first)[in_window] < 12)
     assert 0 < np.sum(~sure & in_window) < np.sum(in_window)
+
+
+@scoped_x64
+def test_row_inputs_are_the_table_uniforms():
+  # The same words as ``table_uniforms``: draw d uses uniforms 2d (X) and 2d + 1 (remainder).
+  rows = _rows()
+  keys = keys_lib.sample_keys(jax.random.key(3), jnp.asarray(0, jnp.int64), 64)
+  uniforms = np.asarray(binomial.table_uniforms(keys, 3))
+  index, remainder = binomial.row_inputs(keys, rows, np.array([1, 0, 1]))
+  np.testing.assert_array_equal(np.asarray(remainder), uniforms[:, :, 1])
+  cdf, first = np.asarray(rows.cdf), np.asarray(rows.first_values)
+  for d, row in enumerate([1, 0, 1]):
+    want = np.searchsorted(cdf[row], uniforms[d, :, 0], side='left')
+    np.testing.assert_array_equal(np.asarray(index[d]), want)
+    assert np.all(first[row] + want >= 0)
 
 
 def test_inversion_stops_at_the_cdf_rounding_plateau():

@@ -19,7 +19,7 @@ import pytest
 from scipy import integrate, stats
 
 import jaxacct
-from jaxacct.montecarlo import candidates, estimator, sampling
+from jaxacct.montecarlo import binomial, candidates, estimator, sampling
 from oracles import brute_force, chi_square
 from oracles import truncated_brute_force as tbf
 
@@ -159,23 +159,25 @@ def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
   # m − 1 is above the table's window), so it also checks the fallback end to end.
   from jaxacct.montecarlo.kernels import truncated
   mech = _mechanism(p=1e-3, n=40, b=32, warm=warm, batch=1100, dataset=1_000_000, c_col=[1.0])
-  assert truncated.batch_size_table(mech.scheme).cdf.shape[0] == 1
+  assert isinstance(truncated.batch_size_table(mech.scheme), binomial.InversionRows)
+  assert (truncated.history_rows(mech.scheme) is not None) == warm
   key = jax.random.key(11)
-  real_draft, unsure_draws = truncated.one_row_draft, []
+  real_draft, unsure_draws = truncated.row_draft, []
 
   def recorded(*args):
     draws = real_draft(*args)
     jax.debug.callback(lambda count: unsure_draws.append(int(count)), jax.numpy.sum(draws < 0))
     return draws
-  monkeypatch.setattr(truncated, 'one_row_draft', recorded)
+  monkeypatch.setattr(truncated, 'row_draft', recorded)
   jax.clear_caches()
   drafted = sampling.sample_truncated_privacy_losses(key, mech, 256, 'remove')
-  # Warm start: every draft sure (no fallback); cold start: the first rounds are unsure.
-  assert len(unsure_draws) >= 40 and (sum(unsure_draws) > 0) == (not warm)
-  def unsure(index, uniform, counts, prob, table):
-    del uniform, prob, table
+  # Warm start: every draft sure (no fallback; the history's 31 drafts too); cold start: the
+  # first rounds are unsure.
+  assert len(unsure_draws) >= 40 + 31 * warm and (sum(unsure_draws) > 0) == (not warm)
+  def unsure(index, uniform, counts, rows, row):
+    del uniform, rows, row
     return jax.numpy.full(index.shape, -1, counts.dtype)
-  monkeypatch.setattr(truncated, 'one_row_draft', unsure)
+  monkeypatch.setattr(truncated, 'row_draft', unsure)
   jax.clear_caches()  # the kernels above were compiled with the real draft
   exact = sampling.sample_truncated_privacy_losses(key, mech, 256, 'remove')
   np.testing.assert_array_equal(drafted.rest_batch_sizes, exact.rest_batch_sizes)
@@ -188,6 +190,34 @@ def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
     np.testing.assert_array_less(np.abs(rest.mean(axis=0) - 999_999 * p0), 5 * errors)
   else:
     assert abs(rest[:, 0].mean() - 999_999e-3) < 5 * rest[:, 0].std() / 16
+
+
+def test_history_rows_have_the_multinomial_law():
+  # With ``history_rows`` the warm-start history is drawn by table rows: the counts must
+  # still be one multinomial draw over the b − 1 barred states (each Binomial(m − 1, π)
+  # marginally, negatively correlated: Cov = −(m − 1)π², total Binomial(m − 1, (b − 1)π)).
+  from jaxacct.montecarlo.kernels import truncated
+  mech = _mechanism(p=1e-3, n=40, b=32, warm=True, batch=1100, dataset=1_000_000, c_col=[1.0])
+  kernel = truncated.TruncatedBMinSepKernel.build(mech, np.dtype(np.float64))
+  keys = jax.random.split(jax.random.key(12), 8000)
+  with jax.enable_x64(True):
+    params = kernel.params(mech)
+    assert params.history_rows is not None
+    history = np.asarray(jax.jit(truncated.stationary_history, static_argnums=2)(
+        keys, params, 32), float)
+  others, state = 999_999, mech.scheme.expected_participation_rate
+  error = np.sqrt(others * state * (1 - state) / len(keys))
+  np.testing.assert_array_less(np.abs(history.mean(axis=0) - others * state), 5 * error)
+  assert chi_square.p_value(((int(h),) for h in history[:, 30]),
+                            {(k,): stats.binom.pmf(k, others, state)
+                             for k in range(int(others * state) - 300,
+                                            int(others * state) + 300)}) > 1e-3
+  total = history.sum(axis=1)
+  barred = 31 * state
+  variance = others * barred * (1 - barred)
+  assert abs(total.var(ddof=1) / variance - 1) < 5 * np.sqrt(2 / len(keys))
+  covariance = np.cov(history[:, 0], history[:, 30])[0, 1]
+  assert abs(covariance + others * state**2) < 5 * others * state / np.sqrt(len(keys))
 
 
 def _one_round_delta(epsilon, direction, *, dataset, p, batch, sigma):
@@ -323,10 +353,16 @@ def test_batch_size_table_regimes():
   rows = participation.batch_size_table(jaxacct.BMinSep(
       sampling_prob=0.5, iterations=10, min_sep=16, truncated_batch_size=110, dataset_size=3200))
   assert rows.cdf.shape[0] > 100 and int(rows.max_extra) == 0
-  production = participation.batch_size_table(jaxacct.BMinSep.from_expected_batch_size(
+  production_scheme = jaxacct.BMinSep.from_expected_batch_size(
       expected_batch_size=1793, dataset_size=14_745_600, iterations=10, min_sep=256,
-      truncated_batch_size=2048))
-  assert production.cdf.shape[0] == 1 and int(production.max_extra) * 1.25e-4 <= 4.0
+      truncated_batch_size=2048)
+  production = participation.batch_size_table(production_scheme)
+  assert isinstance(production, binomial.InversionRows) and production.cdf.shape[0] == 1
+  assert int(production.max_extras[0]) * 1.25e-4 <= 4.0
+  history = participation.history_rows(production_scheme)  # a row per state, remainders ≤ 4
+  assert history.cdf.shape[0] == 255
+  assert np.all(np.asarray(history.max_extras) * np.asarray(history.probs) <= 4.0)
+  assert participation.history_rows(dataclasses.replace(production_scheme, warm_start=False)) is None
   assert participation.batch_size_table(jaxacct.BMinSep(
       sampling_prob=0.2, iterations=10, min_sep=4, truncated_batch_size=30_000,
       dataset_size=100_000)) is None

@@ -31,9 +31,9 @@ from jax import lax
 
 from jaxacct import schemes
 from jaxacct.conventions import Direction, RestStream, Stream
-from jaxacct.montecarlo.binomial import (InversionTable, binomial, inversion_table,
-                                         one_row_draft, one_row_inputs, table_binomial,
-                                         table_uniforms)
+from jaxacct.montecarlo.binomial import (INVERSION_MAX_MEAN, InversionRows, InversionTable,
+                                         binomial, inversion_rows, inversion_table, row_binomial,
+                                         row_draft, row_inputs, table_binomial, table_uniforms)
 from jaxacct.montecarlo.kernels import _common, bminsep
 from jaxacct.montecarlo.kernels.base import SchemeKernel, register
 
@@ -46,13 +46,17 @@ class TruncatedParams(NamedTuple):
     truncated_batch_size: B, int64 scalar.
     dataset_size: m, int64 scalar.
     batch_size_table: the fast path of the other examples' batch-size draws
-      (``binomial.InversionTable``) or None; its length is a static shape.
+      (``binomial.InversionTable`` or, one row, ``binomial.InversionRows``) or None;
+      its shape is static.
+    history_rows: the fast path of the warm-start history (``binomial.InversionRows``,
+      a row per state) or None.
   """
 
   sampling_prob: jax.Array
   truncated_batch_size: jax.Array
   dataset_size: jax.Array
   batch_size_table: Any = None
+  history_rows: Any = None
 
 
 class TruncatedInfo(NamedTuple):
@@ -69,16 +73,23 @@ _TABLE_MAX_EXTRA_MEAN = 4.0
 _TABLE_MAX_ENTRIES = 1 << 20
 
 
+def _row_length(count: float, prob: float) -> float:
+  """The span of a CDF row of Binomial(count, prob) (±9 s.d. and a margin)."""
+  return 2 * (9.0 * (count * prob * (1.0 - prob)) ** 0.5 + 2.0) + 1.0
+
+
 @functools.lru_cache(maxsize=32)  # schemes are frozen and hashable; building takes ~0.1 s
-def batch_size_table(scheme) -> InversionTable | None:
-  """Host: the ``InversionTable`` for a truncated scheme's batch-size draws, or None.
+def batch_size_table(scheme) -> InversionTable | InversionRows | None:
+  """Host: the table for a truncated scheme's batch-size draws, or None.
 
   Under warm start each other example is barred independently w.p. (b − 1)p₀,
   so the pool size is k = (m − 1) − Binomial(m − 1, (b − 1)p₀), mean μ and
-  s.d. s; the table covers k ∈ [μ − 8s, μ + 8s] (b = 1: k = m − 1 exactly).
-  Counts outside (cold-start rounds, far tails) fall back to the exact general
-  sampler, so the table only affects speed. None when p > 1/2 or no table of
-  at most 2²⁰ entries covers the window.
+  s.d. s; the table covers k ∈ [μ − 8s, μ + 8s] (b = 1: k = m − 1 exactly), by an
+  ``InversionTable`` row per count, or else by one ``InversionRows`` row of
+  Binomial(⌊μ − 8s⌋, p) and a remainder of mean ≤ 4. Counts outside (cold-start
+  rounds, far tails) fall back to the exact general sampler, so the table only
+  affects speed. None when p > 1/2 or no table of at most 2²⁰ entries covers the
+  window.
   """
   p = float(scheme.sampling_prob)
   others = scheme.dataset_size - 1
@@ -89,13 +100,55 @@ def batch_size_table(scheme) -> InversionTable | None:
   spread = _TABLE_WINDOW_SD * (others * barred * (1.0 - barred)) ** 0.5
   base = max(0, int(mean - spread))
   top = min(others, int(mean + spread) + 1)
-  row_length = 2 * (9.0 * (top * p * (1.0 - p)) ** 0.5 + 2.0) + 1.0
-  if (top - base + 1) * row_length <= _TABLE_MAX_ENTRIES:
+  if (top - base + 1) * _row_length(top, p) <= _TABLE_MAX_ENTRIES:
     return inversion_table(base, top - base + 1, p, 0)
   max_extra = int(_TABLE_MAX_EXTRA_MEAN / p)
   if base + max_extra < top:
     return None
-  return inversion_table(base, 1, p, max_extra)
+  return inversion_rows([base], [p], [max_extra])
+
+
+@functools.lru_cache(maxsize=32)
+def history_rows(scheme) -> InversionRows | None:
+  """Host: ``InversionRows`` for the warm-start history's draws (a row per state), or None.
+
+  Draw k of ``stationary_history`` is Binomial(R_k, c_k) with
+  c_k = π/(1 − (k − 1)π), π = p/(1 + (b − 1)p), and R_k = (m − 1) − (h₁ + … + h_{k−1}),
+  i.e. (m − 1) − Binomial(m − 1, (k − 1)π): mean μ_k, s.d. s_k. Row k covers
+  R_k ∈ [μ_k − 8s_k, μ_k + 8s_k]. None (the general draws are used) for cold start,
+  b = 1, some c_k > 1/2, a remainder mean over 4, rows over 2²⁰ entries, or draws of
+  mean ≤ 10 (which the general sampler inverts directly, as cheaply; the rows replace
+  its rejection sampler).
+  """
+  b = scheme.min_sep
+  others = scheme.dataset_size - 1
+  if not scheme.warm_start or b < 2 or others < 1:
+    return None
+  p = float(scheme.sampling_prob)
+  state_prob = p / (1.0 + (b - 1) * p)
+  earlier = np.arange(b - 1) * state_prob  # (k − 1)π for k = 1 … b − 1
+  conditional = np.minimum(state_prob / (1.0 - earlier), 1.0)
+  mean = others * (1.0 - earlier)
+  spread = _TABLE_WINDOW_SD * np.sqrt(others * earlier * (1.0 - earlier))
+  base = np.maximum(0, np.floor(mean - spread)).astype(np.int64)
+  max_extra = np.minimum(others, np.floor(mean + spread) + 1).astype(np.int64) - base
+  length = max(_row_length(c, q) for c, q in zip(base, conditional))
+  if (np.any(conditional > 0.5) or np.any(max_extra * conditional > _TABLE_MAX_EXTRA_MEAN)
+      or (b - 1) * 2 ** int(length).bit_length() > _TABLE_MAX_ENTRIES
+      or np.min(mean * conditional) <= INVERSION_MAX_MEAN):
+    return None
+  return inversion_rows(base, conditional, max_extra)
+
+
+def _drafted(run, draft, exact):
+  """``run(draw, dtype)`` with the branch-free ``draft`` (``binomial.row_draft``), rerun
+  with the ``exact`` draws only if some draft was unsure (−1); same draws either way.
+
+  The draft runs on integral float64 counts (exact below 2⁵³), which XLA vectorised
+  better than int64 in a scan (1.6 against 2.2 µs per round at 128 lanes).
+  """
+  drafted = run(draft, jnp.float64).astype(jnp.int64)
+  return lax.cond(jnp.any(drafted < 0), lambda: run(exact, jnp.int64), lambda: drafted)
 
 
 def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -> jax.Array:
@@ -104,13 +157,36 @@ def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -
   Under Algorithm 2 every example is independently in state 0 (available) w.p.
   1/(1 + (b−1)p) and in each barred state k ∈ {1, …, b−1} (it joined in virtual
   round −k) w.p. p/(1 + (b−1)p); the counts are one multinomial draw, taken
-  as b − 1 conditional binomials (spec 000 §5.5).
+  as b − 1 conditional binomials (spec 000 §5.5): draw k uses the key fold_in(history
+  key, k), or, with ``params.history_rows``, row k − 1 of those ``InversionRows``
+  (their uniforms from fold_in(history key, 0); drafted, exact where unsure).
   """
   b = min_sep
   p = params.sampling_prob
   others = params.dataset_size - 1
   state_prob = p / (1.0 + (b - 1) * p)
   history_keys = _common.fold(keys, Stream.HISTORY)
+  rows = params.history_rows
+  states = jnp.arange(1, b, dtype=jnp.uint32)
+  remaining = jnp.broadcast_to(others, keys.shape[:1]).astype(jnp.int64)
+  if rows is not None:
+    index, uniforms = row_inputs(_common.fold(history_keys, 0), rows, np.arange(b - 1))
+
+    def run(state_draw, dtype):
+      def step(remaining, xs):
+        count = state_draw(xs, remaining)
+        return remaining - count, count
+      return lax.scan(step, remaining.astype(dtype), (states, index, uniforms))[1]
+
+    def draft(xs, remaining):
+      k, index_k, uniform_k = xs
+      return row_draft(index_k, uniform_k, remaining, rows, k - 1)
+
+    def exact(xs, remaining):
+      k, index_k, uniform_k = xs
+      return row_binomial(index_k, uniform_k, remaining, rows, k - 1,
+                          lambda: jax.vmap(lambda key: jax.random.fold_in(key, k))(history_keys))
+    return _drafted(run, draft, exact).T
 
   def draw(remaining, k):
     # Pr[state k | not in states 1 … k − 1] for categories in the order 1, …, b − 1, 0.
@@ -120,8 +196,7 @@ def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -
                       conditional)
     return remaining - count, count
 
-  _, counts = lax.scan(draw, jnp.broadcast_to(others, keys.shape[:1]).astype(jnp.int64),
-                       jnp.arange(1, b, dtype=jnp.uint32))
+  _, counts = lax.scan(draw, remaining, states)
   return counts.T
 
 
@@ -135,10 +210,10 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
   b − 1 counts in a circular buffer (before round i, slot i mod (b − 1) holds
   r_{i−b+1}, the count leaving the window after round i; it is carried
-  alongside). With a one-row table (small p, large m: seed 000 §7.4) the table
-  inversion does not depend on the pool size, so it is done for all rounds before
-  the scan, and the scan first drafts every round without branches
-  (``binomial.one_row_draft``); only a block with an unsure draft (a pool outside the
+  alongside). With a one-row table (``InversionRows``; small p, large m: seed 000
+  §7.4) the table inversion does not depend on the pool size, so it is done for all
+  rounds before the scan, and the scan first drafts every round without branches
+  (``binomial.row_draft``); only a block with an unsure draft (a pool outside the
   table's window or a remainder of ≥ 12, ~10⁻³ of blocks there) runs the exact
   sampler, which gives the same draws wherever the draft was sure.
   """
@@ -152,39 +227,34 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
   # per round for the general sampler (the table path's rare fallback).
   table_keys = _common.fold(rest_keys, RestStream.TABLE)
   round_keys = _common.fold(rest_keys, RestStream.ROUNDS)
-  one_row = table is not None and table.cdf.shape[0] == 1
+  one_row = isinstance(table, InversionRows)
   if one_row:
-    first_row, uniforms = one_row_inputs(table_keys, n, table)
+    index, uniforms = row_inputs(table_keys, table, np.zeros(n, np.int64))
   else:
     uniforms = table_uniforms(table_keys, n) if table is not None else jnp.zeros((n, 0))
-    first_row = jnp.zeros((n, 0), jnp.int32)
+    index = jnp.zeros((n, 0), jnp.int32)
+
+  def keys_of_round(i):
+    return jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys)
 
   def draw(inputs, counts):
-    i, u, index = inputs
-
-    def keys_of_round():
-      return jax.vmap(lambda k: jax.random.fold_in(k, i))(round_keys)
+    i, u, index_i = inputs
+    if one_row:
+      return row_binomial(index_i, u, counts, table, 0, lambda: keys_of_round(i))
     if table is None:
-      return binomial(keys_of_round(), counts, p)
-    return table_binomial(u, counts, p, table, keys_of_round, index if one_row else None)
+      return binomial(keys_of_round(i), counts, p)
+    return table_binomial(u, counts, p, table, lambda: keys_of_round(i))
 
   def draft(inputs, counts):
-    _, u, index = inputs
-    return one_row_draft(index, u, counts, p, table)
+    _, u, index_i = inputs
+    return row_draft(index_i, u, counts, table, 0)
 
-  def exact_if_unsure(drafted_chain):
-    # The draft runs on integral float64 counts (exact: m < 2⁵³), which XLA vectorised
-    # better than int64 in the scan (1.6 against 2.2 µs per round at 128 lanes).
-    drafted = drafted_chain(draft, jnp.float64).astype(jnp.int64)
-    return lax.cond(jnp.any(drafted < 0), lambda: drafted_chain(draw, jnp.int64),
-                    lambda: drafted)
-
-  rounds = (jnp.arange(n, dtype=jnp.uint32), uniforms, first_row)
+  rounds = (jnp.arange(n, dtype=jnp.uint32), uniforms, index)
   if b == 1:
     def independent(round_draw, dtype=jnp.int64):
       return lax.scan(lambda _, xs: (None, round_draw(xs, others.astype(dtype))), None,
                       rounds)[1]
-    rest = exact_if_unsure(independent) if one_row else independent(draw)
+    rest = _drafted(independent, draft, draw) if one_row else independent(draw)
     return rest.T.astype(jnp.int32)
   if warm_start:
     history = stationary_history(keys, params, b)  # column k − 1: joined in round −k
@@ -210,7 +280,7 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
     start = buffer.astype(dtype)
     return lax.scan(step, (start, jnp.sum(start, axis=0), start[0]), rounds)[1]
 
-  rest = exact_if_unsure(chain) if one_row else chain(draw)
+  rest = _drafted(chain, draft, draw) if one_row else chain(draw)
   return rest.T.astype(jnp.int32)
 
 
@@ -334,7 +404,8 @@ class TruncatedBMinSepKernel(SchemeKernel):
     return TruncatedParams(
         jnp.asarray(float(scheme.sampling_prob), jnp.float64),
         jnp.asarray(scheme.truncated_batch_size, jnp.int64),
-        jnp.asarray(scheme.dataset_size, jnp.int64), batch_size_table(scheme))
+        jnp.asarray(scheme.dataset_size, jnp.int64), batch_size_table(scheme),
+        history_rows(scheme) if self.warm_start else None)
 
   def has_signal(self, direction: str) -> bool:
     del direction  # C·x^Q ≠ 0 in truncated rounds
