@@ -11,7 +11,15 @@ rounds). Both directions have a signal.
 Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` and ``START`` (the
 sensitive example's chain, as ``bminsep``), ``REST_BATCH_SIZES`` (then ``RestStream.TABLE``
 for the table path's uniforms and ``RestStream.ROUNDS`` + round for the general sampler),
-``SURVIVAL`` (survival of a cut batch), ``HISTORY`` (the warm-start history, then state k).
+``SURVIVAL`` (survival of a cut batch), ``HISTORY`` (the warm-start history, then state k
+for the general sampler's draw of state k, and 0 for the uniforms of its table rows).
+
+Cost (issue 18, benchmarks/RESULTS.md): at the seed 000 §7.4 shape the batch sizes are one
+Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that does not
+depend on k_i is done for all rounds at once before the scan (table inversions, uniforms);
+the scan drafts each round branch-free and the exact sampler reruns only for a block with
+an unsure draft. Blocks without truncation draw no survival words, and ``add`` blocks
+without truncation form no mean.
 
 References:
   seed 000: Dong & Ganesh, arXiv 2602.09338v2, App. D (Lemma D.1, Corollary D.2, the P/R and
