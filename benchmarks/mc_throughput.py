@@ -9,7 +9,8 @@ Prints µs per sample (generation + loss, each direction) for
 all with the square-root ("FHU") band c_k = Π_{j≤k}(2j−1)/(2j) (16 or 256
 coefficients, normalised to ‖c‖₂ = 1) and σ = 1, in float64 and with
 ``dtype=jnp.float32`` kernels (jaxacct returns float64 losses either way).
-When jax-privacy is installed the same configurations run through
+When jax-privacy is installed (``pip install jax-privacy==2.0.0``; it is not among the
+package's extras, and without it no ratio is printed) the same configurations run through
 ``jax_privacy.experimental.monte_carlo.sample_generation.get_privacy_loss_sample``
 (positive_sample=True ≙ "remove", False ≙ "add"), interleaved with the jaxacct
 runs (round-robin over repeats), and the ratios are printed.
