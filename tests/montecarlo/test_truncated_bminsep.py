@@ -20,6 +20,7 @@ from scipy import integrate, stats
 
 import jaxacct
 from jaxacct.montecarlo import binomial, candidates, estimator, sampling
+from jaxacct.montecarlo.keys import sample_keys
 from oracles import brute_force, chi_square
 from oracles import truncated_brute_force as tbf
 
@@ -173,8 +174,7 @@ def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
   def batch_sizes():
     with jax.enable_x64(True):
       kernel = truncated.TruncatedBMinSepKernel.build(mech, np.dtype('float64'))
-      keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.key(11), i))(
-          jax.numpy.arange(256))
+      keys = sample_keys(jax.random.key(11), jax.numpy.int64(0), 256)  # the samplers' key rule
       # A fresh jit per call: it traces with whichever draft is in place now.
       return np.asarray(jax.jit(lambda keys, params: truncated.rest_batch_sizes(
           keys, params, 40, 32, warm))(keys, kernel.params(mech)))
