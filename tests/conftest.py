@@ -4,24 +4,67 @@ The library must give float64 results without the global x64 flag, so tests
 run with JAX's default configuration and never flip it at import time (a test
 that needs it uses the ``jax.enable_x64`` context manager). Hypothesis is
 derandomised so every run checks the same examples.
+
+JAX's persistent compilation cache is on for the whole run and every process it
+starts (CLI runs, forced-device scripts, notebook kernels inherit the environment set
+here, before JAX is imported): ``.jax-compilation-cache/`` in the checkout (ignored by
+git), or ``JAX_COMPILATION_CACHE_DIR`` if set; ``JAX_ENABLE_COMPILATION_CACHE=false``
+turns it off. JAX keys an entry on the program, the compile options, the devices and
+the JAX/XLA versions, so a stale entry is never used, and an entry that does not
+decompress or deserialise is recompiled (a warning, not an error: see
+``filterwarnings`` in pyproject.toml); ``tests/test_pinned_values.py`` checks both ways.
+
+Tiers (markers registered in pyproject.toml): ``slow`` (over ~10 s), ``notebook``,
+``multiprocess``. ``pytest --durations-report=PATH`` writes the durations report
+(``durations_report.py``).
 """
 
 import gc
+import os
+import pathlib
 
-import hypothesis
-import jax
-import pytest
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+COMPILATION_CACHE = ROOT / '.jax-compilation-cache'
+
+# Set before JAX is imported, so this process and its children read it at JAX import.
+os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', str(COMPILATION_CACHE))
+# Cache every program, however quick its compile: the suite's programs are small and many.
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS', '0')
+os.environ.setdefault('JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES', '-1')
+
+import hypothesis  # pylint: disable=wrong-import-position
+import jax  # pylint: disable=wrong-import-position
+import pytest  # pylint: disable=wrong-import-position
+
+import durations_report  # pylint: disable=wrong-import-position
 
 hypothesis.settings.register_profile(
     'jaxacct', derandomize=True, deadline=None, max_examples=25, print_blob=True)
 hypothesis.settings.load_profile('jaxacct')
 
 
+def pytest_addoption(parser):
+  durations_report.pytest_addoption(parser)
+
+
+def pytest_configure(config):
+  if jax.config.jax_enable_compilation_cache:
+    pathlib.Path(jax.config.jax_compilation_cache_dir).mkdir(parents=True, exist_ok=True)
+  durations_report.pytest_configure(config)
+
+
+def pytest_collection_modifyitems(items):
+  """Files with ``slow`` tests run first (stable otherwise): under ``pytest-xdist``'s
+  ``--dist loadfile`` the long files then overlap the many short ones instead of ending last."""
+  slow_files = {item.path for item in items if item.get_closest_marker('slow')}
+  items.sort(key=lambda item: item.path not in slow_files)
+
+
 # Every compiled XLA:CPU executable keeps memory mappings until it is freed, and the suite
 # compiles thousands of programs in one process: near the kernel's vm.max_map_count (65,530
 # by default) the next compile segfaults (seen at 88 % of the suite, 63,774 mappings). After a
 # module with many mappings alive, the compile caches are dropped; later modules recompile
-# only what they use.
+# only what they use (from the persistent cache).
 _MAX_MAPPINGS_KEPT = 30_000
 
 

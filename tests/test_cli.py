@@ -17,6 +17,7 @@ CONFIGS = pathlib.Path(__file__).resolve().parents[1] / 'configs'
 REQUIRED = {'noise_multiplier', 'epsilon', 'delta', 'verified', 'method', 'num_samples', 'seed'}
 
 
+@pytest.mark.slow
 def test_estimate_json(tmp_path, capsys):
   code = cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--json', '--out', str(tmp_path),
                    '--set', 'monte_carlo.num_samples=3000'])
@@ -33,6 +34,7 @@ def test_estimate_json(tmp_path, capsys):
   assert (tmp_path / 'estimate.json').is_file() and (tmp_path / 'delta_hat.png').is_file()
 
 
+@pytest.mark.slow
 def test_calibrate_json(tmp_path, capsys):
   code = cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--json', '--out', str(tmp_path),
                    '--set', 'calibration.delta=0.02', '--set', 'calibration.epsilon=1.0'])
@@ -60,6 +62,7 @@ def test_missing_file(capsys):
   assert 'config file not found' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_accelerator_scale_configs_refuse_cpu(capsys):
   assert cli.main(['calibrate', str(CONFIGS / 'bminsep_production_7_4.yaml')]) == 2
   assert 'accelerator-scale' in capsys.readouterr().err
@@ -73,6 +76,7 @@ def test_every_shipped_config_is_valid(path):
   assert yaml.safe_load(path.read_text())['calibration']['delta'] < 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', ['truncated_poisson_dpsgd.yaml', 'truncated_cyclic_poisson.yaml'])
 def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
   # accountant: auto picks the seed-001 PLD for truncated Poisson / cyclic Poisson.
@@ -90,6 +94,7 @@ def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
   assert calibrated['method'] == 'deterministic' and calibrated['noise_multiplier'] > 0
 
 
+@pytest.mark.slow
 def test_truncated_bminsep_estimate_from_the_cli(tmp_path, capsys):
   code = cli.main(['estimate', str(CONFIGS / 'truncated_bminsep_small.yaml'), '--json', '--out',
                    str(tmp_path), '--set', 'monte_carlo.num_samples=2000', '--set',
@@ -138,6 +143,7 @@ def test_multi_attribution_scheme_from_a_config(tmp_path, capsys):
   assert 'depends on the attribution graph' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_multi_attribution_config_on_a_synthetic_graph(tmp_path, capsys):
   code = cli.main(['estimate', str(CONFIGS / 'multi_attribution.yaml'), '--json', '--out',
                    str(tmp_path), '--set', 'monte_carlo.num_samples=2000', '--set',
@@ -200,6 +206,7 @@ def test_bad_fallback_is_refused_before_compute(override, message, capsys):
   assert message in err and 'verify' not in err  # no progress line: nothing was sampled
 
 
+@pytest.mark.slow
 def test_plan_of_the_production_config_is_finite(tmp_path, capsys):
   # Seed 000 §7.4 on this CPU: measured throughput (a stand-in band of the same length).
   assert cli.main(['plan', str(CONFIGS / 'bminsep_production_7_4.yaml'), '--json', '--out',

@@ -18,6 +18,8 @@ import pytest
 
 import jaxacct
 
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIG = ROOT / 'configs' / 'quickstart.yaml'
 # Small budgets (δ = 0.02) with long enough phases to be caught mid-way by the poller.

@@ -198,6 +198,7 @@ def test_sampler_draws_c_x_with_the_r_min_sep_law():
   assert chi_square.p_value(map(tuple, x), law) > 1e-3
 
 
+@pytest.mark.slow
 def test_verified_guarantee_is_labelled_bounded():
   n = 6
   mech_args = (_scheme(n, 0.2, 2, False), jaxacct.banded_inverse_square_root(n, 2))

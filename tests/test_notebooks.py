@@ -5,6 +5,8 @@ import pathlib
 
 import pytest
 
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
 nbformat = pytest.importorskip('nbformat')
 nbclient = pytest.importorskip('nbclient')
 

@@ -29,7 +29,11 @@ error), and the float64 exact-tail normals evaluate Cephes' ndtri rearranged to 
 """
 
 import json
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -88,13 +92,21 @@ def _hex(values) -> list[str]:
   return [float(v).hex() for v in np.asarray(values, np.float64).ravel()]
 
 
-def compute() -> dict:
-  """Today's values: a few losses per mechanism and direction, δ̂, a σ sweep and a calibration."""
+def loss_pins(names=None) -> dict:
+  """The loss pins of the named mechanisms (all by default): six losses per direction."""
   pins = {}
   for name, mechanism in _mechanisms().items():
+    if names is not None and name not in names:
+      continue
     for direction in ('remove', 'add'):
       losses = jaxacct.sample_privacy_losses(jax.random.key(7), mechanism, 6, direction)
       pins[f'losses/{name}/{direction}'] = _hex(losses)
+  return pins
+
+
+def compute() -> dict:
+  """Today's values: a few losses per mechanism and direction, δ̂, a σ sweep and a calibration."""
+  pins = loss_pins()
   warm = _mechanisms()['bminsep_warm']
   losses32 = jaxacct.sample_privacy_losses(jax.random.key(7), warm, 6, 'remove',
                                            dtype=np.float32)
@@ -130,15 +142,88 @@ def computed() -> dict:
   return compute()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('name', sorted(json.loads(PINS.read_text())) if PINS.exists() else [])
 def test_value_is_bitwise_unchanged(name, computed):
-  expected = json.loads(PINS.read_text())[name]
+  _assert_pinned(computed, name, json.loads(PINS.read_text())[name])
+
+
+def _assert_pinned(computed: dict, name: str, expected) -> None:
   if name in GUESS_DEPENDENT:
     got = [float.fromhex(v) for v in computed[name]]
     assert got == pytest.approx([float.fromhex(v) for v in expected], rel=1e-12), name
   else:
     assert computed[name] == expected, name
 
+
+# Recomputes the pins in a fresh interpreter and counts the persistent-cache hits and the
+# entries it could not read (JAX warns and recompiles).
+_CACHED_RUN = """
+import json, sys, warnings
+from jax import monitoring
+hits = []
+monitoring.register_event_listener(
+    lambda event, **kw: hits.append(1) if event == '/jax/compilation_cache/cache_hits' else None)
+sys.path.insert(0, 'tests')
+import test_pinned_values
+with warnings.catch_warnings(record=True) as caught:
+  warnings.simplefilter('always')
+  pins = test_pinned_values.loss_pins(%r)
+unreadable = sum('Error reading persistent compilation cache' in str(w.message) for w in caught)
+print(json.dumps({'pins': pins, 'hits': len(hits), 'unreadable': unreadable}))
+"""
+
+
+# One mechanism per kernel family whose programs differ most: b-min-sep warm start (the linear
+# recursion and its fallback), truncation (App. D), cyclic Poisson, multi-attribution.
+_CACHE_CHECKED = ('bminsep_warm', 'truncated_bminsep', 'cyclic_equal_split', 'multi_attribution')
+
+
+def _compute_elsewhere(cache: pathlib.Path) -> dict:
+  env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache),
+             JAX_ENABLE_COMPILATION_CACHE='true')
+  done = subprocess.run([sys.executable, '-c', _CACHED_RUN % (_CACHE_CHECKED,)], env=env,
+                        capture_output=True, text=True, check=False, cwd=PINS.parents[1],
+                        timeout=900)
+  assert done.returncode == 0, done.stderr
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.multiprocess
+def test_a_cold_warm_or_corrupt_compilation_cache_gives_the_same_bits(tmp_path):
+  """Issue 27: the pins do not depend on the persistent compilation cache the suite runs with.
+  Fresh processes compute the loss pins of one mechanism per kernel family with an empty cache
+  (compiling and writing every program), with that cache (reading it), and with that cache
+  after every entry was corrupted (JAX cannot read them and recompiles); all three give the
+  pins' bits."""
+  cache = tmp_path / 'cache'
+  cold = _compute_elsewhere(cache)
+  warm = _compute_elsewhere(cache)
+  # Corrupted in place: the cache key depends on the cache's path (XLA's own cache directories
+  # are among the compile options), so a copy elsewhere would never be read.
+  for index, entry in enumerate(sorted(p for p in cache.iterdir() if p.is_file())):
+    data = bytearray(entry.read_bytes())
+    if index % 2:
+      del data[len(data) // 2:]  # truncated, as by a kill mid-write
+    else:
+      data[len(data) // 2] ^= 0xFF  # a flipped byte
+    entry.write_bytes(bytes(data))
+  corrupted = _compute_elsewhere(cache)
+  # A cold run already hits where two of its jitted functions lower to the same program.
+  assert warm['hits'] > cold['hits'] and cold['unreadable'] == warm['unreadable'] == 0, (
+      cold['hits'], warm['hits'], cold['unreadable'], warm['unreadable'])
+  # Every lookup that hit in the warm run finds a corrupt entry now, and none is used.
+  assert corrupted['hits'] == 0 and corrupted['unreadable'] == warm['hits'], (
+      corrupted['hits'], corrupted['unreadable'], warm['hits'])
+  pinned = {name: value for name, value in json.loads(PINS.read_text()).items()
+            if name.count('/') == 2 and name.split('/')[:2] in
+            [['losses', mechanism] for mechanism in _CACHE_CHECKED]}
+  assert len(pinned) == 2 * len(_CACHE_CHECKED)
+  for run in (cold, warm, corrupted):
+    assert run['pins'].keys() == pinned.keys()
+    for name, expected in pinned.items():
+      _assert_pinned(run['pins'], name, expected)
 
 if __name__ == '__main__':
   PINS.write_text(json.dumps(compute(), indent=1, sort_keys=True) + '\n')

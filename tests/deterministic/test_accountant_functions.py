@@ -43,6 +43,7 @@ def test_truncation_costs_privacy_and_replace_one_costs_more():
   assert plain < zero_out < replace
 
 
+@pytest.mark.slow
 def test_monte_carlo_app_d_pair_is_never_tighter_than_seed_001():
   scheme = jaxacct.Poisson(sampling_prob=0.1, iterations=20, truncated_batch_size=55,
                            dataset_size=500)
@@ -54,6 +55,7 @@ def test_monte_carlo_app_d_pair_is_never_tighter_than_seed_001():
   assert exact > 1e-3  # a non-trivial comparison (δ ≈ 0.01 here)
 
 
+@pytest.mark.slow
 def test_calibrate_deterministic_round_trip():
   scheme = jaxacct.Poisson(sampling_prob=0.05, iterations=30, truncated_batch_size=55,
                            dataset_size=1000)

@@ -85,6 +85,7 @@ def test_identity_is_poisson_dpsgd_through_dp_accounting():
                                                          rel=1e-3)
 
 
+@pytest.mark.slow
 def test_last_iterate_mixture_reference_values():
   # Seed 003 App. B.5: DP-SGD's last iterate on linear losses is one MoG with sensitivity
   # Binom(128, 1/128) and noise √128·σ. Its PMF comes from ``row_sensitivity`` (128 unit

@@ -215,6 +215,7 @@ def test_config_takes_any_registered_name():
     _accountant_of('quickstart.yaml', adjacency='add_remove')
 
 
+@pytest.mark.slow
 def test_cli_payloads_name_the_accountant(tmp_path, capsys):
   quick = ['--json', '--out', str(tmp_path), '--set', 'accountant=unamplified_gaussian']
   assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml')] + quick) == 0
@@ -241,6 +242,7 @@ def test_cli_payloads_name_the_accountant(tmp_path, capsys):
   assert json.loads(capsys.readouterr().out)['accountant'] == 'monte_carlo'
 
 
+@pytest.mark.slow
 def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
   # Seed 002's two accountants and the unamplified one: per direction the smallest ε, the
   # statement the max over directions; which wins depends on σ (conditional composition at
@@ -263,6 +265,7 @@ def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
     assert epsilons[winner][binding] == expected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('epsilon, winner', [(0.15, 'conditional_composition'), (1.0, 'renyi')])
 def test_auto_calibration_on_balls_in_bins_takes_the_smallest_sigma(epsilon, winner):
   # Accountants that cannot meet the target at the best σ so far are skipped (one curve):
@@ -277,6 +280,7 @@ def test_auto_calibration_on_balls_in_bins_takes_the_smallest_sigma(epsilon, win
   assert calibrated.noise_multiplier == sigmas[winner]
 
 
+@pytest.mark.slow
 def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
   small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=50', '--set',
            'scheme.cycle_length=50', '--set', 'strategy.square_root_bands=1', '--set',

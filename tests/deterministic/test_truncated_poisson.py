@@ -258,6 +258,7 @@ def test_always_truncating_add_remove_is_subsampled_gaussian_at_half_sigma():
   assert ours == pytest.approx(_dpa_epsilon(event, steps, NR.ADD_OR_REMOVE_ONE, delta, d), rel=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('b', [600, 650])
 def test_composed_epsilon_against_dp_accounting(b):
   n, p, sigma, steps, delta, d = 60000, 0.01, 1.0, 100, 1e-5, 1e-4

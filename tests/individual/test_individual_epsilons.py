@@ -26,6 +26,7 @@ def _poisson_pld(q, sigmas, discretization=1e-4):
   return composed
 
 
+@pytest.mark.slow
 def test_all_ones_equal_the_worst_case_accountants():
   ratios = np.ones((3, 40))
   q, sigma = 0.05, 1.5
@@ -68,6 +69,7 @@ def test_full_batch_heterogeneous_composition_is_exact_gdp():
   assert np.all(rdp >= exact)  # RDP's conversion is looser than the exact GDP curve
 
 
+@pytest.mark.slow
 def test_bucketing_is_pessimistic_against_the_exact_sequence():
   # σ̃ rounded down to the grid: the bucketed ε is at least dp_accounting's composition of the
   # realised σ̃ = σ/r themselves; and not far above it with a fine grid.
@@ -82,6 +84,7 @@ def test_bucketing_is_pessimistic_against_the_exact_sequence():
     assert exact - 1e-9 <= value <= exact * 1.05
 
 
+@pytest.mark.slow
 def test_zero_ratios_cost_nothing_and_epsilon_is_monotone_in_each_ratio():
   q, sigma = 0.1, 1.0
   rng = np.random.default_rng(3)
@@ -108,6 +111,7 @@ def test_zero_ratios_cost_nothing_and_epsilon_is_monotone_in_each_ratio():
     assert larger[1] >= larger[0], method
 
 
+@pytest.mark.slow
 def test_bad_input_is_named():
   good = np.full((2, 3), 0.5)
   kwargs = {'sampling_prob': 0.1, 'noise_multiplier': 1.0, 'delta': DELTA}

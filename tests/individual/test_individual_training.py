@@ -131,6 +131,7 @@ def test_a_dropped_example_contributes_exactly_zero():
   np.testing.assert_array_equal(np.asarray(new.individual.spent)[dropped], spent[dropped])
 
 
+@pytest.mark.slow
 def test_poisson_counts_match_a_host_replay_of_the_norms():
   tracked = (0, 5, 11, 23)
   scheme = jaxacct.Poisson(sampling_prob=0.25, iterations=STEPS)
@@ -231,6 +232,8 @@ print(json.dumps({'devices': len(jax.devices()), 'out': out}))
 '''
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_two_devices_record_what_one_device_records():
   # One step from the same parameters: the per-example norms, and so every charge, bucket and
   # filter decision, do not depend on how the batch is sharded.

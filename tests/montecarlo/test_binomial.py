@@ -125,6 +125,7 @@ def test_table_rows_cover_all_but_negligible_tails():
     (1, 40, 390),     # below the window: exact fallback
     (1, 40, 460),     # above the window: exact fallback
 ])
+@pytest.mark.slow
 def test_table_draws_match_scipy(rows, max_extra, count):
   table = _table(400, rows, 0.1, max_extra)
   draws = _table_draw(3, np.full(N, count), 0.1, table)
@@ -181,6 +182,7 @@ def _rows():
     (0, 390),    # below the window: exact fallback
     (1, 2400),   # above the window: exact fallback
 ])
+@pytest.mark.slow
 def test_row_draws_match_scipy(row, count):
   prob = (0.1, 0.01)[row]
   draws = _row_draws(9 + row, np.full(N, count), _rows(), row)
@@ -188,6 +190,7 @@ def test_row_draws_match_scipy(row, count):
   assert abs(draws.mean() - count * prob) < 5 * np.sqrt(count * prob * (1 - prob) / N)
 
 
+@pytest.mark.slow
 def test_row_draft_is_the_exact_draw_or_unsure():
   # In the window the draft equals ``row_binomial`` unless the remainder reaches the
   # draft's 12 terms; outside it is −1. Integer and float64 counts draft alike.

@@ -16,6 +16,7 @@ SIGMAS = [0.7, 1.0, 1.6]
 EPS = [0.5, 1.0]
 
 
+@pytest.mark.slow
 def test_shared_draws_equal_the_estimator_at_each_sigma():
   # Same stream, same (x, z): y(σ) = C·x + σ·z, so each candidate's δ̂ is the plain
   # estimator's at that σ up to float round-off (d = Cᵀ(Cx) + σCᵀz vs Cᵀ(Cx + σz)).
@@ -31,6 +32,7 @@ def test_shared_draws_equal_the_estimator_at_each_sigma():
   assert np.all(np.diff(sweep.delta_hat_max, axis=0) <= 1e-12)
 
 
+@pytest.mark.slow
 def test_independent_keys_give_independent_estimates():
   key = jax.random.key(2)
   shared = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024, block_size=256)

@@ -31,6 +31,7 @@ def _stop_after(calls: int):
   return progress
 
 
+@pytest.mark.slow
 def test_estimate_resumes_bitwise_after_an_interruption(tmp_path):
   kwargs = dict(blocks_per_call=1, checkpoint_interval=1e-9)
   reference = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,

@@ -16,6 +16,8 @@ import sys
 
 import pytest
 
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
 WORKER = pathlib.Path(__file__).with_name('distributed_worker.py')
 
 

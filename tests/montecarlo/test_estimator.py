@@ -27,6 +27,7 @@ def test_reference_estimates(epsilon, losses, counts, expected):
   assert estimator.delta_from_losses(epsilon, losses, counts) == pytest.approx(expected, rel=1e-15)
 
 
+@pytest.mark.slow
 def test_estimate_equals_mean_of_the_stream_losses():
   key = jax.random.key(3)
   result = estimator.estimate_delta(key, MECH, EPS, 3000, block_size=256)
@@ -43,6 +44,7 @@ def test_estimate_equals_mean_of_the_stream_losses():
   assert np.all(result.delta_hat_max >= result.delta_hat['add'])
 
 
+@pytest.mark.slow
 def test_bitwise_identical_whatever_the_blocks_per_call():
   key = jax.random.key(4)
   runs = [estimator.estimate_delta(key, MECH, EPS, 2500, block_size=256, blocks_per_call=k)
@@ -152,6 +154,8 @@ def _run_with_devices(count):
   return run_on_devices(_DEVICE_SCRIPT, count)
 
 
+@pytest.mark.multiprocess
+@pytest.mark.slow
 def test_bitwise_identical_on_one_and_four_devices():
   one, four = _run_with_devices(1), _run_with_devices(4)
   assert one['devices'] == 1 and four['devices'] == 4

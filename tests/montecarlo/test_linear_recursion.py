@@ -101,6 +101,7 @@ def test_chunk_rounds(b, expected):
 
 @pytest.mark.parametrize('b, n, with_mean', [(16, 70, True), (33, 100, False), (4, 9, True)],
                          ids=['b=16,n=70', 'b=33,n=100,no-signal', 'b=4,n=9'])
+@pytest.mark.slow
 def test_shared_draw_scan_matches_one_sigma_at_a_time(b, n, with_mean):
   # ``linear_log_ratios_for_sigmas`` (all σ in one scan, ℓ formed inside it) against the
   # log-space recursion of each σ on d = d_m + σ·d_z. σ = 0.02 with a signal makes some

@@ -88,6 +88,7 @@ MECH = jaxacct.MatrixMechanism(
     jaxacct.BandedToeplitz([1.0, 0.5, 0.375]), 0.9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('direction', ['remove', 'add'])
 def test_losses_equal_privacy_loss_of_the_drawn_outputs(direction):
   key = jax.random.key(42)

@@ -119,6 +119,7 @@ def test_batch_size_at_least_dataset_size_is_untruncated():
     jaxacct.privacy_loss(mech, np.zeros((1, 10)), 'remove', rest_batch_sizes=np.zeros((1, 10)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('warm', [False, True])
 @pytest.mark.parametrize('direction', ['remove', 'add'])
 def test_joint_law_of_batch_sizes_and_coefficients(warm, direction):
@@ -135,6 +136,7 @@ def test_joint_law_of_batch_sizes_and_coefficients(warm, direction):
   assert chi_square.p_value(zip(map(tuple, rest), map(tuple, x)), law) > 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('warm', [False, True])
 def test_batch_size_means_at_scale(warm):
   # 10⁵ examples: E[r_i] = (m − 1)·p₀ in every round under warm start (Alg. 2's stationary
@@ -152,6 +154,7 @@ def test_batch_size_means_at_scale(warm):
     assert abs(means[1] - 99_999 * 0.2 * 0.8) < 5 * errors[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('warm', [False, True])
 def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
   # 10⁶ examples, p = 10⁻³, b = 32: the batch-size table is one row plus a remainder, as at
@@ -252,6 +255,7 @@ def _one_round_delta(epsilon, direction, *, dataset, p, batch, sigma):
   return total
 
 
+@pytest.mark.slow
 def test_one_round_estimate_matches_exact_delta():
   # Poisson with truncation is b-min-sep with b = 1; one round makes the δ of the App. D
   # pair a finite sum of 1-D integrals, an independent check of sampler + loss + estimator.
@@ -267,6 +271,7 @@ def test_one_round_estimate_matches_exact_delta():
       assert gap <= 5 * result.standard_error[direction][i], (direction, e, exact)
 
 
+@pytest.mark.slow
 def test_shared_draws_sweep_equals_the_estimator():
   mech = _mechanism(p=0.4, n=20, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
   sweep = candidates.estimate_delta_for_sigmas(jax.random.key(9), mech, [0.8, 1.5], [0.5, 1.0],
@@ -280,6 +285,7 @@ def test_shared_draws_sweep_equals_the_estimator():
                                  rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.slow
 def test_truncated_samples_match_plain_losses_and_outputs():
   mech = _mechanism(p=0.4, n=16, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
   key = jax.random.key(10)

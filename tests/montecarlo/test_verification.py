@@ -63,6 +63,7 @@ def test_gaussian_reference_values():
   assert pld.gaussian_delta(2.0, 1.0, 2.0) == pytest.approx(9.439169e-6, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_fallback_is_private_for_unnormalised_coefficients():
   # 16 square-root coefficients (‖c‖² ≈ 2.3, not normalised): σ_up must carry the column norm.
   scheme = jaxacct.BMinSep(sampling_prob=0.5, iterations=48, min_sep=16)
@@ -87,6 +88,7 @@ def _candidates(sigmas, scheme=POISSON, matrix=IDENTITY):
   return [jaxacct.MatrixMechanism(scheme, matrix, s) for s in sigmas]
 
 
+@pytest.mark.slow
 def test_verify_end_to_end_and_refuses_reruns(ledger):
   sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-4)
   cands = _candidates([1.2, 1.7, 2.0, sigma_up])
@@ -147,6 +149,7 @@ def test_verify_bad_input():
     jaxacct.verify(3, _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3)
 
 
+@pytest.mark.slow
 def test_calibration_matches_pld_for_poisson_dpsgd():
   # dp_accounting PLD σ for Poisson DP-SGD (q = 0.1, T = 20, ε = 1) at δ_b = 5e-4: 1.60054
   # (PLD, 1e-4 discretisation). MC + grid error: the 1.01 grid plus a few % of MC noise in δ.
@@ -170,6 +173,7 @@ def test_calibration_matches_pld_for_poisson_dpsgd():
   assert calls[-1][1] == 2 * result.record.num_samples  # shared draws: one program
 
 
+@pytest.mark.slow
 def test_bminsep_needs_less_noise_than_poisson():
   # Same expected participation rate p0 = 0.1 and C = I; b-min-sep (b = 4) has less variance
   # in the participation count (seed 000 §4.1), so its calibrated σ is below Poisson's PLD σ.
@@ -240,6 +244,7 @@ def test_released_fallback_names_its_accountant():
   assert passed.guarantee.method == 'verified_mc' and passed.guarantee.accountant is None
 
 
+@pytest.mark.slow
 def test_pld_fallback_proves_a_smaller_last_candidate():
   # Untruncated Poisson DP-SGD: the PLD σ at (ε, δ_b) is far below the unamplified one, so a
   # last candidate between them is refused by the default fallback and accepted by "pld".
@@ -277,12 +282,14 @@ def test_fallback_bad_input():
                                        key=jax.random.key(0), fallback='pld')
 
 
+@pytest.mark.slow
 def test_calibration_with_pld_fallback_records_it():
   # Truncated Poisson, where "pld" (seed 001) supports the mechanism: σ_up is the PLD σ at
   # (ε, δ_b), below the unamplified bound, and the record names the accountant.
   from jaxacct.deterministic import base
-  scheme = jaxacct.Poisson(sampling_prob=0.1, iterations=20, truncated_batch_size=18,
-                           dataset_size=100)
+  # m = 50, B = 9 (issue 27: m = 100, B = 18 took 91 s, two PLD calibrations of 45 s each).
+  scheme = jaxacct.Poisson(sampling_prob=0.1, iterations=20, truncated_batch_size=9,
+                           dataset_size=50)
   result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-1,
                                               key=jax.random.key(4), fallback='pld',
                                               num_candidates=2)

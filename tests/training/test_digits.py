@@ -16,6 +16,7 @@ from jaxacct.training import digits  # noqa: E402
 CONFIGS = pathlib.Path(__file__).resolve().parents[2] / 'configs'
 
 
+@pytest.mark.slow
 def test_noise_off_reaches_ninety_three_percent():
   # 300 steps of expected batch 64 at lr 0.5: measured 0.975 (seed 0); 0.93 leaves room for
   # other BLAS/XLA builds while still failing a broken clip, mask or update.
@@ -27,6 +28,7 @@ def test_noise_off_reaches_ninety_three_percent():
   assert result['steps'] == 300 and result['expected_batch_size'] == pytest.approx(64.0)
 
 
+@pytest.mark.slow
 def test_cli_train_bandmf_json(tmp_path, capsys):
   code = cli.main(['train', str(CONFIGS / 'digits_bandmf.yaml'), '--json', '--out', str(tmp_path),
                    '--set', 'scheme.iterations=60', '--set', 'calibration.delta=0.01'])
@@ -50,6 +52,7 @@ def test_cli_train_refuses_a_dataset_size_that_is_not_the_training_set(capsys):
   assert 'training set size 1437' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_train_with_the_individual_filter(tmp_path, capsys):
   code = cli.main(['train', str(CONFIGS / 'digits_dpgd_filter.yaml'), '--json', '--out',
                    str(tmp_path), '--set', 'scheme.iterations=30', '--set',

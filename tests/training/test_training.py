@@ -214,6 +214,8 @@ print(json.dumps({'devices': len(jax.devices()), 'w': out}))
 '''
 
 
+@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_two_devices_train_the_same_model_as_one():
   from devices import run_on_devices
   result = run_on_devices(_DEVICE_SCRIPT, 2)
