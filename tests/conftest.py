@@ -54,10 +54,15 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-  """Files with ``slow`` tests run first (stable otherwise): under ``pytest-xdist``'s
-  ``--dist loadfile`` the long files then overlap the many short ones instead of ending last."""
-  slow_files = {item.path for item in items if item.get_closest_marker('slow')}
-  items.sort(key=lambda item: item.path not in slow_files)
+  """Files that start processes or notebooks run first, then other files with ``slow`` tests,
+  then the rest (stable within each): under ``pytest-xdist``'s ``--dist loadfile`` the longest
+  files then overlap the many short ones instead of ending the run on one worker."""
+  rank = {}
+  for item in items:
+    marks = {mark.name for mark in item.iter_markers()}
+    level = 0 if marks & {'multiprocess', 'notebook'} else 1 if 'slow' in marks else 2
+    rank[item.path] = min(level, rank.get(item.path, 2))
+  items.sort(key=lambda item: rank[item.path])
 
 
 # Every compiled XLA:CPU executable keeps memory mappings until it is freed, and the suite

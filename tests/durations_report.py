@@ -72,7 +72,7 @@ class DurationsReport:
     self.is_worker = is_worker
     self.clock = CompileClock()
     self.tests: dict[str, dict] = collections.defaultdict(
-        lambda: {'seconds': 0.0, 'compile': 0.0, 'markers': set(), 'outcome': 'passed'})
+        lambda: {'seconds': 0.0, 'compile': 0.0, 'markers': set()})
     self.started = time.time()
     self.workers: set[str] = set()
 
@@ -84,9 +84,8 @@ class DurationsReport:
   @pytest.hookimpl(hookwrapper=True)
   def pytest_runtest_makereport(self, item, call):
     outcome = yield
-    report = outcome.get_result()
-    report.user_properties.append((_COMPILE_PROPERTY, self.clock.take()))
     del item, call
+    outcome.get_result().user_properties.append((_COMPILE_PROPERTY, self.clock.take()))
 
   # -- the controller (or the only process): collect and write
   def pytest_runtest_logreport(self, report):
@@ -98,10 +97,6 @@ class DurationsReport:
     test['seconds'] += report.duration
     test['compile'] += sum(v for k, v in report.user_properties if k == _COMPILE_PROPERTY)
     test['markers'] |= {m for m in TIERS if m in report.keywords}
-    if report.failed:
-      test['outcome'] = 'failed'
-    elif report.skipped and report.when != 'teardown':
-      test['outcome'] = 'skipped'
 
   def pytest_sessionfinish(self, session):
     if self.is_worker:
@@ -110,7 +105,7 @@ class DurationsReport:
     self.path.write_text(self.render(time.time() - self.started))
 
   def render(self, wall: float) -> str:
-    tests = {k: v for k, v in self.tests.items()}
+    tests = self.tests
     files = collections.defaultdict(lambda: {'count': 0, 'seconds': 0.0, 'compile': 0.0,
                                              'slowest': 0.0})
     for nodeid, test in tests.items():
