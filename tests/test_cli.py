@@ -239,6 +239,7 @@ def test_plan_arithmetic_with_a_given_throughput(tmp_path, capsys):
   assert plan['seconds_on_target'] == pytest.approx(expected / 4, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_accelerator_scale_calibrate_prints_the_plan_before_refusing(capsys):
   assert cli.main(['calibrate', str(CONFIGS / 'bminsep_production_7_4.yaml'),
                    '--set', 'calibration.num_candidates=2']) == 2
