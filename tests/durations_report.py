@@ -120,8 +120,8 @@ class DurationsReport:
         '# Test durations',
         '',
         f'{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; {len(tests)} tests; '
-        f'wall {wall:.0f} s with {len(self.workers) or 1} worker(s); summed test time {total:.0f} s, of '
-        f'which JAX compilation {compile_total:.0f} s; {os.cpu_count()} cores, '
+        f'wall {wall:.0f} s with {len(self.workers) or 1} worker(s); summed test time '
+        f'{total:.0f} s, of which JAX compilation {compile_total:.0f} s; {os.cpu_count()} cores, '
         f'{platform.machine()}, Python {platform.python_version()}.',
         '',
         '"compile" is tracing, lowering and the XLA compile (or persistent-cache read) seen in',
