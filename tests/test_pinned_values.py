@@ -29,11 +29,7 @@ error), and the float64 exact-tail normals evaluate Cephes' ndtri rearranged to 
 """
 
 import json
-import os
 import pathlib
-import shutil
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -180,13 +176,9 @@ _CACHE_CHECKED = ('bminsep_warm', 'truncated_bminsep', 'cyclic_equal_split', 'mu
 
 
 def _compute_elsewhere(cache: pathlib.Path) -> dict:
-  env = dict(os.environ, JAX_COMPILATION_CACHE_DIR=str(cache),
-             JAX_ENABLE_COMPILATION_CACHE='true')
-  done = subprocess.run([sys.executable, '-c', _CACHED_RUN, *_CACHE_CHECKED], env=env,
-                        capture_output=True, text=True, check=False, cwd=PINS.parents[1],
-                        timeout=900)
-  assert done.returncode == 0, done.stderr
-  return json.loads(done.stdout.strip().splitlines()[-1])
+  from devices import run_on_devices
+  return run_on_devices(_CACHED_RUN, 1, *_CACHE_CHECKED, env={
+      'JAX_COMPILATION_CACHE_DIR': str(cache), 'JAX_ENABLE_COMPILATION_CACHE': 'true'})
 
 
 @pytest.mark.slow
