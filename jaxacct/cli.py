@@ -56,6 +56,7 @@ from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.lower_triangular import banded_inverse_square_root
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import plan as plan_lib
+from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding
 from jaxacct.conventions import Purpose
 from jaxacct.montecarlo import keys as keys_lib
@@ -243,12 +244,15 @@ def _estimate(args, raw) -> dict:
   num_samples = int(mc.get('num_samples', 100_000))
   seed = int(mc.get('seed', 0))
   epsilons = mc.get('epsilons', [1.0])
-  dtype = {'float64': np.float64, 'float32': np.float32}.get(mc.get('dtype', 'float64'))
-  if dtype is None:
-    raise config_lib.ConfigError(f'monte_carlo.dtype must be float64 or float32, got {mc["dtype"]!r}')
+  if 'dtype' in mc and 'precision' in mc:
+    raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
+                                 'monte_carlo.dtype, not both')
+  choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),
+                                        mc.get('precision'), mechanism)
+  _say_precision(choice)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
-  result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples, dtype=dtype,
-                          progress=_Progress(args), **_checkpointing(args))
+  result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
+                          dtype=choice.dtype, progress=_Progress(args), **_checkpointing(args))
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
   table = [grid.index(float(e)) for e in epsilons]
@@ -261,6 +265,7 @@ def _estimate(args, raw) -> dict:
       'sampling_prob': _scheme_fields(mechanism.scheme).get('sampling_prob'),  # None: no p
       'expected_participation_rate': mechanism.scheme.expected_participation_rate,
       'num_samples': num_samples, 'seed': seed, 'epsilons': [float(e) for e in epsilons],
+      'precision': choice.precision, 'precision_reason': choice.reason,
       'delta_hat': {d: result.delta_hat[d][table].tolist() for d in DIRECTIONS},
       'standard_error': {d: result.standard_error[d][table].tolist() for d in DIRECTIONS},
       'curve': _curve_payload(result),
@@ -315,11 +320,19 @@ def _capacity_plan(args, raw) -> dict:
   mechanism, note = _plan_mechanism(raw)
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'estimation_samples',
                                  'num_candidates') if k in cal}
-  capacity = plan_lib.capacity_plan(
-      mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-      target_devices=getattr(args, 'devices', None),
-      samples_per_second=getattr(args, 'samples_per_second', None), **options)
-  payload = {'plan': capacity.to_dict(), 'stand_in': note, 'epsilon': float(cal['epsilon']),
+  run = _run_precision(raw, mechanism).precision
+  plans, refusal = {}, None
+  for name in ('float64', 'float32'):
+    try:
+      plans[name] = plan_lib.capacity_plan(
+          mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+          target_devices=getattr(args, 'devices', None),
+          samples_per_second=getattr(args, 'samples_per_second', None), precision=name,
+          **options).to_dict()
+    except ValueError as refused:  # the 32-bit program does not serve this mechanism
+      refusal = str(refused)
+  payload = {'plan': plans[run], 'plans': plans, 'precision': run, 'float32_refusal': refusal,
+             'stand_in': note, 'epsilon': float(cal['epsilon']),
              'delta': float(cal['delta']), 'backend': jax.default_backend()}
   return payload
 
@@ -365,6 +378,20 @@ def _print_plan(payload: dict, file=None) -> None:
   if plan['memory_per_device'] is not None:
     print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
           file=file)
+  plans = payload.get('plans', {})
+  print(f'  this run: {payload.get("precision", "float64")} (monte_carlo.precision)', file=file)
+  for name, other in plans.items():
+    memory = ('' if other['memory_per_device'] is None
+              else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
+    print(f'  {name}: {1.0 / other["seconds_per_sample"]["1"]:,.0f} samples/s here, '
+          f'{_format_seconds(other["seconds_here"])} here, '
+          f'{other["device_hours_on_target"]:,.1f} device-hours on {other["target_devices"]}'
+          f'{memory}', file=file)
+  if 'float32' in plans:
+    print('  accelerators (TPU/GPU) run the float32 program: project with its figures',
+          file=file)
+  elif payload.get('float32_refusal'):
+    print(f'  float32: not available ({payload["float32_refusal"]})', file=file)
 
 
 def _calibration_section(raw) -> dict:
@@ -412,10 +439,13 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
                                  'estimation_samples', 'num_candidates', 'fallback', 'attempt')
              if k in cal}
   ledger = _ledger_path(args, raw)
+  choice = _run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
+  _say_precision(choice)
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
                                       progress=_Progress(args), ledger=ledger,
-                                      **_checkpointing(args), **options)
+                                      precision=choice.precision, **_checkpointing(args),
+                                      **options)
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
@@ -424,8 +454,19 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
       'attempts': g.attempts, 'ledger': str(ledger),
+      'precision': g.precision, 'margin': g.margin, 'precision_reason': choice.reason,
   }
   return result.mechanism, g, payload, result.record
+
+
+def _run_precision(raw, mechanism) -> precision_lib.PrecisionChoice:
+  """The device program of a Monte Carlo run: ``monte_carlo.precision`` (default float64)."""
+  return precision_lib.choose(raw.get('monte_carlo', {}).get('precision', 'float64'), mechanism)
+
+
+def _say_precision(choice: precision_lib.PrecisionChoice) -> None:
+  if sharding.is_leader():
+    print(f'precision: {choice.precision} ({choice.reason})', file=sys.stderr)
 
 
 def _with_prefix_error(mechanism, payload: dict) -> dict:
@@ -448,7 +489,8 @@ def _calibrate(args, raw) -> dict:
     key = keys_lib.purpose_key(jax.random.key(int(raw['calibration'].get('seed', 0))),
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
-                           found.estimation_samples, progress=_Progress(args, 'report curve'))
+                           found.estimation_samples, precision=g.precision,
+                           progress=_Progress(args, 'report curve'))
     payload['curve'] = _curve_payload(curve)
     _write(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat, curve.standard_error,
            f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per direction; '

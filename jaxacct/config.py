@@ -38,7 +38,10 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     num_samples: int           # per direction
     seed: int
     epsilons: [floats]
-    dtype: float64 | float32
+    precision: auto | float32 | float64   # the device program of `estimate` and `calibrate`
+                               # (default float64; float32: the 32-bit program with its
+                               # certified margin; auto: float32 on TPU/GPU, the faster on CPU)
+    dtype: float64 | float32   # legacy spelling of precision for `estimate`
   calibration:                 # `calibrate` (and the δ at which `estimate` reports ε̂)
     epsilon: float
     delta: float               # target overall δ
@@ -119,7 +122,7 @@ SCHEMA: dict[str, Any] = {
     'accountant': None,
     'accountant_options': None,
     'adjacency': None,
-    'monte_carlo': ('num_samples', 'seed', 'epsilons', 'dtype'),
+    'monte_carlo': ('num_samples', 'seed', 'epsilons', 'precision', 'dtype'),
     'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                     'estimation_samples', 'num_candidates', 'fallback', 'attempt', 'seed'),
     'report': ('output_dir',),
@@ -256,6 +259,7 @@ VALUE_TYPES: dict[str, Any] = {
     'monte_carlo.num_samples': _integer(2), 'monte_carlo.seed': _SEED,
     'monte_carlo.epsilons': _reals(nonnegative=True),
     'monte_carlo.dtype': _choice('float64', 'float32'),
+    'monte_carlo.precision': _choice('auto', 'float32', 'float64'),
     'calibration.epsilon': _POSITIVE, 'calibration.delta': _DELTA,
     'calibration.num_samples': _integer(2), 'calibration.base_delta': _DELTA,
     'calibration.grid_ratio': _real(1.0, what='> 1: the σ grid steps up by it'),

@@ -34,6 +34,11 @@ class Direction(str, enum.Enum):
 DIRECTIONS: tuple[str, ...] = tuple(d.value for d in Direction)
 
 
+def signed_loss(loss, direction: str):
+  """The loss of ``direction`` from ln P/Q: ``remove`` ln P/Q, ``add`` ln Q/P = −ln P/Q."""
+  return loss if direction == Direction.REMOVE else -loss
+
+
 class Adjacency(str, enum.Enum):
   """Neighbouring relation of a guarantee.
 

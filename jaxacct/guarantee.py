@@ -40,6 +40,12 @@ class Guarantee:
       statement (``"pld"``, ``"unamplified_gaussian"``, …; for ``fallback`` the
       accountant that proved the last candidate), or None for Monte Carlo
       statements that no deterministic accountant proved.
+    precision: the arithmetic of the Monte Carlo device program behind the statement:
+      ``"float64"``, or ``"float32"`` (the 32-bit program; every hockey-stick term was
+      evaluated at ε − η with a certified per-sample margin η ≥ |L̂ − L| and block sums
+      rounded up, so δ̂ is ≥ that of the exact losses: ``jaxacct/montecarlo/margin.py``).
+    margin: for ``"float32"``, the largest per-sample margin η among the verification
+      draws of the released candidate (None otherwise).
   """
 
   epsilon: float
@@ -54,10 +60,14 @@ class Guarantee:
   adjacency: str = 'zero_out'
   bounded: bool = False
   accountant: str | None = None
+  precision: str = 'float64'
+  margin: float | None = None
 
   def __post_init__(self):
     if self.method not in METHODS:
       raise ValueError(f'method must be one of {", ".join(METHODS)}, got {self.method!r}')
+    if self.precision not in ('float64', 'float32'):
+      raise ValueError(f'precision must be "float64" or "float32", got {self.precision!r}')
     if self.adjacency not in ADJACENCIES:
       raise ValueError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {self.adjacency!r}')
     # Plain strings inside, whatever enum or str was passed: equality, hashing and JSON agree.

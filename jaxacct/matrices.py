@@ -159,9 +159,16 @@ FFT_MIN_BANDS = 128
 
 
 def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
-  """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; batch-major (N, n)."""
+  """d_i = Σ_{k < m} c_k y_{i+k} with y_j = 0 for j ≥ n, i.e. d = Cᵀy; batch-major (N, n).
+
+  float32 always sums the m products as a binary tree (``tree_sliding_dot_products``): its
+  componentwise error bound is what the 32-bit program's margin certifies (an FFT has only
+  a normwise bound).
+  """
   n = y.shape[1]
   m = c_col.shape[0]
+  if y.dtype == jnp.float32:
+    return tree_sliding_dot_products(y, c_col)
   if m < FFT_MIN_BANDS:
     padded = jnp.pad(y, ((0, 0), (0, m - 1)))
     d = c_col[0] * y
@@ -172,6 +179,20 @@ def sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
   length = 1 << (n + m - 2).bit_length()
   spectrum = jnp.fft.rfft(y, length, axis=1) * jnp.conj(jnp.fft.rfft(c_col, length))[None, :]
   return jnp.fft.irfft(spectrum, length, axis=1)[:, :n].astype(y.dtype)
+
+
+def tree_sliding_dot_products(y: jax.Array, c_col: jax.Array) -> jax.Array:
+  """``sliding_dot_products`` as a binary tree of m shifted products: every d̂_i is within
+  γ_t·Σ_k |c_k||y_{i+k}|, t = ⌈log₂ m⌉ + 1 roundings, of the exact sum (Higham §3.1);
+  XLA does not reassociate floating-point sums, so the tree is the order computed."""
+  n = y.shape[1]
+  m = c_col.shape[0]
+  padded = jnp.pad(y, ((0, 0), (0, m - 1)))
+  level = [c_col[k] * padded[:, k:k + n] for k in range(m)]
+  while len(level) > 1:
+    paired = [level[k] + level[k + 1] for k in range(0, len(level) - 1, 2)]
+    level = paired + ([level[-1]] if len(level) % 2 else [])
+  return level[0]
 
 
 def mean_of_separated_participations(x: jax.Array, c_col: jax.Array) -> jax.Array:

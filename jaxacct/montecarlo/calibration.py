@@ -34,6 +34,7 @@ from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import evr, sharding, stream, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import precision as precision_lib
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
 
@@ -115,11 +116,12 @@ class Calibration:
   record: CalibrationRecord
 
 
-def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, devices,
-                      phase, progress):
+def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, precision,
+                      devices, phase, progress):
   sweep = candidates_lib.sweep_sigmas(
       key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
-      shared_draws=shared_draws, devices=devices, phase=phase, progress=progress)
+      shared_draws=shared_draws, precision=precision, devices=devices, phase=phase,
+      progress=progress)
   return sweep.delta_hat_max[:, 0]
 
 
@@ -138,8 +140,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
                                num_candidates: int = 8, attempt: int = 1,
-                               ledger=None, fallback=None, devices=None, progress=None,
-                               checkpoint=None,
+                               ledger=None, fallback=None, precision: str = 'float64',
+                               devices=None, progress=None, checkpoint=None,
                                checkpoint_interval: float = 60.0) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
@@ -166,6 +168,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     fallback: the deterministic accountant that proves σ_up, the last candidate (an
       accountant or registered name; default ``"unamplified_gaussian"``, which covers every
       scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
+    precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program with its certified
+      margin, for the sweeps and the verification; ``verification.verify``) or ``"auto"``
+      (resolved once, before any compute; ``montecarlo/precision.py``).
     devices: devices to shard over (default all local devices).
     progress: called as ``progress(samples_done, samples_total, stage)`` after each call, with
       stage "estimation sweep 1", "estimation sweep 2", … (a coarse bracket of 16 σ until it
@@ -196,13 +201,15 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)
+  choice = precision_lib.choose(precision, placeholder)
   ledger = ledger_lib.ledger_from(ledger)
   saved = checkpoint_lib.open_checkpoint(checkpoint, {
       'run': 'calibrate', 'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint),
       'epsilon': epsilon, 'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
       'num_samples': n_verify, 'base_delta': base, 'grid_ratio': grid_ratio,
       'shared_draws': bool(shared_draws), 'estimation_samples': estimation_samples,
-      'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name},
+      'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name,
+      **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       checkpoint_interval)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
@@ -214,7 +221,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     phase = checkpoint_lib.Phase(saved, f'estimation-sweep-{len(sweeps)}',
                                  [float(s).hex() for s in sigmas])
     values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
-                               devices, phase,
+                               choice.precision, devices, phase,
                                stream.staged(progress, f'estimation sweep {len(sweeps) + 1}'))
     sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
     return values
@@ -249,7 +256,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
                                 attempt=attempt, ledger=ledger, fallback=fallback,
-                                devices=devices, progress=progress, checkpoint=saved)
+                                precision=choice.precision, devices=devices, progress=progress,
+                                checkpoint=saved)
   record = CalibrationRecord(
       base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),

@@ -31,11 +31,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate
-from jaxacct._precision import kernel_dtype, scoped_x64
+from jaxacct._precision import scoped_x64
 from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import estimator, kernels, sampling, stream
+from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 
@@ -73,7 +74,8 @@ def _check_sigmas(noise_multipliers) -> np.ndarray:
 @scoped_x64
 def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float],
                               epsilons, num_samples: int, *, shared_draws: bool = True,
-                              dtype=jnp.float64, block_size: int | None = None,
+                              dtype=jnp.float64, precision: str | None = None,
+                              block_size: int | None = None,
                               blocks_per_call: int | None = None, devices=None,
                               progress: stream.Progress | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
@@ -82,7 +84,8 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   estimation stream; otherwise candidate j uses the independent key
   fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
   reachable only through ``evr.verify``.) ``progress(samples_done, samples_total, stage)``
-  is called after each call (stage "estimation sweep").
+  is called after each call (stage "estimation sweep"). ``dtype`` / ``precision``: as
+  ``estimate_delta``.
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -93,13 +96,14 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   """
   return sweep_sigmas(key, mechanism, noise_multipliers, epsilons, num_samples,
                       purpose='estimation', shared_draws=shared_draws, dtype=dtype,
-                      block_size=block_size, blocks_per_call=blocks_per_call, devices=devices,
+                      precision=precision, block_size=block_size, blocks_per_call=blocks_per_call, devices=devices,
                       progress=stream.staged(progress, 'estimation sweep'))
 
 
 @scoped_x64
 def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
                  num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
+                 precision: str | None = None,
                  block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
                  progress: Callable[[int, int], None] | None = None,
                  phase: checkpoint_lib.Phase | None = None) -> SigmaSweep:
@@ -117,7 +121,8 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
   num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   key = keys_lib.canonicalize_key(key)
-  kernel = kernels.kernel_for(mechanism, kernel_dtype(dtype))
+  kernel = kernels.kernel_for(
+      mechanism, precision_lib.from_arguments(dtype, precision, mechanism).dtype)
   if block_size is None:
     block_size = sampling.default_block_size(kernel.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
@@ -132,13 +137,13 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
     return lambda direction: keys_lib.direction_key(purpose_key, direction)
 
   if shared_draws:
-    program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
+    program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
     stream.accumulate(streams_of(key), program, state, progress=progress, **run)
   else:
     for j, sigma in enumerate(sigmas):
       candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
       stream.accumulate(streams_of(jax.random.fold_in(key, CANDIDATE_TAG + j)),
-                        sampling.OneSigma(candidate, kernel, block_size, mesh), state,
+                        stream.one_sigma_program(candidate, kernel, block_size, mesh), state,
                         program_index=j, num_programs=sigmas.size, candidate_offset=j,
                         progress=progress, **run)
   phase.finish(state)

@@ -35,11 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate
-from jaxacct._precision import kernel_dtype, scoped_x64
+from jaxacct._precision import scoped_x64
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import kernels, sampling, stream
+from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
@@ -189,7 +190,7 @@ def _check_edges(histogram_edges):
 
 @scoped_x64
 def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
-                   dtype=jnp.float64,
+                   dtype=jnp.float64, precision: str | None = None,
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
                    devices=None, progress: stream.Progress | None = None,
@@ -201,7 +202,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     mechanism: the mechanism to account.
     epsilons: the ε grid (non-empty, finite).
     num_samples: samples per direction (total, including a resumed ``state``).
-    dtype: kernel arithmetic (float64 default; float32 on request). Sums are float64.
+    dtype: kernel arithmetic (float64 default; float32: the 32-bit program, see ``precision``).
+      Sums are float64.
+    precision: ``"float64"``, ``"float32"`` (the 32-bit program with its certified margin:
+      each term is evaluated at ε − η and block sums are rounded up, so δ̂ is ≥ that of the
+      exact losses; ``montecarlo/margin.py``) or ``"auto"`` (``montecarlo/precision.py``);
+      give it or ``dtype``, not both.
     block_size: samples per reduction block (part of the result's identity;
       default ``sampling.default_block_size(iterations)``).
     blocks_per_call: blocks per device per call (performance only; default
@@ -230,6 +236,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     §8; spec 000 §4.6 (estimator), §11 pitfalls 7, 17, 18.
   """
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
+                      precision=precision,
                       block_size=block_size, blocks_per_call=blocks_per_call,
                       histogram_edges=histogram_edges, state=state, devices=devices,
                       progress=stream.staged(progress, 'estimate'), checkpoint=checkpoint,
@@ -238,7 +245,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
 
 @scoped_x64
 def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *, purpose: str,
-                 dtype=jnp.float64, block_size: int | None = None,
+                 dtype=jnp.float64, precision: str | None = None,
+                 block_size: int | None = None,
                  blocks_per_call: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None, devices=None,
                  progress: Callable[[int, int], None] | None = None,
@@ -252,10 +260,10 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   block_size = _validate.integer_at_least('block_size', block_size, 1)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   edges = _check_edges(histogram_edges)
-  resolved = kernel_dtype(dtype)
+  choice = precision_lib.from_arguments(dtype, precision, mechanism)
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
-  kernel = kernels.kernel_for(mechanism, resolved)
+  kernel = kernels.kernel_for(mechanism, choice.dtype)
   run_fingerprint = fingerprint(mechanism, kernel, grid.tolist(), edges, block_size, purpose,
                                 key_data)
   bins = None if edges is None else len(edges) + 1
@@ -287,7 +295,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
   run_state = phase.start(stream.StreamState(totals))
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
-                    sampling.OneSigma(mechanism, kernel, block_size, mesh), run_state,
+                    stream.one_sigma_program(mechanism, kernel, block_size, mesh), run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,
                     blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
                     progress=progress, after_call=phase.after_call)

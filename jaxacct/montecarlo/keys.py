@@ -9,6 +9,12 @@ wrap at 2³² ≈ 4.3·10⁹ samples). Purposes (estimation, verification, train
 are folded in before the direction by the layers that own those streams; the
 plain samplers use a fourth purpose, ``sampling``, so they never reproduce an
 estimation or verification stream.
+
+The 32-bit device program (``precision="float32"``, no 64-bit type on device) derives the
+same keys from uint32 coordinates computed on the host (``block_coordinates``) and draws
+the same random words: a 64-bit word of ``jax.random.bits(key, shape, uint64)`` is the pair
+(hi, lo) of 32-bit threefry outputs that ``word_pairs`` returns, so both precisions sample
+the same real-valued outputs from a key.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jax.extend.random import threefry_2x32
 
 from jaxacct.conventions import DirectionStream, Purpose
 
@@ -87,3 +95,44 @@ def sample_keys(stream_key: jax.Array, first_index: jax.Array, count: int) -> ja
 def key_words(key: jax.Array) -> tuple[int, ...]:
   """The raw uint32 words of a typed key (a run's public seed, as recorded in reports)."""
   return tuple(int(w) for w in np.asarray(jax.random.key_data(key)).ravel())
+
+
+def block_coordinates(block_ids, block_size: int) -> np.ndarray:
+  """Host: the key coordinates of each block's first sample as uint32 (k, 2).
+
+  Row j is (g >> 20, g & (2²⁰ − 1)) for g = block_ids[j]·block_size, the two numbers
+  ``keys_for_indices`` folds in; both fit 32 bits for g < 2⁵² (``MAX_SAMPLE_INDEX``).
+  """
+  first = np.asarray(block_ids, np.int64) * np.int64(block_size)
+  return np.stack([first >> KEY_BLOCK_BITS, first & (KEY_BLOCK_SIZE - 1)],
+                  axis=-1).astype(np.uint32)
+
+
+def block_keys32(stream_key: jax.Array, coordinates: jax.Array, block_size: int) -> jax.Array:
+  """32-bit device code: the keys of one block's samples from its ``block_coordinates`` row.
+
+  Equal to ``sample_keys(stream_key, first, block_size)``: the index within a key block
+  carries into the key block when it passes 2²⁰ (block sizes need not divide 2²⁰).
+  """
+  within = coordinates[1] + jnp.arange(block_size, dtype=jnp.uint32)
+  block = coordinates[0] + (within >> KEY_BLOCK_BITS)
+  within = within & jnp.uint32(KEY_BLOCK_SIZE - 1)
+  return jax.vmap(lambda b, i: jax.random.fold_in(jax.random.fold_in(stream_key, b), i))(
+      block, within)
+
+
+def word_pairs(key: jax.Array, length: int) -> tuple[jax.Array, jax.Array]:
+  """32-bit device code: the words of ``jax.random.bits(key, (length,), uint64)`` as (hi, lo).
+
+  With the partitionable threefry (JAX's default) the 64-bit word i is
+  (t₁ << 32) | t₂ for (t₁, t₂) = threefry2x32(key, (0, i)); otherwise the 2·length
+  outputs of threefry2x32(key, 0 … 2·length − 1) split in halves are (hi…, lo…).
+  ``tests/montecarlo/test_program32.py`` checks the equality in both modes.
+  """
+  index = jnp.arange(length, dtype=jnp.uint32)
+  if jax.config.jax_threefry_partitionable:
+    counts = jnp.concatenate([jnp.zeros(length, jnp.uint32), index])
+  else:
+    counts = jnp.arange(2 * length, dtype=jnp.uint32)
+  words = threefry_2x32(jax.random.key_data(key), counts)
+  return words[:length], words[length:]

@@ -9,7 +9,7 @@ Here every normal consumes 64 random bits: one sign bit and a 63-bit integer W,
 mapped to the half-open tail probability u = (W + ½)·2⁻⁶⁴ ∈ (2⁻⁶⁵, ½), and
 z = ±Φ⁻¹(1 − u) = ∓ndtri(u). Because u is formed by scaling an integer (not by
 subtracting from 1), small tail probabilities keep their full relative
-precision in both dtypes, so |z| reaches Φ⁻¹(1 − 2⁻⁶⁵) ≈ 9.35. The remaining
+precision in both dtypes, so |z| reaches Φ⁻¹(1 − 2⁻⁶⁵) ≈ 9.15. The remaining
 truncation has probability 2⁻⁶⁴ per draw (total-variation distance ≤ 5.4e-20
 per coordinate), far below any δ we report.
 
@@ -21,6 +21,17 @@ reversals, so no 1/z is formed), and the far-tail branch (u < e⁻³², probabil
 ~10⁻¹⁴ per draw) only for a block that needs it — 23 % less time per normal on
 the project's CPU (benchmarks/RESULTS.md, issue 18). float32 keeps ``ndtri``, which
 measured faster there.
+
+The 32-bit program (``normals_from_word_pairs``) draws the same 64-bit word as two uint32
+words (hi, lo), so it samples the same real z as float64, and evaluates it in float32:
+û = hi'·2⁻³² + (lo + ½)·2⁻⁶⁴ (hi' the 31 magnitude bits) has relative error ≤ 3u
+(u = 2⁻²⁴: two conversions and one addition; no underflow, û ≥ 2⁻⁶⁵), which moves z by at
+most 3u·û/φ(z) ≤ 3u·1.2534 (the Mills ratio is largest at z = 0), and float32 ``ndtri``
+differs from the exact quantile of its float32 input by at most 3.9·u·(1 + |z|) (measured
+over **every** float32 input in (2⁻⁶⁶, ½] on this project's CPU, 26 s;
+``benchmarks/accelerator.py`` measures it on the backend at hand). Hence
+|ẑ − z| ≤ ``NORMAL32_ERROR_ULPS``·u·(1 + |ẑ|) with 8 ≥ 3.9 + 3.8 (the bound the margin of
+``margin.py`` uses).
 """
 
 from __future__ import annotations
@@ -31,8 +42,13 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import ndtri
 
+from jaxacct.montecarlo.keys import word_pairs
+
 # u = (W + 1/2) * 2^-64 with W the low 63 bits; the top bit is the sign.
 _TWO_POW_MINUS_64 = 2.0**-64
+
+NORMAL32_ERROR_ULPS = 8.0
+"""|ẑ − z| ≤ NORMAL32_ERROR_ULPS · 2⁻²⁴ · (1 + |ẑ|) for ``normals_from_word_pairs`` (see above)."""
 
 
 # Cephes ndtri coefficients, highest power first: P0/Q0 for u > e⁻² (in w² with w = u − ½),
@@ -123,3 +139,23 @@ def standard_normal(key: jax.Array, shape: tuple[int, ...], dtype) -> jax.Array:
   """
   bits = jax.random.bits(key, shape, jnp.uint64)
   return normals_from_bits(bits, dtype)
+
+
+def normals_from_word_pairs(hi: jax.Array, lo: jax.Array) -> jax.Array:
+  """32-bit device code: float32 normals of the 64-bit words (hi << 32) | lo.
+
+  The real z is that of ``normals_from_bits`` for the same word (exact tails to
+  |z| ≈ 9.15); the float32 value is within ``NORMAL32_ERROR_ULPS``·u·(1 + |ẑ|) of it.
+  """
+  sign_negative = (hi >> jnp.uint32(31)) == jnp.uint32(1)
+  magnitude_hi = hi & jnp.uint32(0x7FFFFFFF)
+  tail_prob = (magnitude_hi.astype(jnp.float32) * jnp.float32(2.0**-32)
+               + (lo.astype(jnp.float32) + jnp.float32(0.5)) * jnp.float32(_TWO_POW_MINUS_64))
+  z = -ndtri(tail_prob)
+  return jnp.where(sign_negative, -z, z)
+
+
+def standard_normals_per_key32(keys: jax.Array, length: int) -> jax.Array:
+  """32-bit device code: ``standard_normals_per_key`` in float32 from the same words, (N, length)."""
+  hi, lo = jax.vmap(lambda key: word_pairs(key, length))(keys)
+  return normals_from_word_pairs(hi, lo)

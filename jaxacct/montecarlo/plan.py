@@ -37,7 +37,7 @@ import numpy as np
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import evr, kernels, sampling, stream
+from jaxacct.montecarlo import evr, kernels, program32, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 
@@ -84,6 +84,7 @@ class CapacityPlan:
   memory_per_device: int | None
   block_size: int
   iterations: int
+  precision: str = 'float64'
 
   def to_dict(self) -> dict:
     record = dataclasses.asdict(self)
@@ -95,13 +96,16 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
                 num_candidates: int) -> tuple[float, int | None]:
   """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
   sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
-  program = stream.SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
+  program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
   key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   seconds = []
   for _ in range(1 + _TIMED_CALLS):  # the first call compiles
     _, _, ids = next(mesh.calls(0, mesh.size, 1))
     start = time.perf_counter()
-    jax.block_until_ready(program(key, ids, 'remove'))
+    if program.precision == 'float32':
+      jax.block_until_ready(program.losses_and_margins(key, 0, mesh.size, 'remove'))
+    else:
+      jax.block_until_ready(program(key, ids, 'remove'))
     seconds.append(time.perf_counter() - start)
   memory = program.draws_memory(key, ids, 'remove')
   if memory is not None:
@@ -111,11 +115,22 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
 
 
 @scoped_x64
+def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidates: int = 1,
+                       devices=None) -> float:
+  """Seconds per sample (one draw, ``num_candidates`` σ) of ``mechanism`` in ``dtype``'s program
+  on the local devices (the median of 3 calls of one block per device after compiling)."""
+  mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
+  kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
+  return _timed_cost(mechanism, kernel, mesh, sampling.default_block_size(kernel.iterations),
+                     num_candidates)[0]
+
+
+@scoped_x64
 def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   num_samples: int | None = None, base_delta: float | None = None,
                   estimation_samples: int | None = None, num_candidates: int = 8,
                   target_devices: int | None = None, samples_per_second: float | None = None,
-                  devices=None) -> CapacityPlan:
+                  precision: str = 'float64', devices=None) -> CapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
 
   Args:
@@ -124,6 +139,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       ``calibrate_noise_multiplier`` (the same defaults).
     target_devices: N devices to project to (default: the devices here).
     samples_per_second: one-σ samples per second per device, instead of measuring.
+    precision: the device program timed: ``"float64"`` or ``"float32"`` (the 32-bit program;
+      refused with the reason for a mechanism it does not serve).
     devices: local devices to time on (default all local devices).
 
   References:
@@ -140,7 +157,12 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   if target_devices is None:
     target_devices = mesh.size
   target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
-  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
+  if precision not in ('float64', 'float32'):
+    raise ValueError(f'precision must be "float64" or "float32", got {precision!r}')
+  kernel = kernels.kernel_for(mechanism, np.dtype(precision))
+  if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
+    raise ValueError('precision="float32" cannot serve this mechanism: '
+                     + program32.refusal(mechanism, kernel))
   block_size = sampling.default_block_size(kernel.iterations)
   if samples_per_second is not None:
     rate = _validate.positive_finite('samples_per_second', samples_per_second)
@@ -165,4 +187,5 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       devices_here=mesh.size, seconds_here=here, seconds_per_extra_sweep=sweep_seconds,
       target_devices=target_devices, seconds_on_target=on_target,
       device_hours_on_target=on_target * target_devices / 3600.0,
-      memory_per_device=memory, block_size=block_size, iterations=kernel.iterations)
+      memory_per_device=memory, block_size=block_size, iterations=kernel.iterations,
+      precision=precision)

@@ -29,14 +29,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import PartitionSpec
 
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
-from jaxacct.conventions import DIRECTIONS, Direction, Purpose, Stream
+from jaxacct.conventions import DIRECTIONS, Purpose, Stream, signed_loss
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import kernels, noise
+from jaxacct.montecarlo import kernels, noise, program32
 from jaxacct.montecarlo import sharding as sharding_lib
 from jaxacct.montecarlo.kernels import SchemeKernel
 
@@ -125,17 +124,6 @@ def log_ratio(kernel: SchemeKernel, y, params, sigma, view, info, direction: str
   return kernel.log_ratio(view.transpose_products(y), params, sigma, view, info, direction)
 
 
-def per_device(fn, mesh, num_sharded: int):
-  """shard_map ``fn`` over ``mesh``: the first ``num_sharded`` args split by blocks, others replicated."""
-  def specs(count):
-    return tuple([PartitionSpec(sharding_lib.SAMPLE_AXIS)] * num_sharded + [PartitionSpec()] * count)
-  def wrapped(*args):
-    return jax.shard_map(fn, mesh=mesh, in_specs=specs(len(args) - num_sharded),
-                         out_specs=PartitionSpec(sharding_lib.SAMPLE_AXIS),
-                         check_vma=False)(*args)
-  return wrapped
-
-
 @functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'block_size', 'mesh'))
 def block_outputs(block_ids, stream_key, params, sigma, view, *, kernel: SchemeKernel,
                   direction: str, block_size: int, mesh):
@@ -145,12 +133,7 @@ def block_outputs(block_ids, stream_key, params, sigma, view, *, kernel: SchemeK
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
       return draw_outputs(stream_key, indices, params, sigma, view, kernel, direction)
     return lax.map(one_block, ids)
-  return per_device(one_device, mesh, 1)(block_ids, stream_key, params, sigma, view)
-
-
-def signed(loss, direction: str):
-  """The loss of ``direction`` from ln P/Q: ``remove`` ln P/Q, ``add`` ln Q/P = −ln P/Q."""
-  return loss if direction == Direction.REMOVE else -loss
+  return sharding_lib.per_device(one_device, mesh, 1)(block_ids, stream_key, params, sigma, view)
 
 
 @functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'mesh'))
@@ -165,7 +148,7 @@ def block_losses(outputs, params, sigma, view, *, kernel: SchemeKernel, directio
       return log_ratio(kernel, y_block, params, sigma, view, info_block,
                        direction).astype(jnp.float64)
     return lax.map(one_block, outputs)
-  return signed(per_device(one_device, mesh, 1)(outputs, params, sigma, view), direction)
+  return signed_loss(sharding_lib.per_device(one_device, mesh, 1)(outputs, params, sigma, view), direction)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +159,8 @@ class OneSigma:
   kernel: SchemeKernel
   block_size: int
   mesh: sharding_lib.SampleMesh
+
+  precision = 'float64'
 
   @property
   def num_candidates(self) -> int:
@@ -274,12 +259,20 @@ def _collect(stream_key, mechanism, kernel, num_samples, direction, *, keep_info
   """(losses, r or None) of samples 0 … num_samples − 1 of a stream (all local devices)."""
   block_size = default_block_size(kernel.iterations)
   # The plain samplers return arrays to this process: its own devices only.
-  program = OneSigma(mechanism, kernel, block_size, sharding_lib.SampleMesh.over(
-      jax.local_devices()))
+  mesh = sharding_lib.SampleMesh.over(jax.local_devices())
+  precision32 = kernel.dtype == 'float32' and program32.refusal(mechanism, kernel) is None
+  program = (program32.Program32(mechanism, kernel, np.asarray([mechanism.noise_multiplier]),
+                                 block_size, mesh)
+             if precision32 else OneSigma(mechanism, kernel, block_size, mesh))
   losses_parts, rest_parts = [], []
-  for _, used, ids in program.mesh.calls(0, -(-num_samples // block_size),
-                                         default_blocks_per_call(block_size, kernel.iterations)):
-    outputs, block_loss = program.outputs_and_losses(stream_key, ids, direction)
+  for block, used, ids in mesh.calls(0, -(-num_samples // block_size),
+                                     default_blocks_per_call(block_size, kernel.iterations)):
+    if precision32:
+      outputs, block_loss, _ = program.losses_and_margins(stream_key, block, ids.shape[0],
+                                                          direction)
+      block_loss = block_loss[:, 0].astype(jnp.float64)
+    else:
+      outputs, block_loss = program.outputs_and_losses(stream_key, ids, direction)
     losses_parts.append(block_loss[:used].reshape(-1))
     if keep_info:
       rest_parts.append(kernel.batch_sizes_of(outputs[1])[:used].reshape(-1, kernel.iterations))
@@ -435,4 +428,4 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
       rest_block = None if rest is None else jnp.pad(rest_block, ((0, chunk - count), (0, 0)))
     parts.append(loss_of_outputs(block, kernel.info_from_batch_sizes(rest_block), params, sigma,
                                  view, kernel=kernel, direction=direction)[:count])
-  return signed(parts[0] if len(parts) == 1 else jnp.concatenate(parts), direction)
+  return signed_loss(parts[0] if len(parts) == 1 else jnp.concatenate(parts), direction)

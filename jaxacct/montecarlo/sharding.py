@@ -65,12 +65,15 @@ class SampleMesh:
     ``end_block`` (its extra blocks are computed with the same fixed shapes and discarded).
     """
     call_blocks = blocks_per_call * self.size
-    shard = sample_sharding(self.mesh)
     for block in range(first_block, end_block, call_blocks):
       ids = np.arange(block, block + call_blocks, dtype=np.int64)
-      # Each process places only the ids of its own devices (the global array is the same).
-      placed = jax.make_array_from_callback(ids.shape, shard, lambda index, ids=ids: ids[index])
-      yield block, min(call_blocks, end_block - block), placed
+      yield block, min(call_blocks, end_block - block), self.place(ids)
+
+  def place(self, array: np.ndarray) -> jax.Array:
+    """A host array split over the mesh along its leading axis (each process places only
+    the rows of its own devices; the global array is the same on every process)."""
+    return jax.make_array_from_callback(array.shape, sample_sharding(self.mesh),
+                                        lambda index: array[index])
 
   @staticmethod
   def to_host(arrays):
@@ -80,6 +83,16 @@ class SampleMesh:
         return np.asarray(array)
       return np.asarray(multihost_utils.process_allgather(array, tiled=True))
     return jax.tree_util.tree_map(one, arrays)
+
+
+def per_device(fn, mesh: Mesh, num_sharded: int):
+  """shard_map ``fn`` over ``mesh``: the first ``num_sharded`` args split by blocks, others replicated."""
+  def specs(count):
+    return tuple([PartitionSpec(SAMPLE_AXIS)] * num_sharded + [PartitionSpec()] * count)
+  def wrapped(*args):
+    return jax.shard_map(fn, mesh=mesh, in_specs=specs(len(args) - num_sharded),
+                         out_specs=PartitionSpec(SAMPLE_AXIS), check_vma=False)(*args)
+  return wrapped
 
 
 def is_leader() -> bool:

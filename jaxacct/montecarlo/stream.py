@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxacct.conventions import DIRECTIONS
+from jaxacct.conventions import DIRECTIONS, signed_loss
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo import program32, sampling, sharding
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.montecarlo.sharding import SampleMesh
 
@@ -82,7 +82,7 @@ def block_reductions(losses, num_samples, epsilons, edges, *, mesh):
     return lax.map(one_block, (losses, first_index))
 
   first_index = jnp.arange(losses.shape[0], dtype=jnp.int64) * block_size
-  return sampling.per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
+  return sharding.per_device(one_device, mesh, 2)(losses, first_index, num_samples, epsilons,
                                                   edges)
 
 
@@ -93,11 +93,14 @@ class BlockSums:
   Attributes:
     sums / squares: per direction, (K, E) float64 sums of the terms and their squares.
     counts: per direction, (K, bins) int64 histogram counts, or None without a histogram.
+    margins: per direction, (K,) the largest certified margin η of the 32-bit program's
+      samples (``margin.py``), or None for float64 runs.
   """
 
   sums: dict
   squares: dict
   counts: dict | None
+  margins: dict | None = None
 
   @classmethod
   def zeros(cls, num_candidates: int, num_epsilons: int,
@@ -108,8 +111,13 @@ class BlockSums:
                None if num_bins is None else zero(num_bins, np.int64))
 
   def add(self, direction: str, candidate: int, block_sums, block_squares,
-          block_counts=None) -> None:
+          block_counts=None, block_margins=None) -> None:
     """Adds the rows of one call (blocks in order) to candidate ``candidate`` of ``direction``."""
+    if block_margins is not None and block_margins.size:
+      if self.margins is None:
+        self.margins = {d: np.zeros(self.sums[d].shape[0]) for d in DIRECTIONS}
+      self.margins[direction][candidate] = max(self.margins[direction][candidate],
+                                               float(np.max(block_margins)))
     for row in range(block_sums.shape[0]):  # host, float64, block order: bitwise reproducible
       self.sums[direction][candidate] = self.sums[direction][candidate] + block_sums[row]
       self.squares[direction][candidate] = self.squares[direction][candidate] + block_squares[row]
@@ -122,14 +130,14 @@ class BlockSums:
     def lists(table):
       return None if table is None else {d: table[d].tolist() for d in DIRECTIONS}
     return {'sums': lists(self.sums), 'squares': lists(self.squares),
-            'counts': lists(self.counts)}
+            'counts': lists(self.counts), 'margins': lists(self.margins)}
 
   @classmethod
   def from_dict(cls, record: dict) -> 'BlockSums':
     def arrays(table, dtype):
       return None if table is None else {d: np.asarray(table[d], dtype) for d in DIRECTIONS}
     return cls(arrays(record['sums'], np.float64), arrays(record['squares'], np.float64),
-               arrays(record['counts'], np.int64))
+               arrays(record['counts'], np.int64), arrays(record.get('margins'), np.float64))
 
 
 def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
@@ -150,7 +158,7 @@ def _block_components(block_ids, stream_key, params, view, *, kernel: SchemeKern
       indices = block * block_size + jnp.arange(block_size, dtype=jnp.int64)
       return sampling.draw_components(stream_key, indices, params, view, kernel, direction)
     return lax.map(one_block, ids)
-  return sampling.per_device(one_device, mesh, 1)(block_ids, stream_key, params, view)
+  return sharding.per_device(one_device, mesh, 1)(block_ids, stream_key, params, view)
 
 
 @functools.partial(jax.jit, static_argnames=('kernel', 'direction', 'mesh'))
@@ -170,8 +178,8 @@ def _block_losses_for_sigmas(mean, z, info, sigmas, params, view, *, kernel: Sch
       return kernel.log_ratios_for_sigmas(dm, dz, params, sigmas, view, info_block,
                                           direction).astype(jnp.float64)
     return lax.map(one_block, (mean, z, info))
-  loss = sampling.per_device(one_device, mesh, 3)(mean, z, info, sigmas, params, view)
-  return sampling.signed(loss, direction)
+  loss = sharding.per_device(one_device, mesh, 3)(mean, z, info, sigmas, params, view)
+  return signed_loss(loss, direction)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -183,6 +191,8 @@ class SharedDraws:
   sigmas: np.ndarray
   block_size: int
   mesh: SampleMesh
+
+  precision = 'float64'
 
   @property
   def num_candidates(self) -> int:
@@ -216,6 +226,28 @@ class SharedDraws:
   def _traced(self):
     params, _, view = sampling.traced_params(self.mechanism, self.kernel)
     return params, view, jnp.asarray(self.sigmas)
+
+
+def one_sigma_program(mechanism: MatrixMechanism, kernel: SchemeKernel, block_size: int,
+                      mesh: SampleMesh):
+  """The loss program of one mechanism in the kernel's precision (``program32`` for float32)."""
+  if uses_program32(mechanism, kernel):
+    return program32.Program32(mechanism, kernel, np.asarray([mechanism.noise_multiplier]),
+                               block_size, mesh)
+  return sampling.OneSigma(mechanism, kernel, block_size, mesh)
+
+
+def shared_draws_program(mechanism: MatrixMechanism, kernel: SchemeKernel, sigmas: np.ndarray,
+                         block_size: int, mesh: SampleMesh):
+  """The loss program of K noise multipliers sharing one draw, in the kernel's precision."""
+  if uses_program32(mechanism, kernel):
+    return program32.Program32(mechanism, kernel, np.asarray(sigmas), block_size, mesh)
+  return SharedDraws(mechanism, kernel, sigmas, block_size, mesh)
+
+
+def uses_program32(mechanism: MatrixMechanism, kernel: SchemeKernel) -> bool:
+  """True for a float32 kernel that the 32-bit program serves (see ``program32.refusal``)."""
+  return kernel.dtype == 'float32' and program32.refusal(mechanism, kernel) is None
 
 
 @dataclasses.dataclass
@@ -290,12 +322,18 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
     start = resume_block if index == resume_direction and resume_block is not None else first_block
     stream_key = stream_key_of(direction)
     for block, used, ids in mesh.calls(start, total_blocks, blocks_per_call):
-      remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
-      for j, losses in enumerate(program(stream_key, ids, direction)):
-        block_sums, block_squares, block_counts = mesh.to_host(block_reductions(
-            losses, remaining, eps_device, edges_device, mesh=mesh.mesh))
+      if program.precision == 'float32':
+        reduced = program.block_sums(stream_key, block, ids.shape[0], direction, num_samples,
+                                     epsilons, edges)
+      else:
+        remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
+        reduced = [mesh.to_host(block_reductions(losses, remaining, eps_device, edges_device,
+                                                 mesh=mesh.mesh))
+                   for losses in program(stream_key, ids, direction)]
+      for j, (block_sums, block_squares, block_counts, *block_margins) in enumerate(reduced):
         state.totals.add(direction, candidate_offset + j, block_sums[:used],
-                         block_squares[:used], None if edges is None else block_counts[:used])
+                         block_squares[:used], None if edges is None else block_counts[:used],
+                         block_margins[0][:used] if block_margins else None)
       state.program, state.direction, state.block = program_index, index, block + used
       if after_call is not None:
         after_call(state)

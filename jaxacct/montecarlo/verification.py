@@ -24,6 +24,7 @@ from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
@@ -87,6 +88,14 @@ class Verification:
   sums: Any = None
 
 
+def _released_margin(sweep, index: int, method: str) -> float | None:
+  """The largest certified margin η over both directions' draws of candidate ``index``
+  (32-bit program only; None for float64 or a released fallback)."""
+  if method == Method.FALLBACK or sweep is None or sweep.sums.margins is None:
+    return None
+  return float(max(sweep.sums.margins[d][index] for d in DIRECTIONS))
+
+
 def released_index(accepted) -> int:
   """i* = min{i : v_j = 1 for all j ≥ i} (0-based) of Algorithm 5; v_k = 1 is forced.
 
@@ -105,8 +114,8 @@ def released_index(accepted) -> int:
 
 def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
-           ledger=None, fallback=None, devices=None, progress=None, checkpoint=None,
-           checkpoint_interval: float = 60.0) -> Verification:
+           ledger=None, fallback=None, precision: str = 'float64', devices=None, progress=None,
+           checkpoint=None, checkpoint_interval: float = 60.0) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
   Candidates M_1 … M_k share one scheme and strategy and have strictly
@@ -140,6 +149,11 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     fallback: the deterministic accountant proving M_k (a ``DeterministicAccountant`` or
       registered name; default ``"unamplified_gaussian"``). A released fallback's
       ``Guarantee.accountant`` names it.
+    precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program: δ̂ evaluated at
+      ε − η with a certified per-sample margin η and block sums rounded up, so the
+      verifier never accepts on draws whose exact-loss δ̂ exceeds δ_b;
+      ``montecarlo/margin.py``) or ``"auto"`` (``montecarlo/precision.py``). Part of the
+      run's identity (ledger and checkpoint).
     devices / progress: devices to shard over (default every device of every process);
       called as ``progress(samples_done, samples_total, "verification")`` after each call.
     checkpoint: a directory where the verification saves its state every
@@ -162,6 +176,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   sigmas = [float(m.noise_multiplier) for m in candidates]
   if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
     raise ValueError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
+  choice = precision_lib.choose(precision, first)
   n, base = resolve_sample_size(delta, num_samples, base_delta)
   fallback = fallback_accountant(fallback)
   check_fallback(fallback, first)
@@ -173,11 +188,12 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
         f'{sigmas[-1]}')
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
-  # Any verification run that differs in key, candidates, N, δ_b or shared draws is another
-  # attempt at the same guarantee.
+  # Any verification run that differs in key, candidates, N, δ_b, shared draws or precision is
+  # another attempt at the same guarantee.
   ledger = ledger_lib.ledger_from(ledger)
   guarantee_id = VerificationLedger.guarantee_id(first, epsilon, delta)
-  run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws)))
+  run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws))
+             + (() if choice.precision == 'float64' else (choice.precision,)))
   if isinstance(checkpoint, checkpoint_lib.Checkpoint):
     saved = checkpoint
   else:
@@ -202,7 +218,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if len(candidates) > 1:
     sweep = candidates_lib.sweep_sigmas(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        devices=devices, progress=stream.staged(progress, 'verification'),
+        precision=choice.precision, devices=devices, progress=stream.staged(progress, 'verification'),
         phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
@@ -219,6 +235,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
                  else {d: delta_hat[d][index] for d in DIRECTIONS}),
       num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
       bounded=chosen.bounded and method != Method.FALLBACK,
-      accountant=fallback.name if method == Method.FALLBACK else None)
+      accountant=fallback.name if method == Method.FALLBACK else None,
+      precision=choice.precision, margin=_released_margin(sweep, index, method))
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
                       None if sweep is None else sweep.sums)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxacct.conventions import Stream
+from jaxacct.montecarlo.keys import word_pairs
 
 
 def fold(keys: jax.Array, code: int) -> jax.Array:
@@ -80,3 +82,59 @@ def per_round_ratios(d: jax.Array, noise_multiplier: jax.Array, view, direction:
   """ℓ_i = (2d_i − s_i)/(2σ²) with the view's charge s for ``direction`` (spec 000 §4.3)."""
   charge = view.charge(direction, iterations).astype(d.dtype)[None, :]
   return (2.0 * d - charge) * inverse_two_variance(noise_multiplier, d.dtype)
+
+
+# 32-bit device program (``precision="float32"``): the same 64-bit words as (hi, lo) uint32
+# pairs (``keys.word_pairs``) and integer thresholds computed exactly on the host, so every
+# participation pattern equals the one the float64 program draws from the same key (up to that
+# program's own rounding at a threshold, probability ~10⁻¹⁶ per draw).
+
+
+def stream_word_pairs(keys: jax.Array, stream: Stream, length: int) -> tuple[jax.Array, jax.Array]:
+  """``stream_words`` as uint32 (hi, lo), each batch-major (N, length)."""
+  return jax.vmap(lambda k: word_pairs(jax.random.fold_in(k, int(stream)), length))(keys)
+
+
+def word_split(value: int) -> tuple[int, int]:
+  """Host: a 64-bit unsigned integer as its (high, low) 32-bit halves."""
+  return value >> 32, value & 0xFFFFFFFF
+
+
+def words_at_most(hi: jax.Array, lo: jax.Array, bound_hi: jax.Array,
+                  bound_lo: jax.Array) -> jax.Array:
+  """(hi, lo) ≤ (bound_hi, bound_lo) as 64-bit unsigned integers, elementwise."""
+  return (hi < bound_hi) | ((hi == bound_hi) & (lo <= bound_lo))
+
+
+def bernoulli_threshold(sampling_prob: float) -> np.ndarray:
+  """Host: ``bernoulli_trials``'s threshold ⌊p·2⁶⁴⌋ as uint32 [hi, lo, p = 1]."""
+  p = float(sampling_prob)
+  if p >= 1.0:
+    return np.asarray([0, 0, 1], np.uint32)
+  threshold = int(p * 2.0**64)  # exact: p·2⁶⁴ < 2⁶⁴ has at most 53 significant bits
+  return np.asarray([*word_split(threshold), 0], np.uint32)
+
+
+def bernoulli_trials32(keys: jax.Array, length: int, threshold: jax.Array) -> jax.Array:
+  """``bernoulli_trials`` in 32-bit code: the same trials from the same words, bool (N, length).
+
+  ``threshold`` is ``bernoulli_threshold(p)``: word < ⌊p·2⁶⁴⌋ is compared as a pair.
+  """
+  hi, lo = stream_word_pairs(keys, Stream.TRIALS, length)
+  below = (hi < threshold[0]) | ((hi == threshold[0]) & (lo < threshold[1]))
+  return below | (threshold[2] == 1)
+
+
+def tree_sum(values: jax.Array) -> jax.Array:
+  """Σ over the last axis as a binary tree (zero-padded to a power of two; adding 0 is exact).
+
+  Each term meets ⌈log₂ n⌉ roundings, the componentwise bound the 32-bit margin uses
+  (``margin.poisson_error``); XLA does not reassociate floating-point sums.
+  """
+  width = values.shape[-1]
+  padded = 1 << max(0, (width - 1).bit_length())
+  values = jnp.pad(values, [(0, 0)] * (values.ndim - 1) + [(0, padded - width)])
+  while values.shape[-1] > 1:
+    half = values.shape[-1] // 2
+    values = values[..., :half] + values[..., half:]
+  return values[..., 0]

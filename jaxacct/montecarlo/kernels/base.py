@@ -37,6 +37,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct.conventions import Direction
+from jaxacct.montecarlo import margin
 
 
 class NoInfo(NamedTuple):
@@ -55,6 +56,11 @@ class SchemeKernel(abc.ABC):
 
   iterations: int
   dtype: str
+
+  serves_32bit: ClassVar[bool] = False
+  """True when the kernel has the 32-bit program (``precision="float32"``, certified margin):
+  ``params`` of a float32 kernel are then 32-bit host arrays and ``log_ratio_with_margin``
+  returns (L̂, η)."""
 
   releases_batch_sizes: ClassVar[bool] = False
   """True when the outputs include the other examples' batch sizes (truncation, App. D)."""
@@ -105,6 +111,34 @@ class SchemeKernel(abc.ABC):
   def log_ratio(self, d: jax.Array, params, noise_multiplier: jax.Array, view, info,
                 direction: str) -> jax.Array:
     """ln P(y)/Q(y) (N,) from d = Cᵀy (N, n); bounds for inexact views (per ``direction``)."""
+
+  def log_ratio_with_margin(self, d: jax.Array, params, noise_multiplier: jax.Array,
+                            kappa: jax.Array, view, info, direction: str,
+                            product_error: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """32-bit program: (L̂, η) with |L̂ − L(y)| ≤ η per sample (``montecarlo/margin.py``).
+
+    ``kappa`` ≥ 1/(2σ²); ``product_error`` ≥ max_i |d̂_i − d_i| per sample.
+    """
+    raise NotImplementedError(f'{type(self).__name__} has no 32-bit program')
+
+  def log_ratios_for_sigmas_with_margin(self, mean_products: jax.Array | None,
+                                        noise_products: jax.Array, params, noise_multipliers,
+                                        kappas, view, info, direction: str,
+                                        magnitudes) -> tuple[jax.Array, jax.Array]:
+    """32-bit program: (L̂, η) (K, N) for K noise multipliers sharing one draw.
+
+    ``magnitudes`` = (|ẑ|, |d̂_z|, |d̂_m|) per round or per sample (``margin`` proof step 4).
+    The default forms d = fl(d_m + fl(σ̂·d_z)) and runs ``log_ratio_with_margin`` per σ.
+    """
+    z_abs, dz_abs, dm_abs = magnitudes
+
+    def one_sigma(constants):
+      sigma, kappa = constants
+      error, _ = margin.shared_draws_product_error(z_abs, dz_abs, dm_abs, sigma, params.margin)
+      d = sigma * noise_products
+      d = d if mean_products is None else mean_products + d
+      return self.log_ratio_with_margin(d, params, sigma, kappa, view, info, direction, error)
+    return lax.map(one_sigma, (noise_multipliers, kappas))
 
   def log_ratios_for_sigmas(self, mean_products: jax.Array | None, noise_products: jax.Array,
                             params, noise_multipliers: jax.Array, view, info,

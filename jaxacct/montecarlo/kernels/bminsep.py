@@ -18,7 +18,11 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+import decimal
+import fractions
+import functools
+import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,6 +31,8 @@ from jax import lax
 
 from jaxacct import schemes
 from jaxacct.conventions import Stream
+from jaxacct.montecarlo import margin
+from jaxacct.montecarlo.keys import word_pairs
 from jaxacct.montecarlo.kernels import _common
 from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
 
@@ -106,7 +112,7 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
 
 
 def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
-                        warm_start: bool) -> jax.Array:
+                        warm_start: bool, chain=None):
   """``log_ratio`` in log space: L_i = logaddexp(log(1−p) + L_{i+1}, log p + ℓ_i + L_{i+b}).
 
   Seed 000 Eq. (1) with L_j = 0 for j ≥ n. Never over- or underflows, but costs an exp
@@ -114,33 +120,46 @@ def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   recursion's range check fails. A reversed-time ``lax.scan`` keeps a circular buffer
   of b rows (slot i mod b): slot i mod b holds L_{i+b} until it is overwritten by L_i,
   and its zero initialisation is the boundary condition (also when b > n).
+
+  With ``chain`` (32-bit program: host constants) it returns (losses, max_i |L_i|), the
+  magnitude the margin of a log-space evaluation needs (``margin.log_space_recursion_error``).
   """
   dtype = ell.dtype
-  log_p, log_q = _common.log_terms(sampling_prob, dtype)
+  if chain is None:
+    log_p, log_q = _common.log_terms(sampling_prob, dtype)
+  else:
+    log_p, log_q = chain.log_p, chain.log_q
   num, n = ell.shape
   b = min_sep
 
-  def step(buffer, inputs):
+  def step(carry, inputs):
+    buffer, magnitude = carry
     i, ell_i = inputs
     next_row = lax.dynamic_index_in_dim(buffer, (i + 1) % b, keepdims=False)
     far_row = lax.dynamic_index_in_dim(buffer, i % b, keepdims=False)
     row = jnp.logaddexp(log_q + next_row, log_p + ell_i + far_row)
-    return lax.dynamic_update_index_in_dim(buffer, row, i % b, axis=0), None
+    if magnitude is not None:
+      magnitude = jnp.maximum(magnitude, jnp.abs(row))
+    return (lax.dynamic_update_index_in_dim(buffer, row, i % b, axis=0), magnitude), None
 
-  buffer, _ = lax.scan(step, jnp.zeros((b, num), dtype), (jnp.arange(n), ell.T), reverse=True)
+  init = (jnp.zeros((b, num), dtype), None if chain is None else jnp.zeros((num,), dtype))
+  (buffer, magnitude), _ = lax.scan(step, init, (jnp.arange(n), ell.T), reverse=True)
   if not warm_start:
-    return buffer[0]
-  combined = jax.nn.logsumexp(
-      jnp.concatenate([buffer[:1], log_p + buffer[1:]], axis=0), axis=0)
-  return combined - jnp.log1p((b - 1) * sampling_prob).astype(dtype)
+    losses = buffer[0]
+  else:
+    combined = jax.nn.logsumexp(
+        jnp.concatenate([buffer[:1], log_p + buffer[1:]], axis=0), axis=0)
+    losses = combined - _warm_normaliser(sampling_prob, b, dtype, chain)
+  return losses if chain is None else (losses, magnitude)
 
 
 # Rounds per chunk of the linear-domain recursion (at most b). Measured on this 2-core CPU
 # (benchmarks/RESULTS.md, issue 18): 16 at b = 16 and 32 at b = 256 beat 8, 64 and 128, and
 # a chunk length dividing b (f_{i+b} then lies in one chunk) beats one that does not.
 _MAX_CHUNK_ROUNDS = 32
-# Below this b the float32 log-space recursion was as fast (its exp and log1p are cheap).
-_MIN_LINEAR_SEPARATION = {'float64': 2, 'float32': 8}
+# float32 (the 32-bit program) always takes the linear domain: its rounding error is relative
+# in f (a priori bounded, ``margin.linear_recursion_error``); log space's grows with |L|.
+_MIN_LINEAR_SEPARATION = {'float64': 2, 'float32': 2}
 
 
 def _uses_linear_recursion(min_sep: int, dtype) -> bool:
@@ -158,7 +177,7 @@ _RANGE_EXPONENT = {'float64': 450, 'float32': 50}
 
 
 def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
-                     warm_start: bool) -> tuple[jax.Array, jax.Array]:
+                     warm_start: bool, chain=None) -> tuple[jax.Array, jax.Array]:
   """Seed 000 Eq. (1) in the linear domain: (ln P/Q, in_range), both (N,).
 
   Rounds are taken in chunks of s ≤ b (reversed time). Inside a chunk every f_{i+b}
@@ -188,17 +207,17 @@ def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   Args and References: as ``log_ratio`` (b ≥ 2).
   """
   dtype = ell.dtype
-  log_p = jnp.log(sampling_prob).astype(dtype)
+  log_p = jnp.log(sampling_prob).astype(dtype) if chain is None else chain.log_p
   a = jnp.exp(ell + log_p).T  # (n, N) time-major: measured faster than forming it per chunk
   losses, in_range = _linear_recursion(a, lambda rows: (rows, None), ell.shape[0], sampling_prob,
-                                       min_sep, warm_start, dtype)
+                                       min_sep, warm_start, dtype, chain)
   return losses, in_range & (jnp.max(ell, axis=1) + log_p <= _top_limit(dtype))
 
 
 def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products: jax.Array,
                                  charge: jax.Array, noise_multipliers: jax.Array,
                                  sampling_prob: jax.Array, min_sep: int,
-                                 warm_start: bool) -> tuple[jax.Array, jax.Array]:
+                                 warm_start: bool, chain=None) -> tuple[jax.Array, jax.Array]:
   """``linear_log_ratio`` for K noise multipliers sharing one draw: ((K, N) losses, in_range).
 
   d(σ) = d_m + σ·d_z with d_m = Cᵀ(C·x) (None: no signal) and d_z = Cᵀz (N, n), and
@@ -210,7 +229,7 @@ def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products
   leaves the cache).
   """
   dtype = noise_products.dtype
-  log_p = jnp.log(sampling_prob).astype(dtype)
+  log_p = jnp.log(sampling_prob).astype(dtype) if chain is None else chain.log_p
   inputs = (noise_products.T, None if mean_products is None else mean_products.T,
             charge.astype(dtype)[:, None])
 
@@ -226,7 +245,7 @@ def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products
       return jnp.exp(ell), jnp.max(ell, axis=0)
 
     return _linear_recursion(inputs, rounds_to_a, noise_products.shape[0], sampling_prob,
-                             min_sep, warm_start, dtype)
+                             min_sep, warm_start, dtype, chain)
 
   return lax.map(one_sigma, noise_multipliers)
 
@@ -237,12 +256,15 @@ def _top_limit(dtype) -> float:
 
 
 def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array, min_sep: int,
-                      warm_start: bool, dtype) -> tuple[jax.Array, jax.Array]:
+                      warm_start: bool, dtype, chain=None) -> tuple[jax.Array, jax.Array]:
   """The chunked linear-domain recursion of ``linear_log_ratio`` over ``lanes`` independent lanes.
 
   ``inputs`` is a pytree of time-major arrays (leading axis n, None leaves allowed);
   ``rounds_to_a(rows)`` maps the inputs of m consecutive rounds to (a = p·e^ℓ (m, lanes),
   max over those rounds of ℓ + log p (lanes,) or None when the caller checks it).
+  ``chain`` (32-bit program): ``Chain32`` host constants (q^k, p, the warm-start
+  normaliser) instead of forming them on device from a float32 p (whose 1 − p loses all
+  relative precision near p = 1), and full-precision products on every backend.
   """
   n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
   b = min_sep
@@ -251,12 +273,18 @@ def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array,
   lead, chunks = n % s, n // s  # rounds 0 … lead − 1, then chunk c = rounds lead + c·s + [0, s)
   whole, part = divmod(b, s)  # f_{i+b} lies in the chunks `whole` and `whole + 1` ahead
   slots = whole + (2 if part else 1)  # circular buffer of chunks (live: next, far)
-  q = (1.0 - sampling_prob).astype(dtype)
   one = jnp.ones((), dtype)
   row = jnp.arange(s)
   powers = row[None, :] - row[:, None]  # T[i, j] = q^{j−i} for j ≥ i
-  toeplitz = jnp.where(powers >= 0, q ** jnp.maximum(powers, 0).astype(dtype), 0.0)
-  next_weights = q ** (s - row).astype(dtype)  # q^{s−i}: weight of f_next in f_i
+  if chain is None:
+    q = (1.0 - sampling_prob).astype(dtype)
+    toeplitz = jnp.where(powers >= 0, q ** jnp.maximum(powers, 0).astype(dtype), 0.0)
+    next_weights = q ** (s - row).astype(dtype)  # q^{s−i}: weight of f_next in f_i
+    precision = None
+  else:
+    toeplitz = jnp.where(powers >= 0, chain.powers[jnp.maximum(powers, 0)], 0.0)
+    next_weights = chain.powers[s - row]
+    precision = lax.Precision.HIGHEST
 
   def aligned(values, exponents, chunk, rows, e_next):
     """Rows ``rows`` of ``chunk`` at the scale 2^e_next, and the shift applied."""
@@ -267,7 +295,8 @@ def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array,
     """f of m consecutive rounds (m, lanes) from their inputs, f_{i+b} and f_next."""
     a, rows_top = rounds_to_a(rows)
     m = a.shape[0]
-    f = toeplitz[:m, :m] @ (a * far_rows) + next_weights[s - m:, None] * next_row[None, :]
+    f = (jnp.matmul(toeplitz[:m, :m], a * far_rows, precision=precision)
+         + next_weights[s - m:, None] * next_row[None, :])
     return f, top if rows_top is None else jnp.maximum(top, rows_top)
 
   def chunk(carry, inputs_c):
@@ -324,11 +353,202 @@ def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array,
   if not warm_start:
     return log_of(first_rows[:1], first_exponent), in_range
   # f₀ + p·Σ_{i=1}^{b−1} f_i.
-  p = sampling_prob.astype(dtype)
+  p = sampling_prob.astype(dtype) if chain is None else chain.p
   parts = [log_of(jnp.concatenate([first_rows[:1], p * first_rows[1:]]), first_exponent)]
   parts += [log_of(p * rows, exponent) for rows, exponent in pieces[1:]]
   combined = jax.nn.logsumexp(jnp.stack(parts), axis=0)
-  return combined - jnp.log1p((b - 1) * sampling_prob).astype(dtype), in_range
+  return combined - _warm_normaliser(sampling_prob, b, dtype, chain), in_range
+
+
+def _warm_normaliser(sampling_prob, min_sep: int, dtype, chain) -> jax.Array:
+  """log(1 + (b − 1)p), the warm-start normaliser (a host constant in the 32-bit program)."""
+  if chain is None:
+    return jnp.log1p((min_sep - 1) * sampling_prob).astype(dtype)
+  return chain.warm_log_norm
+
+
+# ---- The 32-bit program (precision="float32"): exact integer participation, host constants,
+# and the certified margin of ``montecarlo/margin.py``.
+
+
+class Chain32(NamedTuple):
+  """Host constants of the recursion for the 32-bit program, float32 (each within u of exact).
+
+  Attributes: p, q = 1 − p, log p, log q, powers q^k (k = 0 … s, s = ``chunk_rounds(b)``),
+  warm_log_norm = log(1 + (b − 1)p), per_log_stay = 1/log q (−0 at p = 1).
+  """
+
+  p: np.ndarray
+  q: np.ndarray
+  log_p: np.ndarray
+  log_q: np.ndarray
+  powers: np.ndarray
+  warm_log_norm: np.ndarray
+  per_log_stay: np.ndarray
+
+
+def chain32(sampling_prob: float, min_sep: int) -> Chain32:
+  """Host: ``Chain32`` from p in float64 (1 − p is exact for p ≥ ½, Sterbenz)."""
+  p = float(sampling_prob)
+  q = 1.0 - p
+  with np.errstate(divide='ignore'):
+    log_q = np.log1p(-p)
+  powers = np.power(q, np.arange(chunk_rounds(min_sep) + 1, dtype=np.float64))
+  f32 = np.float32
+  with np.errstate(divide='ignore'):
+    per_log_stay = 1.0 / log_q
+  return Chain32(f32(p), f32(q), f32(np.log(p)), f32(log_q), powers.astype(np.float32),
+                 f32(np.log1p((min_sep - 1) * p)), f32(per_log_stay))
+
+
+@functools.lru_cache(maxsize=64)
+def gap_thresholds(sampling_prob: float, iterations: int) -> tuple[np.ndarray, int]:
+  """Host: the geometric gaps of ``participation`` as integer thresholds, exactly.
+
+  waits = ⌊ln U / ln q⌋ capped at n + 1, U = (W + ½)·2⁻⁶⁴, is #{k ≤ n + 1 : q^k ≥ U} =
+  #{k : W ≤ T_k} with T_k = ⌊q^k·2⁶⁴ − ½⌋ (non-increasing). Returns the T_k that are ≥ 0 as
+  uint32 (hi, lo) rows (2, n + 1) (unused entries 0) and their number. q^k·2⁶⁴ is computed
+  with 60 significant digits (``decimal``), so T_k is exact.
+  """
+  table = np.zeros((2, iterations + 1), np.uint32)
+  count = 0
+  with decimal.localcontext() as context:
+    context.prec = 60
+    q = decimal.Decimal(1) - decimal.Decimal(float(sampling_prob))
+    scale = decimal.Decimal(2) ** 64
+    power = decimal.Decimal(1)
+    for k in range(1, iterations + 2):
+      power *= q
+      value = power * scale - decimal.Decimal('0.5')
+      if value < 0:
+        break
+      table[:, k - 1] = _common.word_split(min(int(value), (1 << 64) - 1))
+      count = k
+  return table, count
+
+
+def start_thresholds(sampling_prob: float, min_sep: int) -> np.ndarray:
+  """Host: warm start's first eligible round J as thresholds on the 52-bit uniform mantissa.
+
+  ``participation`` draws v = M·2⁻⁵² (M = the top 52 bits of a 64-bit word) and takes
+  J = #{j ∈ [1, b − 1] : v ≥ τ_j}, τ_j = π₀ + (j − 1)(1 − π₀)/(b − 1), π₀ = 1/(1 + (b − 1)p).
+  Returns ⌈τ_j·2⁵²⌉ as (M >> 20, M & (2²⁰ − 1)) rows, uint32 (2, b − 1), exact (fractions).
+  """
+  p = fractions.Fraction(float(sampling_prob))
+  b = min_sep
+  available = 1 / (1 + (b - 1) * p)
+  rows = np.zeros((2, b - 1), np.uint32)
+  for j in range(1, b):
+    tau = available + (j - 1) * (1 - available) / (b - 1)
+    threshold = math.ceil(tau * 2**52)  # exact for a Fraction
+    rows[:, j - 1] = (threshold >> 20, threshold & ((1 << 20) - 1))
+  return rows
+
+
+def _geometric_waits(hi: jax.Array, lo: jax.Array, table: jax.Array, count: jax.Array,
+                     per_log_stay: jax.Array, iterations: int) -> jax.Array:
+  """#{k ≤ count : (hi, lo) ≤ T_k} (int32): a float32 draft corrected by two exact comparisons.
+
+  The draft ⌊ln U / ln q⌋ − 1 takes ln U from whichever of U and 1 − U is below ½, each
+  formed from the words (1 − U from their complement) with relative error ≤ 3u, so ln U has
+  relative error ≤ 8u and the draft of any count ≤ n + 2 is within 1 + 16u(n + 2) < 2 below
+  the exact count for n < 2¹⁹ (``program32.refusal`` asks for that); two comparisons with the
+  thresholds (monotone in k) then reach it exactly.
+  """
+  def from_words(high, low):
+    return (high.astype(jnp.float32) * jnp.float32(2.0**-32)
+            + (low.astype(jnp.float32) + jnp.float32(0.5)) * jnp.float32(2.0**-64))
+  uniform = from_words(hi, lo)  # U = (W + ½)·2⁻⁶⁴
+  complement = from_words(~hi, ~lo)  # 1 − U = (2⁶⁴ − 1 − W + ½)·2⁻⁶⁴
+  log_uniform = jnp.where(uniform < 0.5, jnp.log(uniform), jnp.log1p(-complement))
+  draft = jnp.floor(jnp.clip(log_uniform * per_log_stay, 0.0, iterations + 2.0)) - 1.0
+  waits = jnp.clip(draft.astype(jnp.int32), 0, jnp.minimum(count, iterations + 1))
+  for _ in range(2):
+    candidate = waits + 1
+    index = jnp.clip(candidate - 1, 0, iterations)
+    below = _common.words_at_most(hi, lo, table[0][index], table[1][index])
+    waits = jnp.where((candidate <= count) & below, candidate, waits)
+  return waits
+
+
+def participation32(keys: jax.Array, params, iterations: int, min_sep: int,
+                    warm_start: bool) -> jax.Array:
+  """``participation`` in 32-bit code: the same pattern from the same words, bool (N, n).
+
+  The geometric gaps and the warm start compare the 64-bit words with host thresholds
+  (``gap_thresholds``, ``start_thresholds``); participation times add up in int32 with
+  saturation at n + 1 (later participations fall outside the run).
+  """
+  n, b = iterations, min_sep
+  if b == 1:
+    return _common.bernoulli_trials32(keys, n, params.trial_threshold)
+  num_gaps = -(-n // b)
+  hi, lo = _common.stream_word_pairs(keys, Stream.TRIALS, num_gaps)
+  waits = _geometric_waits(hi, lo, params.gap_thresholds, params.gap_count,
+                           params.chain.per_log_stay, n)
+  cap = n + 1
+  if num_gaps * cap < 2**31:  # the plain int32 cumulative sum cannot wrap
+    elapsed = jnp.cumsum(waits, axis=1, dtype=jnp.int32)
+  else:
+    elapsed = lax.associative_scan(lambda x, y: jnp.minimum(x + y, cap), waits, axis=1)
+  if warm_start:
+    start_hi, start_lo = jax.vmap(lambda k: word_pairs(k, 1))(_common.start_keys(keys))
+    mantissa_lo = start_lo >> jnp.uint32(12)  # M = hi·2²⁰ + (lo >> 12)
+    thresholds = params.start_thresholds
+    at_least = ((start_hi > thresholds[0][None, :])
+                | ((start_hi == thresholds[0][None, :]) & (mantissa_lo >= thresholds[1][None, :])))
+    first_eligible = jnp.sum(at_least, axis=1, dtype=jnp.int32)
+  else:
+    first_eligible = jnp.zeros(keys.shape[0], jnp.int32)
+  times = first_eligible[:, None] + elapsed + b * jnp.arange(num_gaps, dtype=jnp.int32)[None, :]
+  return jax.vmap(lambda t: jnp.zeros(n, bool).at[t].set(True, mode='drop'))(times)
+
+
+class Params32(NamedTuple):
+  """Traced parameters of the 32-bit b-min-sep program (host-built, 32-bit types only).
+
+  Attributes: chain (``Chain32``); trial_threshold (b = 1, ``_common.bernoulli_threshold``);
+  gap_thresholds and gap_count (b ≥ 2, ``gap_thresholds``); start_thresholds (warm start);
+  margin (``margin.MarginConstants``).
+  """
+
+  chain: Chain32
+  trial_threshold: Any
+  gap_thresholds: Any
+  gap_count: Any
+  start_thresholds: Any
+  margin: Any
+
+
+def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array, chain: Chain32,
+                          constants, min_sep: int, warm_start: bool) -> tuple[jax.Array, jax.Array]:
+  """32-bit program: (L̂, η) per sample with |L̂ − L| ≤ η (``margin`` proof steps 6–7).
+
+  ``delta`` bounds |ln â_i − ln(p·e^{ℓ_i})| and ``ratio_max`` bounds |ℓ̂_i|, per round (N, n)
+  or per sample (N, 1); ``constants`` is the mechanism's ``margin.MarginConstants``.
+  """
+  num, n = ell.shape
+  b = min_sep
+  if b == 1:
+    v = ell + chain.log_p
+    g = jnp.logaddexp(chain.log_q, v)
+    losses = _common.tree_sum(g)
+    posterior = jnp.exp(v - g)  # π̂_i: the derivative of g at v̂_i
+    margins = margin.poisson_error(delta, posterior, g, n)
+  else:
+    delta, ratio_max = jnp.max(delta, axis=1), jnp.max(ratio_max, axis=1)
+    linear, in_range = linear_log_ratio(ell, chain.p, b, warm_start, chain)
+    linear_error = jnp.full((num,), np.float32(margin.linear_recursion_error(n, chunk_rounds(b))))
+
+    def recompute():
+      logs, magnitude = log_space_log_ratio(ell, chain.p, b, warm_start, chain)
+      logs_error = margin.log_space_recursion_error(n, ratio_max, magnitude, constants)
+      return (jnp.where(in_range, linear, logs), jnp.where(in_range, linear_error, logs_error))
+
+    losses, recursion_error = lax.cond(jnp.all(in_range), lambda: (linear, linear_error),
+                                       recompute)
+    margins = -(-n // b) * delta + recursion_error
+  return losses, margins + margin.final_log_error(losses, b)
 
 
 class SamplingProbParams(NamedTuple):
@@ -378,14 +598,70 @@ class BMinSepKernel(SchemeKernel):
     # App. B bound for dense C) the worst pattern.
     return strategy.separated_sensitivity_squared(scheme.min_sep, scheme.iterations)
 
-  def params(self, mechanism) -> SamplingProbParams:
-    return sampling_prob_params(mechanism)
+  serves_32bit = True
+
+  def params(self, mechanism) -> SamplingProbParams | Params32:
+    if self.dtype == 'float64':
+      return sampling_prob_params(mechanism)
+    p = float(mechanism.scheme.sampling_prob)
+    n, b = self.iterations, self.min_sep
+    gaps, count = gap_thresholds(p, n) if b > 1 else (None, None)
+    return Params32(chain32(p, b), _common.bernoulli_threshold(p) if b == 1 else None,
+                    gaps, None if count is None else np.int32(count),
+                    start_thresholds(p, b) if self.warm_start else None,
+                    margin.margin_constants(mechanism.matrix.c_col, p))
 
   def sample_mean(self, keys, params, view, direction):
     del direction  # only ``remove`` has a signal
-    x = participation(keys, params.sampling_prob, self.iterations, self.min_sep,
-                      self.warm_start)
+    if self.dtype == 'float32':
+      x = participation32(keys, params, self.iterations, self.min_sep, self.warm_start)
+    else:
+      x = participation(keys, params.sampling_prob, self.iterations, self.min_sep,
+                        self.warm_start)
     return view.separated_mean(x, self.dtype), NoInfo()
+
+  def log_ratios_for_sigmas_with_margin(self, mean_products, noise_products, params,
+                                        noise_multipliers, kappas, view, info, direction,
+                                        magnitudes):
+    """32-bit program, b ≥ 2: all K candidates in the linear-domain scan (ℓ formed inside it,
+    as in float64); margins from per-sample bounds (``margin`` proof steps 4–6); the
+    (σ, sample) pairs out of range are recomputed per σ in log space."""
+    if self.min_sep == 1:
+      return super().log_ratios_for_sigmas_with_margin(
+          mean_products, noise_products, params, noise_multipliers, kappas, view, info,
+          direction, magnitudes)
+    chain, constants = params.chain, params.margin
+    charge = view.charge(direction, self.iterations)
+    losses, in_range = linear_log_ratios_for_sigmas(
+        mean_products, noise_products, charge, noise_multipliers, chain.p, self.min_sep,
+        self.warm_start, chain)
+    z_abs, dz_abs, dm_abs = (jnp.max(m, axis=1) for m in magnitudes)
+    sigmas, kappas_ = noise_multipliers[:, None], kappas[:, None]
+    error, d_max = margin.shared_draws_product_error(z_abs, dz_abs, dm_abs, sigmas, constants)
+    delta, _ = margin.round_ratio_error(error, d_max, kappas_, constants)
+    n = self.iterations
+    margins = (-(-n // self.min_sep) * delta
+               + np.float32(margin.linear_recursion_error(n, chunk_rounds(self.min_sep)))
+               + margin.final_log_error(losses, self.min_sep))
+
+    def recompute():
+      exact, exact_margins = super(BMinSepKernel, self).log_ratios_for_sigmas_with_margin(
+          mean_products, noise_products, params, noise_multipliers, kappas, view, info,
+          direction, magnitudes)
+      return jnp.where(in_range, losses, exact), jnp.where(in_range, margins, exact_margins)
+    return lax.cond(jnp.all(in_range), lambda: (losses, margins), recompute)
+
+  def log_ratio_with_margin(self, d, params, noise_multiplier, kappa, view, info, direction,
+                            product_error):
+    """32-bit program: (L̂, η) per sample (``margin`` proof steps 5–7)."""
+    del info
+    ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
+    # Per-round bounds when the product errors are per round (one band), else per sample.
+    d_abs = jnp.abs(d) if product_error.shape[1] > 1 else jnp.max(jnp.abs(d), axis=1,
+                                                                   keepdims=True)
+    delta, ratio_max = margin.round_ratio_error(product_error, d_abs, kappa, params.margin)
+    return log_ratio_with_margin(ell, delta, ratio_max, params.chain, params.margin,
+                                 self.min_sep, self.warm_start)
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     del info

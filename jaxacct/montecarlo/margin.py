@@ -1,0 +1,260 @@
+"""The certified error margin of the 32-bit device program, and its sound hockey-stick sums.
+
+The 32-bit program (``precision="float32"``: uint32 words, float32 arithmetic, int32 indices,
+float32 block sums; no 64-bit type on device) computes for every sample a float32 loss L̂
+and a float32 margin η with
+
+    |L̂ − L(y)| ≤ η,                                                              (M)
+
+where y = C·x + σ·z is the real-valued output that the sample's random words define (the
+same words, hence the same y, as the float64 program: ``keys.word_pairs``; x is drawn by
+exact integer comparisons, ``kernels/_common.py``) and L(y) its exact privacy loss.
+Verification then evaluates every hockey-stick term at ε − η and rounds block sums up
+(``hockey_stick_sums32``, ``block_sum_factor``), so the float64 block-ordered total is
+≥ Σ (1 − e^{ε − L(y)})₊ over the same draws: δ̂₃₂ ≥ δ̂ of the exact losses and
+Algorithm 5 (seed 000 App. A) keeps its guarantee.
+
+Proof of (M) (u = 2⁻²⁴; every quantity is per sample; γ_k = k·u/(1 − k·u); all
+approximations below are upper bounds, and every constant is rounded up).
+
+Assumptions, each checked by a test on this backend (``tests/montecarlo/test_program32.py``,
+``benchmarks/accelerator.py``): IEEE float32 add/multiply, no flush of normal numbers;
+exp within ``EXP_ULPS``, log within ``LOG_ULPS`` (relative), expm1 within ``EXPM1_ULPS``,
+logaddexp(log q, v) within ``LOGADDEXP_ULPS``·u·(|r| + min(1, 2π)) with π = e^{v − r}
+(its exp and log1p terms scale with e^{−|Δ|} ≤ 2π), 1/x within ``DIVIDE_ULPS``;
+float32 ``ndtri`` as stated in ``noise.py``.
+
+1. Noise. |ẑ − z| ≤ 8u(1 + |ẑ|) (``noise.NORMAL32_ERROR_ULPS``).
+2. Mean. Participations are separated by at least the band length, so each entry of C·x
+   is one coefficient c_k or 0, and the float32 mean is the float32 coefficient: error
+   ≤ u·c_max.
+3. Output. ŷ = fl(m̂ + fl(σ̂ẑ)) with |σ̂ − σ| ≤ uσ: |ŷ − y| ≤ E_y = u·c_max
+   + σ·8u(1 + Z) + 2.01u·σ·Z + u·Y, with Y = max|ŷ| and Z = max|ẑ| ≤ (Y + c_max)(1 + 3u)/σ̂.
+4. Sliding products. d̂_i = Σ_k ĉ_k ŷ_{i+k} is summed as a binary tree of depth ⌈log₂ m⌉
+   (``matrices.sliding_dot_products``, float32), so |d̂_i − Σ_k ĉ_k ŷ_{i+k}| ≤
+   γ_t Σ|ĉ_k||ŷ_{i+k}|, t = ⌈log₂ m⌉ + 1; with |ĉ − c| ≤ u|c|:
+   |d̂_i − d_i| ≤ Δd = ‖c‖₁·[(u + γ_t(1 + u))·Y + E_y]. With shared draws
+   (d = d_m + σ·d_z) the same steps bound d_m = Cᵀ(C·x) and d_z = Cᵀz separately and add
+   the two roundings of fl(d̂_m + fl(σ̂·d̂_z)) (``shared_draws_product_error``).
+5. Per-round ratio. ℓ_i = (2d_i − s_i)·κ, κ = 1/(2σ²); the device forms
+   v̂_i = fl(fl(fl(2d̂_i − ŝ_i)·κ̂) + log p̂) with |κ̂ − κ| ≤ (3 + DIVIDE_ULPS)u·κ, |ŝ_i − s_i|
+   ≤ (m + 3)u·s_max and |log p̂ − log p| ≤ u|log p|; then â_i = exp(v̂_i). Hence â_i =
+   p·e^{ℓ_i}·e^{θ_i} with |θ_i| ≤ δ = κ(1 + 8u)(2Δd + (m + 3)u·s_max) + 8.2u·Λ
+   + 1.01u(Λ + |log p|) + u|log p| + 1.01·EXP_ULPS·u, Λ = (2D + s_max)·κ(1 + 4u) ≥ max|ℓ̂|,
+   D = max|d̂| (``round_ratio_error``).
+6. Recursion, b ≥ 2 (seed 000 Eq. (1)). f₀ is a sum over participation paths of
+   (powers of q)·Π_{i ∈ path} a_i, and a path holds at most K = ⌈n/b⌉ participations, so
+   perturbing every a_i by e^{θ_i} moves ln f₀ by at most K·δ. The linear-domain
+   evaluation (``kernels/bminsep.py``) takes host powers q^k (error u), then per chunk of s
+   rounds sums ≤ s + 1 nonnegative products: relative error ≤ γ_{s+3} + u per chunk level;
+   power-of-two rescaling is exact inside the range check, and products that underflow
+   cost ≤ 2⁻⁴⁸ relative each; over ⌈n/s⌉ + 1 levels ρ = (1 + γ_{s+3} + u)^{⌈n/s⌉+1}
+   (1 + n·2⁻⁴⁸) − 1 and |Δ ln f| ≤ −ln(1 − ρ) (``linear_recursion_error``). The final
+   logarithms, the exponent's E·ln 2, the warm-start combination and its normaliser cost
+   ≤ 32u(|L̂| + ln 2b + 4) + γ_{b+2} (``final_log_error``). A sample outside the linear
+   range is recomputed in log space, where each of the n steps adds ≤ u(4(|log q| + |log p|
+   + Λ + 2M) + 8) with M = max_i |L_i| (logaddexp is 1-Lipschitz, so earlier errors do not
+   grow) (``log_space_recursion_error``).
+7. Poisson (b = 1): L = Σ_i g(v_i), g(v) = logaddexp(log q, v), g′ = π ∈ (0, 1) increasing
+   with π(v + θ) ≤ e^{|θ|}π(v): |Σ g(v̂_i) − Σ g(v_i)| ≤ Σ_i e^{δ_i}δ_i·π̂_i, with δ_i the
+   bound of step 5 for round i (Poisson has one band, so steps 3–5 hold per round with
+   |ŷ_i|, |ẑ_i|, |d̂_i| in place of the maxima) (π̂_i = e^{v̂_i − ĝ_i}
+   evaluated in float32, inflated by 2⁻¹⁶), plus LOGADDEXP_ULPS·u·Σ(|ĝ_i| + 2π̂_i) for the
+   logaddexps and γ_{⌈log₂ n⌉}·Σ|ĝ_i| for the binary-tree sum (``_common.tree_sum``); the
+   float32 sums Σπ̂ and Σ|ĝ| are inflated by 1 + γ_n (``poisson_error``).
+8. Sum: η = (6 or 7) + final_log_error, computed in float32 and inflated by 2⁻¹⁹ relative
+   plus 2⁻²¹(|L̂| + |ε| + 1) for the roundings of the hockey-stick argument itself
+   (``hockey_stick_sums32``).
+
+Hockey-stick sums. With ε↓ = the largest float32 ≤ ε, the device computes
+t̂ = −expm1(min(fl(ε↓ − fl(L̂ + η′)), 0)) ≥ (1 − EXPM1_ULPS·u)·(1 − e^{ε − L(y)})₊ and sums a
+block of B terms in float32 (any order: ≥ (1 − γ_{B−1})·the exact sum); ``block_sum_factor``
+= 1/((1 − γ_{B−1})(1 − EXPM1_ULPS·u)), rounded up, restores an upper bound on the host.
+
+Where the code runs: the bounds are float32 device code beside the kernels (32-bit
+programs only); ``block_sum_factor``, ``linear_recursion_error`` and the constants are host
+float64.
+
+References: Higham, "Accuracy and Stability of Numerical Algorithms" (2002), §3.1–3.4
+(γ_k, sums and inner products); seed 000 Eq. (1) and App. A.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+UNIT_ROUNDOFF = 2.0**-24
+"""u of float32 (round to nearest)."""
+
+EXP_ULPS = 4.0
+LOG_ULPS = 4.0
+EXPM1_ULPS = 8.0
+LOGADDEXP_ULPS = 4.0
+DIVIDE_ULPS = 2.0
+"""Assumed accuracy of float32 elementary functions (measured on this project's CPU: exp 1.4,
+log 2.0, expm1 5.7, logaddexp 2.0 in the form above; tests assert the assumptions)."""
+
+NOISE_ULPS = 8.0  # noise.NORMAL32_ERROR_ULPS (asserted equal in the tests)
+
+
+class MarginConstants(NamedTuple):
+  """Per-mechanism inputs of the margin, float32 rounded up (host-built, traced).
+
+  Attributes: c_max = max|c_k|, c_abs_sum = ‖c‖₁, tree_gamma = γ_t of the sliding products,
+  s_max = max column norm², charge_gamma = (m + 3)u (the device's column norms), log_p and
+  log_q as magnitudes |log p|, |log q| (finite: log q = −∞ at p = 1 enters only as q^k = 0).
+  """
+
+  c_max: np.ndarray
+  c_abs_sum: np.ndarray
+  tree_gamma: np.ndarray
+  s_max: np.ndarray
+  charge_gamma: np.ndarray
+  log_p: np.ndarray
+  log_q: np.ndarray
+
+
+def margin_constants(c_col, sampling_prob: float) -> MarginConstants:
+  """Host: ``MarginConstants`` of a band ``c_col`` and sampling probability p."""
+  c = np.abs(np.asarray(c_col, np.float64))
+  bands = c.size
+  p = float(sampling_prob)
+  log_q = abs(math.log1p(-p)) if p < 1.0 else 0.0
+  up = lambda value: round_up32(value * (1.0 + 2.0**-40))  # noqa: E731
+  return MarginConstants(up(c.max()), up(c.sum()), up(gamma(tree_depth(bands))),
+                         up(np.sum(c * c)), up((bands + 3) * UNIT_ROUNDOFF),
+                         up(abs(math.log(p))), up(log_q))
+
+
+def gamma(k: float) -> float:
+  """γ_k = k·u/(1 − k·u), the relative error bound of k float32 roundings (Higham §3.1)."""
+  ku = k * UNIT_ROUNDOFF
+  if ku >= 0.5:
+    raise ValueError(f'{k} roundings exceed the float32 error analysis (k·u ≥ 1/2)')
+  return ku / (1.0 - ku)
+
+
+def tree_depth(bands: int) -> int:
+  """Roundings per term of a binary-tree sum of ``bands`` products: ⌈log₂ m⌉ + 1."""
+  return max(0, (bands - 1).bit_length()) + 1
+
+
+def block_sum_factor(block_size: int) -> float:
+  """Host: factor ≥ 1 turning a float32 block sum of hockey-stick terms into an upper bound."""
+  factor = 1.0 / ((1.0 - gamma(max(block_size - 1, 1))) * (1.0 - EXPM1_ULPS * UNIT_ROUNDOFF))
+  return float(np.nextafter(factor * (1.0 + 2.0**-50), np.inf))
+
+
+def round_down32(values) -> np.ndarray:
+  """Host: the largest float32 ≤ each float64 value."""
+  values = np.asarray(values, np.float64)
+  rounded = values.astype(np.float32)
+  too_big = rounded.astype(np.float64) > values
+  return np.where(too_big, np.nextafter(rounded, np.float32(-np.inf)), rounded).astype(np.float32)
+
+
+def round_up32(values) -> np.ndarray:
+  """Host: the smallest float32 ≥ each float64 value."""
+  return -round_down32(-np.asarray(values, np.float64))
+
+
+def linear_recursion_error(iterations: int, chunk: int) -> float:
+  """Host: bound on |Δ ln f₀| of the chunked linear-domain recursion (proof step 6)."""
+  levels = -(-iterations // chunk) + 1
+  growth = (1.0 + gamma(chunk + 3) + UNIT_ROUNDOFF) ** levels * (1.0 + iterations * 2.0**-48)
+  return float(-math.log(2.0 - growth) * (1.0 + 2.0**-40))  # −ln(1 − ρ), ρ = growth − 1
+
+
+def final_log_error(losses: jax.Array, min_sep: int) -> jax.Array:
+  """Device: the final logarithms and combinations (proof step 6), per sample."""
+  u = UNIT_ROUNDOFF
+  return (32.0 * u * (jnp.abs(losses) + float(math.log(2.0 * min_sep) + 4.0))
+          + float(gamma(min_sep + 2)))
+
+
+def one_sigma_product_error(y_max: jax.Array, sigma: jax.Array, constants) -> jax.Array:
+  """Device: Δd ≥ max_i |d̂_i − d_i| from ŷ = fl(C·x + σz) (proof steps 1–4), per sample.
+
+  ``constants`` is ``MarginConstants``; y_max = max|ŷ| per sample; ``sigma`` is σ̂.
+  """
+  u = UNIT_ROUNDOFF
+  c_max = constants.c_max
+  z_max = (y_max + c_max) * (1.0 + 3.0 * u) / sigma
+  y_error = (u * c_max + sigma * NOISE_ULPS * u * (1.0 + z_max) + 2.01 * u * sigma * z_max
+             + u * y_max)
+  return constants.c_abs_sum * ((u + constants.tree_gamma * (1.0 + u)) * y_max + y_error)
+
+
+def shared_draws_product_error(z_max: jax.Array, dz_max: jax.Array, dm_max: jax.Array,
+                               sigma: jax.Array, constants) -> tuple[jax.Array, jax.Array]:
+  """Device: (Δd, D) for d̂ = fl(d̂_m + fl(σ̂·d̂_z)) (proof step 4, shared draws), per sample.
+
+  z_max = max|ẑ|, dz_max = max|d̂_z|, dm_max = max|d̂_m| per sample; ``sigma`` is σ̂
+  (broadcastable); D bounds max|d̂| over the rounds.
+  """
+  u = UNIT_ROUNDOFF
+  c_max, c_abs_sum, tree = constants.c_max, constants.c_abs_sum, constants.tree_gamma
+  mean_error = c_abs_sum * ((2.0 * u + tree * (1.0 + u)) * c_max)
+  noise_error = c_abs_sum * ((u + tree * (1.0 + u)) * z_max + NOISE_ULPS * u * (1.0 + z_max))
+  d_max = (dm_max + sigma * dz_max) * (1.0 + 2.0 * u)
+  error = (mean_error + sigma * (1.0 + u) * noise_error + 2.01 * u * sigma * dz_max
+           + u * d_max)
+  return error, d_max
+
+
+def round_ratio_error(product_error: jax.Array, d_max: jax.Array, kappa: jax.Array,
+                      constants) -> tuple[jax.Array, jax.Array]:
+  """Device: (δ ≥ |ln â_i − ln(p·e^{ℓ_i})| for every round, Λ ≥ max|ℓ̂_i|) (proof step 5).
+
+  ``kappa`` is an upper bound on 1/(2σ²) (broadcastable with the per-sample arrays).
+  """
+  u = UNIT_ROUNDOFF
+  s_max, log_p = constants.s_max, jnp.abs(constants.log_p)
+  ratio_max = (2.0 * d_max + s_max) * kappa * (1.0 + 4.0 * u)
+  charge_error = constants.charge_gamma * s_max
+  delta = (kappa * (1.0 + 8.0 * u) * (2.0 * product_error + charge_error) + 8.2 * u * ratio_max
+           + 1.01 * u * (ratio_max + log_p) + u * log_p + 1.01 * EXP_ULPS * u)
+  return delta, ratio_max
+
+
+def log_space_recursion_error(iterations: int, ratio_max: jax.Array, loss_magnitude: jax.Array,
+                              constants) -> jax.Array:
+  """Device: the log-space recursion's rounding (proof step 6, fallback), per sample."""
+  u = UNIT_ROUNDOFF
+  return iterations * u * (4.0 * (jnp.abs(constants.log_q) + jnp.abs(constants.log_p) + ratio_max
+                                  + 2.0 * loss_magnitude) + 8.0)
+
+
+def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array,
+                  iterations: int) -> jax.Array:
+  """Device: proof step 7, per sample: Σ_i e^{δ_i}δ_i·π̂_i + the logaddexps + the tree sum.
+
+  ``delta`` (N, n) or (N, 1), ``posterior`` π̂ and ``terms`` ĝ (N, n); the float32 sums of
+  the bound are inflated by 1 + γ_n to bound their exact values.
+  """
+  u = UNIT_ROUNDOFF
+  inflate = 1.0 + float(gamma(iterations))
+  perturbation = jnp.sum(jnp.exp(delta) * delta * posterior, axis=1) * (1.0 + 2.0**-16)
+  magnitude = jnp.sum(jnp.abs(terms), axis=1)
+  weight = jnp.sum(posterior, axis=1)
+  return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
+                    + float(gamma(tree_depth(iterations))) * magnitude)
+
+
+def hockey_stick_sums32(epsilons: jax.Array, losses: jax.Array, margins: jax.Array,
+                        valid: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Device (float32): per-ε sums of t̂ = −expm1(min(ε − (L̂ + η′), 0)) and of t̂² over a block.
+
+  ``epsilons`` (E,) are rounded down on the host; η′ = η(1 + 2⁻¹⁹) + 2⁻²¹(|L̂| + |ε| + 1)
+  covers the roundings of the argument (see the module docstring). Masked samples add 0.
+  """
+  inflated = margins * (1.0 + 2.0**-19) + 2.0**-21 * (jnp.abs(losses) + 1.0)
+  shifted = (losses + inflated)[None, :] + 2.0**-21 * jnp.abs(epsilons)[:, None]
+  terms = -jnp.expm1(jnp.minimum(epsilons[:, None] - shifted, 0.0))
+  terms = jnp.where(valid[None, :], terms, 0.0)
+  return jnp.sum(terms, axis=1), jnp.sum(jnp.square(terms), axis=1)

@@ -1,0 +1,107 @@
+"""Which arithmetic a Monte Carlo run uses: float64, or the 32-bit program with its margin.
+
+``precision`` is one of ``"float64"`` (64-bit device program, the default of every API
+function), ``"float32"`` (the 32-bit program of ``program32.py``: sound, with the certified
+margin of ``margin.py``; refused with the reason for a mechanism it does not serve, never
+run in float64 instead) and ``"auto"``: float32 on a TPU or GPU backend (their native type),
+and on a CPU whichever precision this library measures faster for the mechanism (one call of
+each program at the mechanism's shape, after compiling; cached per shape), float64 when the
+32-bit program does not serve the mechanism. ``PrecisionChoice.reason`` says which and why.
+
+Host code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from jaxacct._precision import kernel_dtype
+from jaxacct.montecarlo import kernels, plan, program32
+
+PRECISIONS = ('auto', 'float32', 'float64')
+ACCELERATORS = ('gpu', 'tpu', 'cuda', 'rocm')
+
+
+@dataclasses.dataclass(frozen=True)
+class PrecisionChoice:
+  """The precision a run uses and why (shown by the CLI, recorded in reports).
+
+  Attributes: precision ("float32" or "float64"); reason (one sentence).
+  """
+
+  precision: str
+  reason: str
+
+  @property
+  def dtype(self) -> np.dtype:
+    return np.dtype(self.precision)
+
+
+def check_precision(precision) -> str:
+  """``precision`` if it is one of ``PRECISIONS``, else ValueError naming the argument."""
+  if not isinstance(precision, str) or precision not in PRECISIONS:
+    raise ValueError(f'precision must be one of {", ".join(map(repr, PRECISIONS))}, '
+                     f'got {precision!r}')
+  return precision
+
+
+def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
+  """The choice of a function with both a legacy ``dtype`` and ``precision`` (at most one given).
+
+  ``dtype=jnp.float32`` is the 32-bit program where it serves the mechanism (one float32
+  path); for the families it does not serve yet, float32 *estimation* keeps the mixed
+  kernels (64-bit words, float32 arithmetic, no margin) and says so in ``reason``.
+  """
+  resolved = kernel_dtype(dtype)
+  if precision is not None:
+    if resolved != np.float64:
+      raise ValueError(f'give dtype or precision, not both (dtype={dtype!r}, '
+                       f'precision={precision!r})')
+    return choose(precision, mechanism)
+  if resolved == np.float64:
+    return PrecisionChoice('float64', 'requested')
+  refused = program32.refusal(mechanism, kernels.kernel_for(mechanism, resolved))
+  return PrecisionChoice('float32', 'requested' if refused is None else
+                         f'mixed float32 kernels without a margin (estimation only): {refused}')
+
+
+def choose(precision: str, mechanism) -> PrecisionChoice:
+  """Resolves ``precision`` for ``mechanism`` (before any compute for float32/float64).
+
+  Raises:
+    ValueError: an unknown name, or ``"float32"`` for a mechanism the 32-bit program does
+      not serve (the message gives the reason).
+  """
+  precision = check_precision(precision)
+  if precision == 'float64':
+    return PrecisionChoice('float64', 'requested')
+  refused = program32.refusal(mechanism, kernels.kernel_for(mechanism, np.dtype(np.float32)))
+  if precision == 'float32':
+    if refused is not None:
+      raise ValueError(f'precision="float32" cannot serve this mechanism: {refused}')
+    return PrecisionChoice('float32', 'requested')
+  if refused is not None:
+    return PrecisionChoice('float64', f'auto: {refused}')
+  backend = jax.default_backend()
+  if backend in ACCELERATORS:
+    return PrecisionChoice('float32', f'auto: the {backend} backend computes in float32')
+  float64_cost, float32_cost = _measured_costs(mechanism)
+  faster = 'float32' if float32_cost < float64_cost else 'float64'
+  return PrecisionChoice(faster, f'auto: measured here {float32_cost * 1e6:.1f} µs (float32) vs '
+                                 f'{float64_cost * 1e6:.1f} µs (float64) per sample')
+
+
+_COSTS: dict = {}
+
+
+def _measured_costs(mechanism) -> tuple[float, float]:
+  """Seconds per sample of one σ in float64 and in float32 on the local devices (cached per
+  kernel shape and band length: p and σ do not change the cost materially)."""
+  shape = (kernels.kernel_for(mechanism, np.dtype(np.float64)), mechanism.matrix.num_bands)
+  if shape not in _COSTS:
+    _COSTS[shape] = tuple(plan.seconds_per_sample(mechanism, np.dtype(dtype))
+                          for dtype in (np.float64, np.float32))
+  return _COSTS[shape]

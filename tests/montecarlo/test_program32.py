@@ -1,0 +1,363 @@
+"""The 32-bit device program (issue 28): same draws as float64, no 64-bit type on device, and a
+certified margin η with |L̂₃₂ − L(y)| ≤ η that makes float32 verification sound.
+
+Oracles: the float64 program on the same keys (itself checked against brute force in
+test_losses.py / oracles/), exact rational arithmetic for the participation thresholds, and
+scipy/NumPy float64 for the elementary functions the margin's proof assumes.
+"""
+
+from __future__ import annotations
+
+import fractions
+import math
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import special
+
+import jaxacct
+from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.montecarlo import (candidates, estimator, kernels, keys, margin, noise, precision,
+                                program32, sampling, sharding)
+from jaxacct.montecarlo.kernels import _common, bminsep
+
+U = 2.0**-24
+EPS = [0.0, 0.5, 1.0, 2.0, 4.0]
+
+
+def _mechanism(scheme, bands, sigma=1.0):
+  return jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), sigma)
+
+
+COLD = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8), 8)
+WARM = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=True), 8)
+POISSON = _mechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1)
+FAMILIES = {'cold': COLD, 'warm': WARM, 'poisson': POISSON}
+
+
+# ---- same random words, keys and participation as the float64 program -------------------
+
+@pytest.mark.parametrize('partitionable', [True, False])
+def test_word_pairs_are_the_64_bit_words(partitionable):
+  with jax.threefry_partitionable(partitionable):
+    with jax.enable_x64(True):
+      key = jax.random.fold_in(jax.random.key(5), 3)
+      words = np.asarray(jax.random.bits(key, (37,), jnp.uint64))
+      single = int(np.asarray(jax.random.bits(key, (), jnp.uint64)))
+    with jax.enable_x64(False):
+      hi, lo = (np.asarray(w, np.uint64) for w in keys.word_pairs(key, 37))
+      hi1, lo1 = (int(np.asarray(w)[0]) for w in keys.word_pairs(key, 1))
+  np.testing.assert_array_equal((hi << np.uint64(32)) | lo, words)
+  assert (hi1 << 32) | lo1 == single  # shape () draws (the warm start) use the pair (0, 0)
+
+
+def test_block_keys_carry_into_the_next_key_block():
+  block_size = 96  # does not divide 2²⁰: some blocks straddle a key block
+  first_block = (1 << 20) // block_size  # the block holding g = 2²⁰ − 64 … 2²⁰ + 31
+  with jax.enable_x64(True):
+    stream = jax.random.key(9)
+    expected = jax.random.key_data(keys.sample_keys(stream, jnp.int64(first_block * block_size),
+                                                    block_size))
+  coordinates = keys.block_coordinates([first_block], block_size)[0]
+  with jax.enable_x64(False):
+    got = jax.random.key_data(keys.block_keys32(stream, jnp.asarray(coordinates), block_size))
+  np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_normals_are_the_float64_normals_within_the_stated_error():
+  rng = np.random.default_rng(0)
+  words = rng.integers(0, 2**64, 200_000, dtype=np.uint64)
+  # Far tails: the 63-bit magnitude W near 0 (|z| up to 9.35) and near 2^63 (z near 0).
+  tails = np.concatenate([np.arange(64, dtype=np.uint64), np.uint64(1) << np.arange(63,
+                                                                                   dtype=np.uint64)])
+  words = np.concatenate([words, tails, tails | (np.uint64(1) << np.uint64(63)),
+                          np.uint64(2**63 - 1) - tails])
+  with jax.enable_x64(True):
+    exact = np.asarray(noise.normals_from_bits(jnp.asarray(words), jnp.float64))
+  with jax.enable_x64(False):
+    got = np.asarray(noise.normals_from_word_pairs(
+        jnp.asarray((words >> np.uint64(32)).astype(np.uint32)),
+        jnp.asarray((words & np.uint64(0xFFFFFFFF)).astype(np.uint32)))).astype(np.float64)
+  bound = noise.NORMAL32_ERROR_ULPS * U * (1.0 + np.abs(got))
+  assert np.all(np.abs(got - exact) <= bound)
+  assert np.max(np.abs(exact)) > 9.15  # Φ⁻¹(1 − 2⁻⁶⁵): the far tail, no truncation at ~5σ
+  assert noise.NORMAL32_ERROR_ULPS == margin.NOISE_ULPS
+
+
+def _exact_gap_thresholds(p: float, n: int):
+  q = 1 - fractions.Fraction(p)
+  rows = []
+  for k in range(1, n + 2):
+    value = q**k * 2**64 - fractions.Fraction(1, 2)
+    if value < 0:
+      break
+    rows.append(min(math.floor(value), 2**64 - 1))
+  return rows
+
+
+@pytest.mark.parametrize('p', [1e-9, 0.03, 0.5, 0.999999, 1.0])
+def test_gap_thresholds_are_exact(p):
+  n = 40
+  table, count = bminsep.gap_thresholds(p, n)
+  exact = _exact_gap_thresholds(p, n)
+  assert count == len(exact)
+  got = [(int(table[0, k]) << 32) | int(table[1, k]) for k in range(count)]
+  assert got == exact
+
+
+def test_start_thresholds_are_exact():
+  p, b = 0.07, 6
+  rows = bminsep.start_thresholds(p, b)
+  available = 1 / (1 + (b - 1) * fractions.Fraction(p))
+  for j in range(1, b):
+    tau = available + (j - 1) * (1 - available) / (b - 1)
+    assert (int(rows[0, j - 1]) << 20) | int(rows[1, j - 1]) == math.ceil(tau * 2**52)
+
+
+@pytest.mark.parametrize('scheme', [
+    jaxacct.BMinSep(sampling_prob=0.2, iterations=300, min_sep=7),
+    jaxacct.BMinSep(sampling_prob=0.03, iterations=300, min_sep=16, warm_start=True),
+    jaxacct.BMinSep(sampling_prob=1e-7, iterations=300, min_sep=3, warm_start=True),
+    jaxacct.BMinSep(sampling_prob=0.999, iterations=300, min_sep=2),
+    jaxacct.BMinSep(sampling_prob=1.0, iterations=300, min_sep=5, warm_start=True),
+    jaxacct.Poisson(sampling_prob=0.3, iterations=300),
+], ids=['cold', 'warm', 'tiny-p', 'p-near-1', 'p-1', 'poisson'])
+def test_participation_is_the_float64_participation(scheme):
+  mechanism = jaxacct.MatrixMechanism(scheme, BandedToeplitz([1.0]), 1.0)
+  n, b, warm = scheme.iterations, scheme.min_sep, scheme.warm_start and scheme.min_sep > 1
+  with jax.enable_x64(True):
+    sample_keys = jax.random.split(jax.random.key(3), 4096)
+    x64 = np.asarray(bminsep.participation(sample_keys, jnp.float64(scheme.sampling_prob), n, b,
+                                           warm))
+    params = kernels.kernel_for(mechanism, np.dtype(np.float32)).params(mechanism)
+  with program32.scope():
+    x32 = np.asarray(jax.jit(lambda k, prm: bminsep.participation32(k, prm, n, b, warm))(
+        sample_keys, params))
+  np.testing.assert_array_equal(x32, x64)
+
+
+# ---- no 64-bit type anywhere in the compiled device programs ----------------------------
+
+_WIDE = re.compile(r'\b(f64|s64|u64|c128)\[')
+
+
+def _compiled_texts(mechanism, num_candidates):
+  mesh = sharding.SampleMesh.over(jax.local_devices()[:1])
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
+  program = program32.Program32(mechanism, kernel, np.linspace(1.0, 2.0, num_candidates), 64,
+                                mesh)
+  params, view, sigmas, kappas = program._inputs
+  stream = keys.direction_key(keys.purpose_key(jax.random.key(0), 'estimation'), 'remove')
+  texts = []
+  with program32.scope():
+    coordinates = program._coordinates(0, 1)
+    for direction in ('remove', 'add'):
+      texts.append(program32.block_components.lower(
+          coordinates, stream, params, view, kernel=kernel, direction=direction, block_size=64,
+          mesh=mesh.mesh).compile().as_text())
+      mean, z, info = program._components(stream, 0, 1, direction)
+      if num_candidates == 1:
+        texts.append(program32.block_losses.lower(
+            mean, z, info, sigmas[0], kappas[0], params, view, kernel=kernel,
+            direction=direction, mesh=mesh.mesh).compile().as_text())
+      else:
+        texts.append(program32.block_losses_for_sigmas.lower(
+            mean, z, info, sigmas, kappas, params, view, kernel=kernel, direction=direction,
+            mesh=mesh.mesh).compile().as_text())
+    losses = jnp.zeros((1, 64), jnp.float32)
+    texts.append(program32.block_sums.lower(
+        losses, losses, mesh.place(np.zeros(1, np.int32)), np.zeros(3, np.float32),
+        np.zeros(2, np.float32), mesh=mesh.mesh).compile().as_text())
+  return texts
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_compiled_32_bit_programs_hold_no_64_bit_type(family):
+  for num_candidates in (1, 3):
+    for text in _compiled_texts(FAMILIES[family], num_candidates):
+      assert not _WIDE.findall(text)
+  # The check can fail: the float64 program's text holds 64-bit types.
+  with jax.enable_x64(True):
+    mesh = sharding.SampleMesh.over(jax.local_devices()[:1])
+    mechanism = FAMILIES[family]
+    kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
+    params, sigma, view = sampling.traced_params(mechanism, kernel)
+    text = sampling.block_outputs.lower(
+        jnp.zeros(1, jnp.int64), jax.random.key(0), params, sigma, view, kernel=kernel,
+        direction='remove', block_size=64, mesh=mesh.mesh).compile().as_text()
+  assert _WIDE.findall(text)
+
+
+# ---- the margin holds, and float32 δ̂ is never below the exact-loss δ̂ ------------------
+
+def _losses_and_margins(mechanism, sigmas, num_blocks, direction, block_size=64):
+  with jax.enable_x64(True):
+    kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
+    program = program32.Program32(mechanism, kernel, np.asarray(sigmas), block_size,
+                                  sharding.SampleMesh.over(jax.local_devices()[:1]))
+    stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), direction)
+    _, losses, margins = program.losses_and_margins(stream, 0, num_blocks, direction)
+  return (np.asarray(losses, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1),
+          np.asarray(margins, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1))
+
+
+def _exact_losses(mechanism, sigma, num_samples, direction):
+  import dataclasses
+  candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
+  return np.asarray(sampling.sample_privacy_losses(jax.random.key(2), candidate, num_samples,
+                                                   direction))
+
+
+def _check_margin(mechanism, sigmas, num_blocks, block_size=64):
+  worst = 0.0
+  for direction in ('remove', 'add'):
+    losses, margins = _losses_and_margins(mechanism, sigmas, num_blocks, direction, block_size)
+    for j, sigma in enumerate(sigmas):
+      exact = _exact_losses(mechanism, sigma, losses.shape[1], direction)
+      error = np.abs(losses[j] - exact)
+      assert np.all(error <= margins[j]), (direction, sigma, np.max(error / margins[j]))
+      worst = max(worst, float(np.max(error)))
+  return worst
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_margin_bounds_the_float32_error(family):
+  # One σ (y formed per sample) and three σ sharing the draws (d = d_m + σ·d_z).
+  assert _check_margin(FAMILIES[family], [0.7], 8) > 0.0
+  _check_margin(FAMILIES[family], [0.5, 1.0, 3.0], 4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('mechanism', [
+    _mechanism(jaxacct.BMinSep(sampling_prob=0.05, iterations=1000, min_sep=16,
+                               warm_start=True), 16, 0.4),
+    _mechanism(jaxacct.BMinSep(sampling_prob=0.9, iterations=1000, min_sep=16), 16, 5.0),
+    _mechanism(jaxacct.BMinSep(sampling_prob=1e-6, iterations=1000, min_sep=4), 4, 1.0),
+    _mechanism(jaxacct.BMinSep(sampling_prob=0.5, iterations=2000, min_sep=2,
+                               warm_start=True), 2, 0.3),
+    _mechanism(jaxacct.Poisson(sampling_prob=0.999, iterations=1000), 1, 0.5),
+    _mechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000), 1, 2.0),
+], ids=['warm-small-sigma', 'cold-p-near-1', 'p-near-0', 'long-chain-b2', 'poisson-p-near-1',
+        'poisson'])
+def test_margin_holds_over_hard_settings(mechanism):
+  """≥ 10⁵ samples per setting and direction (6 settings, ~1.2·10⁶ in all)."""
+  _check_margin(mechanism, [float(mechanism.noise_multiplier)], 100, block_size=1024)
+
+
+@pytest.mark.slow
+def test_margin_holds_at_the_production_shape():
+  production = _mechanism(jaxacct.BMinSep(sampling_prob=0.03, iterations=7200, min_sep=256,
+                                          warm_start=True), 256, 0.8)
+  _check_margin(production, [0.8], 16, block_size=128)
+
+
+@pytest.mark.parametrize('family', sorted(FAMILIES))
+def test_float32_delta_hat_is_at_least_the_float64_one_on_the_same_draws(family):
+  mechanism = FAMILIES[family]
+  runs = [estimator.estimate_delta(jax.random.key(4), mechanism, EPS, 1500, precision=p,
+                                   block_size=64) for p in ('float32', 'float64')]
+  for d in ('remove', 'add'):
+    wide, narrow = runs[1].delta_hat[d], runs[0].delta_hat[d]
+    assert np.all(narrow >= wide)
+    # …and not by much: the margin costs little (relative 2 % here at δ̂ ≳ 10⁻²).
+    assert np.all(narrow <= wide * 1.02 + 1e-4)
+
+
+def test_float32_sweep_is_at_least_the_float64_one_on_the_same_draws():
+  sweeps = [candidates.estimate_delta_for_sigmas(jax.random.key(4), WARM, [0.8, 1.2], EPS,
+                                                 1000, precision=p, block_size=64)
+            for p in ('float32', 'float64')]
+  for d in ('remove', 'add'):
+    assert np.all(sweeps[0].delta_hat[d] >= sweeps[1].delta_hat[d])
+    assert np.all(sweeps[0].delta_hat[d] <= sweeps[1].delta_hat[d] * 1.02 + 1e-4)
+
+
+# ---- the elementary-function assumptions of the proof, on this backend --------------------
+
+def _relative_ulps(fn32, fn64, x):
+  x = np.asarray(x, np.float32)
+  with jax.enable_x64(False):
+    got = np.asarray(jax.jit(fn32)(x)).astype(np.float64)
+  exact = fn64(x.astype(np.float64))
+  return np.max(np.abs(got - exact) / np.abs(exact)) / U
+
+
+def test_float32_elementary_functions_meet_the_margin_assumptions():
+  rng = np.random.default_rng(0)
+  x = rng.uniform(-87.0, 88.0, 2_000_000)
+  assert _relative_ulps(jnp.exp, np.exp, x) <= margin.EXP_ULPS
+  negative = -np.abs(x[np.abs(x) > 1e-30])
+  assert _relative_ulps(jnp.expm1, np.expm1, negative) <= margin.EXPM1_ULPS
+  positive = np.exp(rng.uniform(-80.0, 80.0, 2_000_000))
+  positive = positive[np.abs(np.log(positive)) > 1e-2]
+  assert _relative_ulps(jnp.log, np.log, positive) <= margin.LOG_ULPS
+  small = rng.uniform(0.0, 0.5, 2_000_000)
+  assert _relative_ulps(lambda v: jnp.log1p(-v), lambda v: np.log1p(-v), small[small > 1e-30]) \
+      <= margin.LOG_ULPS
+  reciprocal = _relative_ulps(lambda v: 1.0 / v, lambda v: 1.0 / v, positive)
+  assert reciprocal <= margin.DIVIDE_ULPS
+  for p in (1e-6, 0.05, 0.5, 0.999999):
+    log_q = np.float32(np.log1p(-p))
+    v = rng.uniform(-60.0, 30.0, 500_000).astype(np.float32)
+    with jax.enable_x64(False):
+      got = np.asarray(jax.jit(jnp.logaddexp)(log_q, v)).astype(np.float64)
+    exact = np.logaddexp(np.float64(log_q), v.astype(np.float64))
+    posterior = np.exp(v - exact)
+    bound = margin.LOGADDEXP_ULPS * U * (np.abs(exact) + np.minimum(1.0, 2.0 * posterior))
+    assert np.all(np.abs(got - exact) <= bound)
+
+
+@pytest.mark.slow
+def test_float32_ndtri_meets_the_noise_bound_on_every_float32_input():
+  """Exhaustive: every float32 tail probability in (2⁻⁶⁶, ½] (5.4·10⁸ inputs, ~30 s)."""
+  transform = jax.jit(lambda u: -jax.scipy.special.ndtri(u))
+  low = int(np.float32(2.0**-66).view(np.uint32))
+  high = int(np.float32(0.5).view(np.uint32))
+  worst = 0.0
+  with jax.enable_x64(False):
+    for start in range(low, high + 1, 1 << 24):
+      u = np.arange(start, min(start + (1 << 24), high + 1), dtype=np.uint32).view(np.float32)
+      z = np.asarray(transform(u)).astype(np.float64)
+      exact = -special.ndtri(u.astype(np.float64))
+      worst = max(worst, float(np.max(np.abs(z - exact) / (U * (1.0 + np.abs(z))))))
+  # noise.py: ndtri ≤ 3.9 measured, plus ≤ 3.8 from rounding the tail probability.
+  assert worst + 3.8 <= noise.NORMAL32_ERROR_ULPS
+
+
+def test_block_sum_factor_and_rounding_helpers():
+  assert margin.block_sum_factor(1024) == pytest.approx(1.0 + 1031 * U, rel=1e-3)
+  values = np.asarray([0.1, 1.0 / 3.0, -2.0 / 3.0, 1e-30, 7.0])
+  down, up = margin.round_down32(values), margin.round_up32(values)
+  assert np.all(down.astype(np.float64) <= values) and np.all(up.astype(np.float64) >= values)
+  assert np.all(np.nextafter(down, np.float32(np.inf)).astype(np.float64) > values)
+  assert margin.linear_recursion_error(1000, 16) == pytest.approx(
+      -math.log(1 - ((1 + margin.gamma(19) + U) ** 64 * (1 + 1000 * 2.0**-48) - 1)), rel=1e-9)
+
+
+# ---- the API: precision everywhere a run is chosen, refusals before compute -------------
+
+def test_precision_names_and_refusals():
+  with pytest.raises(ValueError, match="precision must be one of 'auto', 'float32', 'float64'"):
+    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, precision='float16')
+  with pytest.raises(ValueError, match='give dtype or precision, not both'):
+    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, dtype=jnp.float32,
+                             precision='float32')
+  balls = jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=64, cycle_length=8),
+                                  BandedToeplitz([1.0, 0.5]), 1.0)
+  with pytest.raises(ValueError, match='does not serve BallsInBins'):
+    estimator.estimate_delta(jax.random.key(0), balls, EPS, 10, precision='float32')
+  dense = jaxacct.MatrixMechanism(COLD.scheme, jaxacct.LowerTriangular(
+      np.asarray(COLD.matrix.materialize(64))), 1.0)
+  with pytest.raises(ValueError, match='LowerTriangular run in float64'):
+    estimator.estimate_delta(jax.random.key(0), dense, EPS, 10, precision='float32')
+  with pytest.raises(ValueError, match='LowerTriangular run in float64'):
+    jaxacct.verify(jax.random.key(0), [dense], epsilon=1.0, delta=1e-3, precision='float32')
+  with pytest.raises(ValueError, match='precision must be one of'):
+    jaxacct.calibrate_noise_multiplier(COLD.scheme, COLD.matrix, epsilon=1.0, delta=1e-3,
+                                       key=jax.random.key(0), precision='fp32')
+  assert precision.choose('auto', balls).precision == 'float64'
+  assert 'BallsInBins' in precision.choose('auto', balls).reason
+  assert precision.choose('float64', balls).reason == 'requested'
