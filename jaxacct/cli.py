@@ -482,7 +482,8 @@ def _calibrate(args, raw) -> dict:
   mechanism, g, payload, found = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
-  title = f'{report.describe(mechanism)} (released σ)'
+  title = f'{report.describe(mechanism)} (released σ)' + (
+      f', float32 program (margin η ≤ {g.margin:.1e})' if g.margin is not None else '')
   if isinstance(found, CalibrationRecord):
     # δ̂(ε) at the released σ on a fine ε grid, from the report stream (fresh draws, as many
     # as one estimation sweep): an illustration of the released σ, not part of the guarantee
@@ -608,7 +609,10 @@ def _print_human(command: str, payload: dict) -> None:
           f'{payload["delta"]:.4g})-DP [{payload["method"]}'
           + (f' by {payload["accountant"]}' if payload.get('accountant') else '')
           + f'; verified={payload["verified"]}; '
-          + ('App. B loss bounds (upper bound); ' if payload.get('bounded') else '') +
+          + ('App. B loss bounds (upper bound); ' if payload.get('bounded') else '')
+          + (f'float32 program, certified margin η ≤ {payload["margin"]:.2g}; '
+             if payload.get('precision') == 'float32' and payload.get('margin') is not None
+             else '') +
           f'{payload["num_samples"]:,} verification samples per direction, base δ '
           f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')
   if 'prefix_sum_mse' in payload:

@@ -290,7 +290,8 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   purpose_key = keys_lib.purpose_key(key, purpose)
   saved = checkpoint_lib.open_checkpoint(
       checkpoint, {'run': 'estimate', 'estimator': run_fingerprint, 'num_samples': num_samples,
-                   'extends_samples': 0 if state is None else state.num_samples},
+                   'extends_samples': 0 if state is None else state.num_samples,
+                   **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       checkpoint_interval)
   phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
   run_state = phase.start(stream.StreamState(totals))

@@ -242,8 +242,9 @@ def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array,
   perturbation = jnp.sum(jnp.exp(delta) * delta * posterior, axis=1) * (1.0 + 2.0**-16)
   magnitude = jnp.sum(jnp.abs(terms), axis=1)
   weight = jnp.sum(posterior, axis=1)
+  # + n·2⁻¹²⁰: posteriors that underflow in float32 (π < 2⁻¹²⁶) are read as 0.
   return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
-                    + float(gamma(tree_depth(iterations))) * magnitude)
+                    + float(gamma(tree_depth(iterations))) * magnitude) + iterations * 2.0**-120
 
 
 def hockey_stick_sums32(epsilons: jax.Array, losses: jax.Array, margins: jax.Array,

@@ -93,13 +93,14 @@ class CapacityPlan:
 
 
 def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
-                num_candidates: int) -> tuple[float, int | None]:
+                num_candidates: int, calls: int = _TIMED_CALLS,
+                statistic=np.median) -> tuple[float, int | None]:
   """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
   sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
   program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
   key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   seconds = []
-  for _ in range(1 + _TIMED_CALLS):  # the first call compiles
+  for _ in range(1 + calls):  # the first call compiles
     _, _, ids = next(mesh.calls(0, mesh.size, 1))
     start = time.perf_counter()
     if program.precision == 'float32':
@@ -111,18 +112,19 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
   if memory is not None:
     # The recursion pass holds the draws plus one (K, block) loss row per candidate.
     memory += 2 * num_candidates * block_size * 8
-  return float(np.median(seconds[1:])) / (mesh.size * block_size), memory
+  return float(statistic(seconds[1:])) / (mesh.size * block_size), memory
 
 
 @scoped_x64
 def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidates: int = 1,
-                       devices=None) -> float:
+                       devices=None, calls: int = _TIMED_CALLS, statistic=np.median) -> float:
   """Seconds per sample (one draw, ``num_candidates`` σ) of ``mechanism`` in ``dtype``'s program
-  on the local devices (the median of 3 calls of one block per device after compiling)."""
+  on the local devices (``statistic`` of ``calls`` calls of one block per device after
+  compiling: the median for plans, the minimum for benchmarks on a shared machine)."""
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
   return _timed_cost(mechanism, kernel, mesh, sampling.default_block_size(kernel.iterations),
-                     num_candidates)[0]
+                     num_candidates, calls, statistic)[0]
 
 
 @scoped_x64

@@ -63,7 +63,9 @@ def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
     return choose(precision, mechanism)
   if resolved == np.float64:
     return PrecisionChoice('float64', 'requested')
-  refused = program32.refusal(mechanism, kernels.kernel_for(mechanism, resolved))
+  kernel = kernels.kernel_for(mechanism, resolved)
+  program32.check_float32_kernel(mechanism, kernel)
+  refused = program32.refusal(mechanism, kernel)
   return PrecisionChoice('float32', 'requested' if refused is None else
                          f'mixed float32 kernels without a margin (estimation only): {refused}')
 

@@ -65,6 +65,21 @@ def refusal(mechanism, kernel: SchemeKernel) -> str | None:
   return None
 
 
+def check_float32_kernel(mechanism, kernel: SchemeKernel) -> None:
+  """ValueError when a float32 kernel has neither the 32-bit program for ``mechanism`` nor the
+  older mixed float32 kernels (a kernel that ``serves_32bit`` has only the 32-bit program)."""
+  if kernel.dtype != 'float32' or not kernel.serves_32bit:
+    return
+  reason = refusal(mechanism, kernel)
+  if reason is not None:
+    raise ValueError(f'float32 cannot serve this mechanism: {reason}')
+
+
+def serves(mechanism, kernel: SchemeKernel) -> bool:
+  """True for a float32 kernel whose mechanism the 32-bit program serves."""
+  return kernel.dtype == 'float32' and refusal(mechanism, kernel) is None
+
+
 @contextlib.contextmanager
 def scope():
   """64-bit types off while 32-bit programs are traced and run; a 64-bit request is an error."""

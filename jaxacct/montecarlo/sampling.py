@@ -244,8 +244,9 @@ def _prepare(key, mechanism, num_samples, direction, dtype):
   _validate.one_of('direction', direction, DIRECTIONS)
   resolved = kernel_dtype(dtype)
   base = keys_lib.purpose_key(keys_lib.canonicalize_key(key), Purpose.SAMPLING)
-  return (keys_lib.direction_key(base, direction), kernels.kernel_for(mechanism, resolved),
-          num_samples)
+  kernel = kernels.kernel_for(mechanism, resolved)
+  program32.check_float32_kernel(mechanism, kernel)
+  return keys_lib.direction_key(base, direction), kernel, num_samples
 
 
 @scoped_x64
@@ -260,7 +261,7 @@ def _collect(stream_key, mechanism, kernel, num_samples, direction, *, keep_info
   block_size = default_block_size(kernel.iterations)
   # The plain samplers return arrays to this process: its own devices only.
   mesh = sharding_lib.SampleMesh.over(jax.local_devices())
-  precision32 = kernel.dtype == 'float32' and program32.refusal(mechanism, kernel) is None
+  precision32 = program32.serves(mechanism, kernel)
   program = (program32.Program32(mechanism, kernel, np.asarray([mechanism.noise_multiplier]),
                                  block_size, mesh)
              if precision32 else OneSigma(mechanism, kernel, block_size, mesh))
@@ -341,14 +342,21 @@ def sample_outputs(key, mechanism: MatrixMechanism, num_samples: int, direction:
     (int32, same shape) or ``None``.
   """
   stream_key, kernel, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
-  params, sigma, view = traced_params(mechanism, kernel)
-  mesh = sharding_lib.sample_mesh(jax.local_devices()[:1])
   block_size = default_block_size(kernel.iterations)
+  one_device = sharding_lib.SampleMesh.over(jax.local_devices()[:1])
+  if program32.serves(mechanism, kernel):
+    program = program32.Program32(mechanism, kernel, np.asarray([mechanism.noise_multiplier]),
+                                  block_size, one_device)
+    outputs_of = lambda block: program.losses_and_margins(  # noqa: E731
+        stream_key, block, 1, direction)[0]
+  else:
+    params, sigma, view = traced_params(mechanism, kernel)
+    outputs_of = lambda block: block_outputs(  # noqa: E731
+        jnp.asarray([block], jnp.int64), stream_key, params, sigma, view, kernel=kernel,
+        direction=direction, block_size=block_size, mesh=one_device.mesh)
   ys, rests = [], []
   for block in range(-(-num_samples // block_size)):
-    ids = jnp.asarray([block], jnp.int64)
-    y, info = block_outputs(ids, stream_key, params, sigma, view, kernel=kernel,
-                            direction=direction, block_size=block_size, mesh=mesh)
+    y, info = outputs_of(block)
     ys.append(y[0])
     rest = kernel.batch_sizes_of(info)
     rests.append(None if rest is None else rest[0])

@@ -246,8 +246,10 @@ def shared_draws_program(mechanism: MatrixMechanism, kernel: SchemeKernel, sigma
 
 
 def uses_program32(mechanism: MatrixMechanism, kernel: SchemeKernel) -> bool:
-  """True for a float32 kernel that the 32-bit program serves (see ``program32.refusal``)."""
-  return kernel.dtype == 'float32' and program32.refusal(mechanism, kernel) is None
+  """True for a float32 kernel that the 32-bit program serves (see ``program32.refusal``);
+  ValueError for a float32 kernel that has only the 32-bit program but cannot serve it."""
+  program32.check_float32_kernel(mechanism, kernel)
+  return program32.serves(mechanism, kernel)
 
 
 @dataclasses.dataclass

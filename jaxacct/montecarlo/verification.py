@@ -199,7 +199,9 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   else:
     saved = checkpoint_lib.open_checkpoint(
         checkpoint, {'run': 'verify', 'guarantee': guarantee_id, 'verification': run,
-                     'attempt': attempt, 'fallback': fallback.name}, checkpoint_interval)
+                     'attempt': attempt, 'fallback': fallback.name,
+                     **({} if choice.precision == 'float64' else {'precision': choice.precision})},
+        checkpoint_interval)
 
   def within_delta(attempts):
     released = overall_delta(n, base, attempts=attempts)

@@ -32,8 +32,20 @@ truncated = jaxacct.BMinSep(sampling_prob=0.3, iterations=16, min_sep=3, truncat
                             dataset_size=12)
 estimate = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
                                   [0.5, 1.0, 2.0], 20_000, blocks_per_call=1)
+# The 32-bit program (issue 28) under the same rule.
+estimate32 = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
+                                    [0.5, 1.0, 2.0], 20_000, blocks_per_call=1,
+                                    precision='float32')
 result = {'devices': jax.device_count(),
-          'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')}}
+          'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')},
+          'estimate32': {d: hexes(estimate32.delta_hat[d]) for d in ('remove', 'add')}}
+calibration32 = jaxacct.calibrate_noise_multiplier(warm, band, epsilon=2.0, delta=2e-2,
+                                                   key=jax.random.key(13), num_candidates=3,
+                                                   precision='float32')
+result['untruncated32'] = {'sigma': hexes([calibration32.guarantee.noise_multiplier]),
+                           'margin': hexes([calibration32.guarantee.margin or 0.0]),
+                           'delta_hat': json.dumps(
+                               calibration32.record.to_dict()['verification'])}
 for name, scheme, matrix in (('untruncated', warm, band),
                              ('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4]))):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,

@@ -361,3 +361,84 @@ def test_precision_names_and_refusals():
   assert precision.choose('auto', balls).precision == 'float64'
   assert 'BallsInBins' in precision.choose('auto', balls).reason
   assert precision.choose('float64', balls).reason == 'requested'
+
+
+def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
+  from test_checkpoint_and_ledger import Stop
+  from test_checkpoint_and_ledger import _stop_after as stop_after
+  run = dict(precision='float32', block_size=64, blocks_per_call=1, checkpoint_interval=1e-9)
+  reference = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, precision='float32',
+                                       block_size=64, blocks_per_call=3)
+  with pytest.raises(Stop):  # 10 blocks per direction, one per call: stop in "add"
+    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
+                             progress=stop_after(13), **run)
+  resumed = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
+                                     **run)
+  for d in ('remove', 'add'):
+    assert resumed.delta_hat[d].tolist() == reference.delta_hat[d].tolist()
+  from jaxacct.montecarlo import checkpoint as checkpoint_lib
+  with pytest.raises(checkpoint_lib.CheckpointError, match='precision'):
+    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
+                             precision='float64', block_size=64)
+
+
+_DEVICE_SCRIPT = '''
+import json, jax, numpy as np, jaxacct
+from jaxacct.montecarlo import candidates, estimator
+from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+schemes = {'cold': jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8),
+           'warm': jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=True),
+           'poisson': jaxacct.Poisson(sampling_prob=0.2, iterations=64)}
+runs = {}
+for name, scheme in schemes.items():
+  bands = 1 if name == 'poisson' else 8
+  m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
+  for per_call in (1, 2):
+    r = estimator.estimate_delta(jax.random.key(11), m, [0.0, 0.5, 1.0, 2.0], 2300,
+                                 precision='float32', block_size=64, blocks_per_call=per_call)
+    s = candidates.sweep_sigmas(jax.random.key(11), m, [0.8, 1.3], [0.5, 1.0], 700,
+                                purpose='verification', precision='float32', block_size=64,
+                                blocks_per_call=per_call)
+    runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in r.delta_hat[d]]
+                                 + [float(v).hex() for v in s.delta_hat[d].ravel()]
+                                 + [float(v).hex() for v in s.sums.margins[d]]
+                                 for d in ('remove', 'add')}
+print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
+'''
+
+
+@pytest.mark.multiprocess
+@pytest.mark.slow
+def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
+  from devices import run_on_devices
+  one, four = run_on_devices(_DEVICE_SCRIPT, 1), run_on_devices(_DEVICE_SCRIPT, 4)
+  assert one['devices'] == 1 and four['devices'] == 4
+  for name in ('cold', 'warm', 'poisson'):
+    reference = one['runs'][f'{name}1']
+    for result in (one['runs'][f'{name}2'], four['runs'][f'{name}1'], four['runs'][f'{name}2']):
+      assert result == reference
+
+
+@pytest.mark.slow
+def test_quickstart_calibrates_alike_in_both_precisions_and_the_float32_release_holds():
+  from jaxacct import config as config_lib
+  import pathlib
+  root = pathlib.Path(__file__).resolve().parents[2]
+  raw = config_lib.load(root / 'configs' / 'quickstart.yaml')
+  scheme = config_lib.scheme_from(raw)
+  matrix = config_lib.matrix_from(raw, scheme.iterations)
+  cal = raw['calibration']
+  results = {p: jaxacct.calibrate_noise_multiplier(
+      scheme, matrix, epsilon=cal['epsilon'], delta=cal['delta'], key=jax.random.key(0),
+      grid_ratio=cal['grid_ratio'], precision=p) for p in ('float32', 'float64')}
+  sigma32 = results['float32'].guarantee.noise_multiplier
+  sigma64 = results['float64'].guarantee.noise_multiplier
+  assert abs(math.log(sigma32 / sigma64)) <= math.log(cal['grid_ratio']) * (1 + 1e-9)
+  g = results['float32'].guarantee
+  assert g.precision == 'float32' and 0.0 < g.margin < 1e-2
+  assert results['float64'].guarantee.margin is None
+  # A fresh float64 re-estimate on new keys at the float32 release's (ε, δ): within 4 s.e.
+  check = estimator.estimate_delta(jax.random.key(99), results['float32'].mechanism,
+                                   [g.epsilon], 200_000)
+  for d in ('remove', 'add'):
+    assert check.delta_hat[d][0] <= g.delta + 4.0 * check.standard_error[d][0]

@@ -451,9 +451,10 @@ def _geometric_waits(hi: jax.Array, lo: jax.Array, table: jax.Array, count: jax.
 
   The draft ⌊ln U / ln q⌋ − 1 takes ln U from whichever of U and 1 − U is below ½, each
   formed from the words (1 − U from their complement) with relative error ≤ 3u, so ln U has
-  relative error ≤ 8u and the draft of any count ≤ n + 2 is within 1 + 16u(n + 2) < 2 below
-  the exact count for n < 2¹⁹ (``program32.refusal`` asks for that); two comparisons with the
-  thresholds (monotone in k) then reach it exactly.
+  relative error ≤ 10u (log, log1p within 4 ulps) and ln U / ln q ≤ 12u; for a count ≤ n + 2
+  that is an error < 16u(n + 2) ≤ ½ for n < 2¹⁹ (``program32.refusal`` asks for that), so the
+  draft is at most 2 below the exact count and never above it (counts beyond n + 1 are capped
+  in both); two comparisons with the thresholds (monotone in k) then reach it exactly.
   """
   def from_words(high, low):
     return (high.astype(jnp.float32) * jnp.float32(2.0**-32)
