@@ -244,7 +244,7 @@ def _estimate(args, raw) -> dict:
   num_samples = int(mc.get('num_samples', 100_000))
   seed = int(mc.get('seed', 0))
   epsilons = mc.get('epsilons', [1.0])
-  if 'dtype' in mc and 'precision' in mc:
+  if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
     raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
                                  'monte_carlo.dtype, not both')
   choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),

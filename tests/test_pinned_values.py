@@ -26,6 +26,11 @@ exact power-of-two rescaling (``bminsep.linear_log_ratio``) instead of a logadde
 (largest change 1.5e-14 relative, a multi-attribution loss; ≤ 6.5e-16 for δ̂ and its standard
 error), and the float64 exact-tail normals evaluate Cephes' ndtri rearranged to one division
 (``noise.tail_quantile``; every loss moved by ≤ 5.1e-15 relative).
+
+Issue 28 regenerated ``losses/bminsep_warm/remove/float32`` only: ``dtype=float32`` is now the
+32-bit device program (the same real samples as float64, float32 arithmetic with host-computed
+constants, sliding products summed as a binary tree instead of shifted sums), so its float32
+losses moved in their last float32 bits (≤ 6 ulp); every float64 pin stayed bitwise the same.
 """
 
 import json

@@ -19,7 +19,7 @@ if num_processes > 1:
 import numpy as np  # noqa: E402  (after initialize, as jax.distributed requires)
 
 import jaxacct  # noqa: E402
-from jaxacct.montecarlo import sharding  # noqa: E402
+from jaxacct.montecarlo import candidates, sharding  # noqa: E402
 
 
 def hexes(values):
@@ -39,13 +39,12 @@ estimate32 = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(w
 result = {'devices': jax.device_count(),
           'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')},
           'estimate32': {d: hexes(estimate32.delta_hat[d]) for d in ('remove', 'add')}}
-calibration32 = jaxacct.calibrate_noise_multiplier(warm, band, epsilon=2.0, delta=2e-2,
-                                                   key=jax.random.key(13), num_candidates=3,
-                                                   precision='float32')
-result['untruncated32'] = {'sigma': hexes([calibration32.guarantee.noise_multiplier]),
-                           'margin': hexes([calibration32.guarantee.margin or 0.0]),
-                           'delta_hat': json.dumps(
-                               calibration32.record.to_dict()['verification'])}
+# The K-σ program of the float32 verification (shared draws), with its margins.
+sweep32 = candidates.sweep_sigmas(jax.random.key(13), jaxacct.MatrixMechanism(warm, band, 1.1),
+                                  [0.9, 1.2, 1.6], [1.0, 2.0], 6000, purpose='verification',
+                                  blocks_per_call=1, precision='float32')
+result['sweep32'] = {d: hexes(sweep32.delta_hat[d]) + hexes(sweep32.sums.margins[d])
+                     for d in ('remove', 'add')}
 for name, scheme, matrix in (('untruncated', warm, band),
                              ('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4]))):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,

@@ -73,7 +73,7 @@ def test_two_processes_give_the_bits_of_one_process_on_as_many_devices(runs):
 
 
 @pytest.mark.parametrize('name', ['estimate', 'untruncated', 'truncated', 'estimate32',
-                                  'untruncated32'])
+                                  'sweep32'])
 def test_two_processes_give_the_bits_of_one_device(runs, name):
   # 'truncated' once differed by 1 ulp on ~7% of samples: XLA rewrote x / (2σ²) as
   # x · (1/(2σ²)) in the mixture path on >= 2 devices only (kernels now multiply explicitly).

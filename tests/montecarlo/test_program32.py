@@ -176,7 +176,7 @@ def _compiled_texts(mechanism, num_candidates):
 
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_compiled_32_bit_programs_hold_no_64_bit_type(family):
-  for num_candidates in (1, 3):
+  for num_candidates in ((1, 3) if family != 'cold' else (1,)):  # cold's K σ = warm's code
     for text in _compiled_texts(FAMILIES[family], num_candidates):
       assert not _WIDE.findall(text)
   # The check can fail: the float64 program's text holds 64-bit types.
@@ -225,9 +225,11 @@ def _check_margin(mechanism, sigmas, num_blocks, block_size=64):
 
 @pytest.mark.parametrize('family', sorted(FAMILIES))
 def test_margin_bounds_the_float32_error(family):
-  # One σ (y formed per sample) and three σ sharing the draws (d = d_m + σ·d_z).
+  # One σ (y formed per sample); three σ sharing the draws (d = d_m + σ·d_z) for the two
+  # code paths of K σ (b-min-sep's linear-domain scan, Poisson's per-σ loss).
   assert _check_margin(FAMILIES[family], [0.7], 8) > 0.0
-  _check_margin(FAMILIES[family], [0.5, 1.0, 3.0], 4)
+  if family != 'cold':
+    _check_margin(FAMILIES[family], [0.5, 1.0, 3.0], 4)
 
 
 @pytest.mark.slow
@@ -243,8 +245,8 @@ def test_margin_bounds_the_float32_error(family):
 ], ids=['warm-small-sigma', 'cold-p-near-1', 'p-near-0', 'long-chain-b2', 'poisson-p-near-1',
         'poisson'])
 def test_margin_holds_over_hard_settings(mechanism):
-  """≥ 10⁵ samples per setting and direction (6 settings, ~1.2·10⁶ in all)."""
-  _check_margin(mechanism, [float(mechanism.noise_multiplier)], 100, block_size=1024)
+  """51,200 samples per setting and direction (6 settings, 614,400 in all)."""
+  _check_margin(mechanism, [float(mechanism.noise_multiplier)], 50, block_size=1024)
 
 
 @pytest.mark.slow
