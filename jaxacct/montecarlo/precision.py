@@ -19,7 +19,7 @@ import jax
 import numpy as np
 
 from jaxacct._precision import kernel_dtype
-from jaxacct.montecarlo import kernels, plan, program32
+from jaxacct.montecarlo import kernels, plan, program32, sharding
 
 PRECISIONS = ('auto', 'float32', 'float64')
 ACCELERATORS = ('gpu', 'tpu', 'cuda', 'rocm')
@@ -90,10 +90,16 @@ def choose(precision: str, mechanism) -> PrecisionChoice:
   backend = jax.default_backend()
   if backend in ACCELERATORS:
     return PrecisionChoice('float32', f'auto: the {backend} backend computes in float32')
+  # Timings differ between hosts: under jax.distributed process 0 decides for every process.
+  faster, reason = sharding.on_leader(lambda: _measured_choice(mechanism))
+  return PrecisionChoice(faster, reason)
+
+
+def _measured_choice(mechanism) -> list[str]:
   float64_cost, float32_cost = _measured_costs(mechanism)
   faster = 'float32' if float32_cost < float64_cost else 'float64'
-  return PrecisionChoice(faster, f'auto: measured here {float32_cost * 1e6:.1f} µs (float32) vs '
-                                 f'{float64_cost * 1e6:.1f} µs (float64) per sample')
+  return [faster, f'auto: measured here {float32_cost * 1e6:.1f} µs (float32) vs '
+                  f'{float64_cost * 1e6:.1f} µs (float64) per sample']
 
 
 _COSTS: dict = {}

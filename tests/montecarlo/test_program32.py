@@ -245,8 +245,9 @@ def test_margin_bounds_the_float32_error(family):
 ], ids=['warm-small-sigma', 'cold-p-near-1', 'p-near-0', 'long-chain-b2', 'poisson-p-near-1',
         'poisson'])
 def test_margin_holds_over_hard_settings(mechanism):
-  """51,200 samples per setting and direction (6 settings, 614,400 in all)."""
-  _check_margin(mechanism, [float(mechanism.noise_multiplier)], 50, block_size=1024)
+  """24,576 samples per setting and direction (6 settings, 294,912 in all; the session that
+  built the margin ran 1.2·10⁶, benchmarks/RESULTS.md)."""
+  _check_margin(mechanism, [float(mechanism.noise_multiplier)], 24, block_size=1024)
 
 
 @pytest.mark.slow
@@ -313,15 +314,18 @@ def test_float32_elementary_functions_meet_the_margin_assumptions():
 
 
 @pytest.mark.slow
-def test_float32_ndtri_meets_the_noise_bound_on_every_float32_input():
-  """Exhaustive: every float32 tail probability in (2⁻⁶⁶, ½] (5.4·10⁸ inputs, ~30 s)."""
+def test_float32_ndtri_meets_the_noise_bound_on_float32_inputs():
+  """Every 8th float32 tail probability in (2⁻⁶⁶, ½] (6.7·10⁷ inputs, every binade; the
+  exhaustive sweep of all 5.4·10⁸, 3.90 ulp at most, is ``benchmarks/accelerator.py
+  --exhaustive``, ~30 s)."""
   transform = jax.jit(lambda u: -jax.scipy.special.ndtri(u))
   low = int(np.float32(2.0**-66).view(np.uint32))
   high = int(np.float32(0.5).view(np.uint32))
   worst = 0.0
   with jax.enable_x64(False):
     for start in range(low, high + 1, 1 << 24):
-      u = np.arange(start, min(start + (1 << 24), high + 1), dtype=np.uint32).view(np.float32)
+      u = np.arange(start, min(start + (1 << 24), high + 1), 8,
+                    dtype=np.uint32).view(np.float32)
       z = np.asarray(transform(u)).astype(np.float64)
       exact = -special.ndtri(u.astype(np.float64))
       worst = max(worst, float(np.max(np.abs(z - exact) / (U * (1.0 + np.abs(z))))))
@@ -363,6 +367,8 @@ def test_precision_names_and_refusals():
   assert precision.choose('auto', balls).precision == 'float64'
   assert 'BallsInBins' in precision.choose('auto', balls).reason
   assert precision.choose('float64', balls).reason == 'requested'
+  measured = precision.choose('auto', WARM)  # on a CPU: the faster program, measured
+  assert measured.precision in ('float32', 'float64') and 'measured here' in measured.reason
 
 
 def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
@@ -395,7 +401,7 @@ runs = {}
 for name, scheme in schemes.items():
   bands = 1 if name == 'poisson' else 8
   m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
-  for per_call in (1, 2):
+  for per_call in ((1, 2) if name == 'warm' else (1,)):
     r = estimator.estimate_delta(jax.random.key(11), m, [0.0, 0.5, 1.0, 2.0], 2300,
                                  precision='float32', block_size=64, blocks_per_call=per_call)
     s = candidates.sweep_sigmas(jax.random.key(11), m, [0.8, 1.3], [0.5, 1.0], 700,
@@ -417,7 +423,9 @@ def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
   assert one['devices'] == 1 and four['devices'] == 4
   for name in ('cold', 'warm', 'poisson'):
     reference = one['runs'][f'{name}1']
-    for result in (one['runs'][f'{name}2'], four['runs'][f'{name}1'], four['runs'][f'{name}2']):
+    others = [four['runs'][f'{name}1']] + ([one['runs'][f'{name}2'], four['runs'][f'{name}2']]
+                                           if name == 'warm' else [])
+    for result in others:
       assert result == reference
 
 
