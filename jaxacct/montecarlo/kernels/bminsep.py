@@ -85,8 +85,7 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   Eq. (1), L_i = log f_i); cold start (Theorem 5.1): L₀; warm start (corollary
   for Algorithm 2): log(f₀ + p·Σ_{i=1}^{b−1} f_i) − log(1 + (b−1)p).
 
-  b = 1 (Poisson) factorises into Σ_i log(1 − p + p e^{ℓ_i}). Otherwise (b ≥ 2; b ≥ 8
-  in float32, where the log-space recursion is as fast below) the
+  b = 1 (Poisson) factorises into Σ_i log(1 − p + p e^{ℓ_i}). Otherwise (b ≥ 2) the
   recursion runs in the linear domain with exact power-of-two rescaling
   (``linear_log_ratio``: one exp per round and sample, the rest multiply-adds), and
   the samples whose range check fails — possible only for extreme losses — are
@@ -477,8 +476,8 @@ def participation32(keys: jax.Array, params, iterations: int, min_sep: int,
   """``participation`` in 32-bit code: the same pattern from the same words, bool (N, n).
 
   The geometric gaps and the warm start compare the 64-bit words with host thresholds
-  (``gap_thresholds``, ``start_thresholds``); participation times add up in int32 with
-  saturation at n + 1 (later participations fall outside the run).
+  (``gap_thresholds``, ``start_thresholds``); participation times add up in int32 (with
+  saturation at n + 1 where a plain sum could wrap; later participations fall outside the run).
   """
   n, b = iterations, min_sep
   if b == 1:
