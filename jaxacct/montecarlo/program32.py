@@ -44,7 +44,7 @@ from jaxacct.conventions import Stream, signed_loss
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import margin, noise
 from jaxacct.montecarlo.kernels import SchemeKernel, _common
-from jaxacct.montecarlo.sharding import SampleMesh, per_device
+from jaxacct.montecarlo.sharding import SampleMesh, compiled_memory, per_device
 
 PRECISIONS = ('float64', 'float32')
 MAX_ITERATIONS = 1 << 19
@@ -245,17 +245,9 @@ class Program32:
     """Bytes per device of the draw pass of one call (XLA's memory analysis), or None."""
     params, view, _, _ = self._inputs
     with scope():
-      try:
-        analysis = block_components.lower(
-            self._coordinates(0, ids.shape[0]), stream_key, params, view, kernel=self.kernel,
-            direction=direction, block_size=self.block_size,
-            mesh=self.mesh.mesh).compile().memory_analysis()
-      except NotImplementedError:
-        return None
-    if analysis is None:
-      return None
-    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-               + analysis.temp_size_in_bytes)
+      return compiled_memory(block_components.lower(
+          self._coordinates(0, ids.shape[0]), stream_key, params, view, kernel=self.kernel,
+          direction=direction, block_size=self.block_size, mesh=self.mesh.mesh))
 
   def block_sums(self, stream_key, first_block: int, num_blocks: int, direction: str,
                  num_samples: int, epsilons: np.ndarray, edges) -> list[tuple]:

@@ -95,6 +95,19 @@ def per_device(fn, mesh: Mesh, num_sharded: int):
   return wrapped
 
 
+def compiled_memory(lowered) -> int | None:
+  """Bytes per device of a lowered program once compiled (arguments, outputs and temporaries,
+  from XLA's memory analysis), or None on a backend without one."""
+  try:
+    analysis = lowered.compile().memory_analysis()
+  except NotImplementedError:
+    return None
+  if analysis is None:
+    return None
+  return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
+             + analysis.temp_size_in_bytes)
+
+
 def is_leader() -> bool:
   """True in process 0 (the one process that writes files under ``jax.distributed``)."""
   return jax.process_index() == 0

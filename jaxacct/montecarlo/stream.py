@@ -211,16 +211,9 @@ class SharedDraws:
     """Bytes per device of the draw pass of one call (arguments, outputs and temporaries,
     from XLA's memory analysis), or None on a backend without one."""
     params, view, _ = self._traced
-    try:
-      analysis = _block_components.lower(
-          ids, stream_key, params, view, kernel=self.kernel, direction=direction,
-          block_size=self.block_size, mesh=self.mesh.mesh).compile().memory_analysis()
-    except NotImplementedError:
-      return None
-    if analysis is None:
-      return None
-    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes
-               + analysis.temp_size_in_bytes)
+    return sharding.compiled_memory(_block_components.lower(
+        ids, stream_key, params, view, kernel=self.kernel, direction=direction,
+        block_size=self.block_size, mesh=self.mesh.mesh))
 
   @functools.cached_property
   def _traced(self):
