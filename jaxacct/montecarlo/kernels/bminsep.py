@@ -101,8 +101,6 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   if min_sep == 1:
     log_p, log_q = _common.log_terms(sampling_prob, ell.dtype)
     return jnp.sum(jnp.logaddexp(log_q, log_p + ell), axis=1)
-  if not _uses_linear_recursion(min_sep, ell.dtype):
-    return log_space_log_ratio(ell, sampling_prob, min_sep, warm_start)
   linear, in_range = linear_log_ratio(ell, sampling_prob, min_sep, warm_start)
   return lax.cond(
       jnp.all(in_range), lambda: linear,
@@ -156,13 +154,8 @@ def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
 # (benchmarks/RESULTS.md, issue 18): 16 at b = 16 and 32 at b = 256 beat 8, 64 and 128, and
 # a chunk length dividing b (f_{i+b} then lies in one chunk) beats one that does not.
 _MAX_CHUNK_ROUNDS = 32
-# float32 (the 32-bit program) always takes the linear domain: its rounding error is relative
-# in f (a priori bounded, ``margin.linear_recursion_error``); log space's grows with |L|.
-_MIN_LINEAR_SEPARATION = {'float64': 2, 'float32': 2}
-
-
-def _uses_linear_recursion(min_sep: int, dtype) -> bool:
-  return min_sep >= _MIN_LINEAR_SEPARATION[jnp.dtype(dtype).name]
+# Both precisions take the linear domain for every b ≥ 2 (float32 too: its rounding error is
+# relative in f, a priori bounded by ``margin.linear_recursion_error``; log space's grows with |L|).
 
 
 def chunk_rounds(min_sep: int) -> int:
@@ -672,7 +665,7 @@ class BMinSepKernel(SchemeKernel):
                             view, info, direction):
     """All K candidates in one linear-domain scan (``linear_log_ratios_for_sigmas``); the
     (σ, sample) pairs out of its range are recomputed per σ by ``log_ratio``."""
-    if not _uses_linear_recursion(self.min_sep, self.dtype):
+    if self.min_sep == 1:
       return super().log_ratios_for_sigmas(mean_products, noise_products, params,
                                            noise_multipliers, view, info, direction)
     charge = view.charge(direction, self.iterations)
