@@ -48,6 +48,13 @@ def _families(production: bool):
                                                           min_sep=16, warm_start=True), 16)),
       ('balls-in-bins n=1000 T=16', mech(jaxacct.BallsInBins(iterations=1000, cycle_length=16),
                                          16)),
+      ('cyclic Poisson n=1000 T=16', mech(jaxacct.CyclicPoisson(
+          sampling_prob=0.5, iterations=1000, cycle_length=16), 16)),
+      ('multi-attribution k=4 b=16', mech(jaxacct.MultiAttributionBMinSep(
+          sampling_prob=0.01, iterations=1000, min_sep=16, max_examples_per_user=4), 16)),
+      ('truncated b-min-sep b=16', mech(jaxacct.BMinSep(
+          sampling_prob=0.05, iterations=1000, min_sep=16, truncated_batch_size=70,
+          dataset_size=1000), 16)),
   ]
   if production:
     rows.append(('production n=7200 b=256 warm', mech(jaxacct.BMinSep(

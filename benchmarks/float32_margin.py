@@ -40,6 +40,13 @@ def _configs(production: bool):
        2.0, 1e-3, 50_000),
       ('poisson n=1000', jaxacct.MatrixMechanism(jaxacct.Poisson(
           sampling_prob=0.05, iterations=1000), band(1), 2.0), 2.0, 1e-3, 50_000),
+      ('cyclic Poisson n=1000 T=16', jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(
+          sampling_prob=0.5, iterations=1000, cycle_length=16), band(16), 2.0), 2.0, 1e-3, 50_000),
+      ('balls-in-bins n=1000 T=16', jaxacct.MatrixMechanism(jaxacct.BallsInBins(
+          iterations=1000, cycle_length=16), band(16), 2.0), 2.0, 1e-3, 50_000),
+      ('multi-attribution k=4 b=16', jaxacct.MatrixMechanism(jaxacct.MultiAttributionBMinSep(
+          sampling_prob=0.01, iterations=1000, min_sep=16, max_examples_per_user=4), band(16),
+          2.0), 2.0, 1e-3, 50_000),
   ]
   if production:
     rows.append(('production n=7200 b=256 warm', jaxacct.MatrixMechanism(jaxacct.BMinSep(

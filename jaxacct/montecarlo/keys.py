@@ -136,3 +136,20 @@ def word_pairs(key: jax.Array, length: int) -> tuple[jax.Array, jax.Array]:
     counts = jnp.arange(2 * length, dtype=jnp.uint32)
   words = threefry_2x32(jax.random.key_data(key), counts)
   return words[:length], words[length:]
+
+
+def split_in_two32(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """32-bit device code: the two keys of ``jax.random.split(key)``.
+
+  JAX's own split lowers a 64-bit iota under the partitionable threefry; here the same
+  threefry outputs come from ``word_pairs``: with the partitionable threefry, key i is the
+  pair (t₁, t₂) of counter (0, i), i.e. (hi_i, lo_i); otherwise the four outputs of counters
+  0 … 3 in order, i.e. (hi₀, hi₁) and (lo₀, lo₁). Tested equal in both modes.
+  """
+  hi, lo = word_pairs(key, 2)
+  if jax.config.jax_threefry_partitionable:
+    pairs = (jnp.stack([hi[0], lo[0]]), jnp.stack([hi[1], lo[1]]))
+  else:
+    pairs = (hi, lo)
+  impl = jax.random.key_impl(key)
+  return tuple(jax.random.wrap_key_data(pair, impl=impl) for pair in pairs)

@@ -65,6 +65,16 @@ float32 ``ndtri`` as stated in ``noise.py``.
 8. Sum: η = (6 or 7) + final_log_error, computed in float32 and inflated by 2⁻¹⁹ relative
    plus 2⁻²¹(|L̂| + |ε| + 1) for the roundings of the hockey-stick argument itself
    (``hockey_stick_sums32``).
+9. Mixtures (the other families; each kernel's ``log_ratio_with_margin`` states its steps).
+   A float32 logsumexp of T terms is 1-Lipschitz in the max norm of its inputs and adds its
+   own rounding (``log_sum_exp_error``; with − ln T, ``phase_mixture_error``).
+   Cyclic Poisson: step 7 per phase (slab sums of ⌈n/T⌉ terms, γ_{⌈n/T⌉}), then phase 0
+   (``equal_split``) or the phase mixture (``independent``). Balls-in-bins: the mean is a mode
+   m_j (host float64 rounded, within u(1 + 2⁻²⁰)|m|: steps 2–4 with c_max ≥ max m), the phase
+   sums of d̂ and the exponents (2Σ_j − ‖m_j‖²)κ carry their rounding into the bin mixture.
+   Multi-attribution: entries of C·x are count·c_k (c_max scaled by k_u); the per-round
+   mixture over counts has a bound that replaces step 5's δ in the recursion of step 6 with
+   p_u = 1 − (1 − p)^{k_u}.
 
 Hockey-stick sums. With ε↓ = the largest float32 ≤ ε, the device computes
 t̂ = −expm1(min(fl(ε↓ − fl(L̂ + η′)), 0)) ≥ (1 − EXPM1_ULPS·u)·(1 − e^{ε − L(y)})₊ and sums a
@@ -230,21 +240,63 @@ def log_space_recursion_error(iterations: int, ratio_max: jax.Array, loss_magnit
                                   + 2.0 * loss_magnitude) + 8.0)
 
 
-def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array,
-                  iterations: int) -> jax.Array:
-  """Device: proof step 7, per sample: Σ_i e^{δ_i}δ_i·π̂_i + the logaddexps + the tree sum.
+def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, sums=None,
+                  terms_per_sum: int | None = None, summation_gamma: float | None = None
+                  ) -> jax.Array:
+  """Device: proof step 7, per sum: Σ_i e^{δ_i}δ_i·π̂_i + the logaddexps + the sum's rounding.
 
-  ``delta`` (N, n) or (N, 1), ``posterior`` π̂ and ``terms`` ĝ (N, n); the float32 sums of
-  the bound are inflated by 1 + γ_n to bound their exact values.
+  ``delta`` (N, n) or (N, 1), ``posterior`` π̂ and ``terms`` ĝ (N, n). By default the loss is
+  the binary-tree sum of all n terms (``_common.tree_sum``); ``sums`` maps (N, n) to (N, G)
+  sums of ``terms_per_sum`` terms each computed with relative error ≤ ``summation_gamma``
+  (cyclic Poisson: one sum per phase). The float32 sums of the bound are inflated by
+  1 + γ_{terms per sum} to bound their exact values.
   """
   u = UNIT_ROUNDOFF
-  inflate = 1.0 + float(gamma(iterations))
-  perturbation = jnp.sum(jnp.exp(delta) * delta * posterior, axis=1) * (1.0 + 2.0**-16)
-  magnitude = jnp.sum(jnp.abs(terms), axis=1)
-  weight = jnp.sum(posterior, axis=1)
+  n = terms.shape[1]
+  if sums is None:
+    sums, terms_per_sum = (lambda v: jnp.sum(v, axis=1)), n
+    summation_gamma = gamma(tree_depth(n))
+  inflate = 1.0 + float(gamma(terms_per_sum))
+  perturbation = sums(jnp.exp(delta) * delta * posterior) * (1.0 + 2.0**-16)
+  magnitude = sums(jnp.abs(terms))
+  weight = sums(posterior)
   # + n·2⁻¹²⁰: posteriors that underflow in float32 (π < 2⁻¹²⁶) are read as 0.
   return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
-                    + float(gamma(tree_depth(iterations))) * magnitude) + iterations * 2.0**-120
+                    + float(summation_gamma) * magnitude) + terms_per_sum * 2.0**-120
+
+
+def log_sum_exp_error(count: int, magnitude: jax.Array) -> jax.Array:
+  """Device: rounding of a float32 ``jax.nn.logsumexp`` of ``count`` terms (its inputs exact).
+
+  logsumexp(x) = M + log S, M = max x, S = Σ e^{x_j − M} ∈ [1, count]: the subtractions and
+  exps perturb each term by ≤ u(EXP_ULPS + |t|)(1.01), t = x_j − M ≤ 0, and |t|e^t ≤ 1/e,
+  so S moves by ≤ S·u(1.01·EXP_ULPS + 1.02·count/e) (S ≥ 1); the sum adds γ_{count−1}
+  relative; log Ŝ is within LOG_ULPS·u·max(ln count, 1) of log of the computed sum and moves
+  ≤ 1.01× S's relative error; adding M rounds by u·|result| ≤ u·``magnitude``. Errors in the
+  inputs add max_j |x̂_j − x_j| (logsumexp is 1-Lipschitz in the max norm): the caller's.
+  """
+  u = UNIT_ROUNDOFF
+  relative = u * (1.01 * EXP_ULPS + 1.02 * count / math.e) + gamma(max(count - 1, 1))
+  constant = (1.02 * relative + LOG_ULPS * u * max(math.log(count), 1.0) + count * 2.0**-120)
+  return float(constant) + 1.01 * u * magnitude
+
+
+def phase_mixture_error(count: int, losses: jax.Array) -> jax.Array:
+  """Device: rounding of L̂ = logsumexp_s(x̂_s) − ln T̂ over ``count`` = T phases or bins
+  (cyclic Poisson ``independent``, balls-in-bins), per sample: ``log_sum_exp_error`` plus the
+  subtraction (u|L̂|) and ln T rounded to float32 (u·ln T)."""
+  log_count = math.log(count)
+  return (log_sum_exp_error(count, jnp.abs(losses) + 1.01 * log_count)
+          + UNIT_ROUNDOFF * (1.01 * jnp.abs(losses) + 2.0 * log_count))
+
+
+def ratio_bounds(d: jax.Array, product_error: jax.Array, kappa: jax.Array,
+                 constants) -> tuple[jax.Array, jax.Array]:
+  """Device: ``round_ratio_error`` per round when ``product_error`` is per round (N, n) (one
+  band: each d_i sees one output), else per sample (N, 1)."""
+  d_abs = jnp.abs(d) if product_error.shape[1] > 1 else jnp.max(jnp.abs(d), axis=1,
+                                                                 keepdims=True)
+  return round_ratio_error(product_error, d_abs, kappa, constants)
 
 
 def hockey_stick_sums32(epsilons: jax.Array, losses: jax.Array, margins: jax.Array,

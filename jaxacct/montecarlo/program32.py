@@ -20,9 +20,10 @@ the proof is), every hockey-stick term is evaluated at ε − η and every block
 up, so the float64 total is ≥ the sum over the same draws of the exact terms: δ̂₃₂ ≥ δ̂ of
 the exact losses, and Algorithm 5 (seed 000 App. A) is sound in float32.
 
-Served: the b-min-sep family kernel (Poisson, b-min-sep cold and warm start, multi-attribution
-with one example per user) with an exact banded strategy. Other families and dense
-``LowerTriangular`` strategies are refused in float32 with the reason (``refusal``).
+Served, with an exact banded strategy: Poisson, b-min-sep cold and warm start, cyclic Poisson
+(both partitions), balls-in-bins (overlapping modes included) and multi-attribution b-min-sep.
+Truncated schemes (App. D) and dense ``LowerTriangular`` strategies are refused in float32
+with the reason (``refusal``).
 
 Where the code runs: ``block_components``, ``block_losses``, ``block_losses_for_sigmas`` and
 ``block_sums`` are jitted device programs; the program classes and ``host_inputs`` are host code.
@@ -53,9 +54,11 @@ MAX_ITERATIONS = 1 << 19
 def refusal(mechanism, kernel: SchemeKernel) -> str | None:
   """None when the 32-bit program serves ``mechanism``, else the reason."""
   if not kernel.serves_32bit:
-    return (f'the 32-bit program (float32 with a certified margin) does not serve '
-            f'{type(mechanism.scheme).__name__} yet; it serves Poisson and BMinSep '
-            f'(cold and warm start); run this scheme in float64')
+    scheme = mechanism.scheme
+    name = ('truncated ' if scheme.truncates else '') + type(scheme).__name__
+    return (f'the 32-bit program (float32 with a certified margin) does not serve {name} yet; '
+            'it serves untruncated Poisson, BMinSep (cold and warm start), CyclicPoisson, '
+            'BallsInBins and MultiAttributionBMinSep; run this scheme in float64')
   if not mechanism.matrix.exact:
     return ('the 32-bit program serves exact banded strategies (BandedToeplitz); the App. B '
             'bounds of LowerTriangular run in float64')

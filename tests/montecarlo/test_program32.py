@@ -35,7 +35,12 @@ def _mechanism(scheme, bands, sigma=1.0):
 COLD = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8), 8)
 WARM = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=True), 8)
 POISSON = _mechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1)
-FAMILIES = {'cold': COLD, 'warm': WARM, 'poisson': POISSON}
+CYCLIC = _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8), 4)
+BALLS = _mechanism(jaxacct.BallsInBins(iterations=64, cycle_length=4), 10)  # overlapping modes
+MULTI = _mechanism(jaxacct.MultiAttributionBMinSep(sampling_prob=0.1, iterations=64, min_sep=8,
+                                                   max_examples_per_user=3), 8)
+FAMILIES = {'cold': COLD, 'warm': WARM, 'poisson': POISSON, 'cyclic': CYCLIC, 'balls': BALLS,
+            'multi': MULTI}
 
 
 # ---- same random words, keys and participation as the float64 program -------------------
@@ -137,6 +142,104 @@ def test_participation_is_the_float64_participation(scheme):
     x32 = np.asarray(jax.jit(lambda k, prm: bminsep.participation32(k, prm, n, b, warm))(
         sample_keys, params))
   np.testing.assert_array_equal(x32, x64)
+
+
+@pytest.mark.parametrize('partitionable', [True, False])
+def test_uniform_index_is_jax_randint_of_the_float64_program(partitionable):
+  with jax.threefry_partitionable(partitionable):
+    sample_keys = jax.random.split(jax.random.key(8), 3000)
+    for span in (1, 3, 64, 1000, (1 << 19) - 1, (1 << 24) - 1):
+      with jax.enable_x64(True):
+        expected = np.asarray(jax.vmap(lambda k: jax.random.randint(k, (), 0, span))(sample_keys))
+      with program32.scope():
+        got = np.asarray(jax.jit(lambda k: _common.uniform_index32(k, span))(sample_keys))
+      np.testing.assert_array_equal(got, expected)
+  with pytest.raises(ValueError, match='span must be in'):
+    _common.uniform_index32(sample_keys, 1 << 24)
+
+
+def _patterns_agree(mechanism, draw64, draw32, num_keys=4096):
+  """The float64 program's draw and the 32-bit one from the same keys, compared exactly."""
+  sample_keys = jax.random.split(jax.random.key(3), num_keys)
+  with jax.enable_x64(True):
+    params64 = kernels.kernel_for(mechanism, np.dtype(np.float64)).params(mechanism)
+    expected = np.asarray(draw64(sample_keys, params64))
+    params32 = kernels.kernel_for(mechanism, np.dtype(np.float32)).params(mechanism)
+  with program32.scope():
+    got = np.asarray(jax.jit(draw32)(sample_keys, params32))
+  np.testing.assert_array_equal(got, expected)
+  return expected
+
+
+@pytest.mark.parametrize('scheme', [
+    jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=300, cycle_length=7),
+    jaxacct.CyclicPoisson(sampling_prob=1.0, iterations=300, cycle_length=16),
+    jaxacct.CyclicPoisson(sampling_prob=1e-7, iterations=300, cycle_length=5,
+                          partition='equal_split'),
+], ids=['independent', 'p-1', 'equal-split-tiny-p'])
+def test_cyclic_participation_is_the_float64_participation(scheme):
+  from jaxacct.montecarlo.kernels import cyclic_poisson
+  mechanism = jaxacct.MatrixMechanism(scheme, BandedToeplitz([1.0]), 1.0)
+  n, cycle, partition = scheme.iterations, scheme.cycle_length, scheme.partition
+  x = _patterns_agree(
+      mechanism,
+      lambda k, prm: cyclic_poisson.participation(k, prm.sampling_prob, n, cycle, partition),
+      lambda k, prm: cyclic_poisson.participation32(k, prm, n, cycle, partition))
+  if partition == 'independent':  # every phase is drawn (the phase draw is exercised)
+    assert len({int(np.flatnonzero(row)[0]) % cycle for row in x if row.any()}) == cycle
+
+
+def test_balls_in_bins_bins_and_modes_are_the_float64_ones():
+  from jaxacct.montecarlo.kernels import balls_in_bins
+  mechanism = BALLS  # four bins, ten bands: every mode entry sums up to three coefficients
+  kernel64 = kernels.kernel_for(mechanism, np.dtype(np.float64))
+  kernel32 = kernels.kernel_for(mechanism, np.dtype(np.float32))
+  view = mechanism.matrix.kernel_view(mechanism.scheme)
+  with jax.enable_x64(True):
+    modes = np.asarray(view.phase_modes(64, 4))
+  params = balls_in_bins.params32(mechanism)
+  # Host modes and norms rounded to nearest float32 (the margin's u·|m| per entry).
+  assert np.all(np.abs(params.modes - modes) <= U * np.abs(modes))
+  np.testing.assert_allclose(params.norms, np.sum(modes**2, axis=1), rtol=U)
+  assert params.margin.c_max >= np.max(modes)
+  sample_keys = jax.random.split(jax.random.key(3), 2048)
+  with jax.enable_x64(True):
+    mean64 = np.asarray(kernel64.sample_mean(sample_keys, kernel64.params(mechanism), view,
+                                             'remove')[0])
+  with program32.scope():
+    mean32 = np.asarray(jax.jit(lambda k, prm: kernel32.sample_mean(k, prm, None, 'remove')[0])(
+        sample_keys, params))
+  assert np.all(np.abs(mean32 - mean64) <= U * np.abs(mean64) + 1e-15)
+
+
+@pytest.mark.parametrize('p, multiplicity', [(0.1, 3), (1e-6, 5), (0.7, 2), (1.0, 4)])
+def test_multi_attribution_counts_are_the_float64_counts(p, multiplicity):
+  from jaxacct.montecarlo.kernels import multi_attribution
+  scheme = jaxacct.MultiAttributionBMinSep(sampling_prob=p, iterations=200, min_sep=4,
+                                           max_examples_per_user=multiplicity)
+  mechanism = jaxacct.MatrixMechanism(scheme, BandedToeplitz([1.0]), 1.0)
+  x = _patterns_agree(
+      mechanism,
+      lambda k, prm: multi_attribution.participation(k, prm.sampling_prob, 200, 4, multiplicity),
+      lambda k, prm: multi_attribution.participation32(k, prm, 200, 4, multiplicity))
+  if p == 1.0:
+    assert set(np.unique(x)) == {0, multiplicity}
+  elif p >= 0.1:
+    assert set(np.unique(x)) == set(range(multiplicity + 1))
+
+
+def test_count_thresholds_are_exact():
+  from jaxacct.montecarlo.kernels import multi_attribution
+  p, k = 0.3, 4
+  rows = multi_attribution.count_thresholds(p, k)
+  exact_p = fractions.Fraction(p)
+  pmf = [math.comb(k, j) * exact_p**j * (1 - exact_p)**(k - j) for j in range(k + 1)]
+  for j in range(1, k):
+    cdf = sum(pmf[1:j + 1]) / (1 - pmf[0])
+    threshold = (int(rows[0, j - 1]) << 21) | int(rows[1, j - 1])
+    # The smallest 53-bit M with (M + ½)·2⁻⁵³ > F_j.
+    assert fractions.Fraction(2 * threshold + 1, 2**54) > cdf
+    assert fractions.Fraction(2 * threshold - 1, 2**54) <= cdf
 
 
 # ---- no 64-bit type anywhere in the compiled device programs ----------------------------
@@ -242,11 +345,21 @@ def test_margin_bounds_the_float32_error(family):
                                warm_start=True), 2, 0.3),
     _mechanism(jaxacct.Poisson(sampling_prob=0.999, iterations=1000), 1, 0.5),
     _mechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000), 1, 2.0),
+    _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.999, iterations=1000, cycle_length=16), 16,
+               0.5),
+    _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.05, iterations=1000, cycle_length=4,
+                                     partition='equal_split'), 1, 0.3),
+    _mechanism(jaxacct.BallsInBins(iterations=1000, cycle_length=10), 64, 0.3),
+    _mechanism(jaxacct.MultiAttributionBMinSep(sampling_prob=0.02, iterations=1000, min_sep=16,
+                                               max_examples_per_user=5), 16, 0.6),
+    _mechanism(jaxacct.MultiAttributionBMinSep(sampling_prob=0.5, iterations=1000, min_sep=1,
+                                               max_examples_per_user=3), 1, 2.0),
 ], ids=['warm-small-sigma', 'cold-p-near-1', 'p-near-0', 'long-chain-b2', 'poisson-p-near-1',
-        'poisson'])
+        'poisson', 'cyclic-p-near-1', 'cyclic-equal-split', 'balls-overlap-small-sigma',
+        'multi-k5', 'multi-poisson'])
 def test_margin_holds_over_hard_settings(mechanism):
-  """24,576 samples per setting and direction (6 settings, 294,912 in all; the session that
-  built the margin ran 1.2·10⁶, benchmarks/RESULTS.md)."""
+  """24,576 samples per setting and direction (11 settings, 540,672 in all; the sessions that
+  built the margins ran ≥ 10⁶ per family, benchmarks/RESULTS.md)."""
   _check_margin(mechanism, [float(mechanism.noise_multiplier)], 24, block_size=1024)
 
 
@@ -351,10 +464,11 @@ def test_precision_names_and_refusals():
   with pytest.raises(ValueError, match='give dtype or precision, not both'):
     estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, dtype=jnp.float32,
                              precision='float32')
-  balls = jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=64, cycle_length=8),
-                                  BandedToeplitz([1.0, 0.5]), 1.0)
-  with pytest.raises(ValueError, match='does not serve BallsInBins'):
-    estimator.estimate_delta(jax.random.key(0), balls, EPS, 10, precision='float32')
+  truncated = jaxacct.MatrixMechanism(
+      jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, truncated_batch_size=30,
+                      dataset_size=100), BandedToeplitz([1.0, 0.5]), 1.0)
+  with pytest.raises(ValueError, match='does not serve truncated BMinSep'):
+    estimator.estimate_delta(jax.random.key(0), truncated, EPS, 10, precision='float32')
   dense = jaxacct.MatrixMechanism(COLD.scheme, jaxacct.LowerTriangular(
       np.asarray(COLD.matrix.materialize(64))), 1.0)
   with pytest.raises(ValueError, match='LowerTriangular run in float64'):
@@ -364,9 +478,9 @@ def test_precision_names_and_refusals():
   with pytest.raises(ValueError, match='precision must be one of'):
     jaxacct.calibrate_noise_multiplier(COLD.scheme, COLD.matrix, epsilon=1.0, delta=1e-3,
                                        key=jax.random.key(0), precision='fp32')
-  assert precision.choose('auto', balls).precision == 'float64'
-  assert 'BallsInBins' in precision.choose('auto', balls).reason
-  assert precision.choose('float64', balls).reason == 'requested'
+  assert precision.choose('auto', truncated).precision == 'float64'
+  assert 'truncated BMinSep' in precision.choose('auto', truncated).reason
+  assert precision.choose('float64', truncated).reason == 'requested'
   measured = precision.choose('auto', WARM)  # on a CPU: the faster program, measured
   assert measured.precision in ('float32', 'float64') and 'measured here' in measured.reason
 
@@ -394,12 +508,16 @@ _DEVICE_SCRIPT = '''
 import json, jax, numpy as np, jaxacct
 from jaxacct.montecarlo import candidates, estimator
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
-schemes = {'cold': jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8),
-           'warm': jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=True),
-           'poisson': jaxacct.Poisson(sampling_prob=0.2, iterations=64)}
+schemes = {'cold': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8), 8),
+           'warm': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
+                                    warm_start=True), 8),
+           'poisson': (jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1),
+           'cyclic': (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8), 4),
+           'balls': (jaxacct.BallsInBins(iterations=64, cycle_length=4), 10),
+           'multi': (jaxacct.MultiAttributionBMinSep(sampling_prob=0.1, iterations=64, min_sep=8,
+                                                     max_examples_per_user=3), 8)}
 runs = {}
-for name, scheme in schemes.items():
-  bands = 1 if name == 'poisson' else 8
+for name, (scheme, bands) in schemes.items():
   m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
   for per_call in ((1, 2) if name == 'warm' else (1,)):
     r = estimator.estimate_delta(jax.random.key(11), m, [0.0, 0.5, 1.0, 2.0], 2300,
@@ -421,7 +539,7 @@ def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
   from devices import run_on_devices
   one, four = run_on_devices(_DEVICE_SCRIPT, 1), run_on_devices(_DEVICE_SCRIPT, 4)
   assert one['devices'] == 1 and four['devices'] == 4
-  for name in ('cold', 'warm', 'poisson'):
+  for name in ('cold', 'warm', 'poisson', 'cyclic', 'balls', 'multi'):
     reference = one['runs'][f'{name}1']
     others = [four['runs'][f'{name}1']] + ([one['runs'][f'{name}2'], four['runs'][f'{name}2']]
                                            if name == 'warm' else [])

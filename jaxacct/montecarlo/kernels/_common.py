@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct.conventions import Stream
-from jaxacct.montecarlo.keys import word_pairs
+from jaxacct.montecarlo.keys import split_in_two32, word_pairs
 
 
 def fold(keys: jax.Array, code: int) -> jax.Array:
@@ -138,3 +138,27 @@ def tree_sum(values: jax.Array) -> jax.Array:
     half = values.shape[-1] // 2
     values = values[..., :half] + values[..., half:]
   return values[..., 0]
+
+
+def uniform_index32(keys: jax.Array, span: int) -> jax.Array:
+  """``jax.random.randint(k, (), 0, span)`` of the float64 program (int64) per key, in 32-bit
+  code: the same index from the same words, int32 (N,).
+
+  JAX draws two 64-bit words H, L from ``split(k)`` (here ``keys.split_in_two32``) and returns (H·2⁶⁴ + L) mod span (its
+  ``(H mod s)·(2⁶⁴ mod s) + L mod s`` identity); here the 128-bit number is reduced by Horner's
+  rule over bytes, r ← (256·r + byte) mod span, exact in uint32 for span < 2²⁴.
+  """
+  if not 1 <= span < 1 << 24:
+    raise ValueError(f'span must be in [1, 2**24) for the 32-bit program, got {span}')
+
+  def one(key):
+    high_key, low_key = split_in_two32(key)
+    words = word_pairs(high_key, 1) + word_pairs(low_key, 1)
+    modulus = jnp.uint32(span)
+    rest = jnp.uint32(0)
+    for word in words:
+      for shift in (24, 16, 8, 0):
+        byte = (word[0] >> jnp.uint32(shift)) & jnp.uint32(0xFF)
+        rest = (rest * jnp.uint32(256) + byte) % modulus
+    return rest.astype(jnp.int32)
+  return jax.vmap(one)(keys)

@@ -7,6 +7,11 @@ length (overlapping columns included).
 
 Random sub-streams of a sample key (``conventions.Stream``): ``START`` (the bin).
 
+32-bit program (``precision="float32"``): the same bin from the same words
+(``_common.uniform_index32``); the modes and their squared norms are host float64 constants
+rounded to float32; the margin (``log_ratio_with_margin``) bounds the phase sums of d, the
+exponents and the mixture (``montecarlo/margin.py``).
+
 References:
   seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.3; Choquette-Choo et al., arXiv 2410.06266.
 """
@@ -14,13 +19,15 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import schemes
+from jaxacct.montecarlo import margin
 from jaxacct.montecarlo.kernels import _common
 from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
 
@@ -42,6 +49,68 @@ def log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: int,
   norms = jnp.sum(jnp.square(modes), axis=1).astype(dtype)[None, :]
   scale = _common.inverse_two_variance(noise_multiplier, dtype)
   return jax.nn.logsumexp((2.0 * inner - norms) * scale, axis=1) - jnp.log(cycle).astype(dtype)
+
+
+class Params32(NamedTuple):
+  """Traced parameters of the 32-bit balls-in-bins program (host-built, float32).
+
+  Attributes: modes (T, n) and norms ‖m_j‖² (T,), each within u(1 + 2⁻²⁰) of exact;
+  log_cycle = ln T; margin (``margin.MarginConstants`` with c_max ≥ the largest mode entry,
+  which is what the margin's steps 2–4 need of the mean: entries of C·x then sum up to
+  ⌈m/T⌉ coefficients).
+  """
+
+  modes: Any
+  norms: Any
+  log_cycle: Any
+  margin: margin.MarginConstants
+
+
+def params32(mechanism) -> Params32:
+  """Host: ``Params32`` of a balls-in-bins mechanism (modes in float64, then rounded)."""
+  scheme = mechanism.scheme
+  c = np.asarray(mechanism.matrix.c_col, np.float64)
+  with jax.enable_x64(True):
+    modes = np.asarray(mechanism.matrix.kernel_view(scheme).phase_modes(
+        scheme.iterations, scheme.cycle_length), np.float64)
+  # float64 cumulative sums of ⌈m/T⌉ terms: relative error ≤ ⌈m/T⌉·2⁻⁵³ ≪ 2⁻²⁰·u.
+  norms = np.sum(modes * modes, axis=1)
+  constants = margin.margin_constants(c, 0.5)._replace(
+      c_max=margin.round_up32(np.max(np.abs(modes)) * (1.0 + 2.0**-20)))
+  return Params32(modes.astype(np.float32), norms.astype(np.float32),
+                  np.float32(math.log(scheme.cycle_length)), constants)
+
+
+def log_ratio_with_margin(d: jax.Array, params: Params32, kappa: jax.Array, cycle: int,
+                          product_error: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """32-bit program: (L̂, η) per sample with |L̂ − L| ≤ η (seed 000 §2.3; ``margin.py``).
+
+  x̂_j = fl(fl(2·Σ̂_{i≡j} d̂_i − N̂_j)·κ̂), L̂ = logsumexp_j x̂_j − ln T̂. With k = ⌈n/T⌉ terms
+  per phase sum (slab order: relative rounding γ_k), Δd ≥ |d̂_i − d_i| and D = max|d̂|:
+  |Σ̂ − Σ| ≤ k(Δd + γ_k·D); the exponent's numerator A_j = 2Σ_j − N_j moves by
+  ΔA = 2k(Δd + γ_k·D) + u·N_max(1 + 2⁻²⁰) + u·A_max (A_max = max|Â|), and
+  |x̂_j − x_j| ≤ κ̂(1 + 8u)ΔA + (3 + DIVIDE_ULPS)u·κ̂·A_max + u·max|x̂| (κ ≤ κ̂ ≤ κ(1 + 2u));
+  the logsumexp is 1-Lipschitz in the max norm (``margin.phase_mixture_error`` adds its own
+  rounding). The bound is evaluated in float32 and inflated by 2⁻¹⁶.
+  """
+  u = margin.UNIT_ROUNDOFF
+  n = d.shape[1]
+  per_sum = -(-n // cycle)
+  inner = _common.sum_by_phase(d, cycle)
+  numerator = 2.0 * inner - params.norms[None, :]
+  exponents = numerator * kappa
+  losses = jax.nn.logsumexp(exponents, axis=1) - params.log_cycle
+  gamma_k = float(margin.gamma(per_sum))
+  d_max = jnp.max(jnp.abs(d), axis=1)
+  sum_error = per_sum * (jnp.max(product_error, axis=1) + gamma_k * d_max)
+  numerator_max = jnp.max(jnp.abs(numerator), axis=1)
+  numerator_error = (2.0 * sum_error + u * (1.0 + 2.0**-20) * jnp.max(params.norms)
+                     + u * numerator_max)
+  exponent_error = (kappa * ((1.0 + 8.0 * u) * numerator_error
+                             + (3.0 + margin.DIVIDE_ULPS) * u * numerator_max)
+                    + u * jnp.max(jnp.abs(exponents), axis=1))
+  return losses, (exponent_error * (1.0 + 2.0**-16)
+                  + margin.phase_mixture_error(cycle, losses))
 
 
 @register
@@ -66,14 +135,25 @@ class BallsInBinsKernel(SchemeKernel):
                                                                 scheme.cycle_length))
     return float(np.max(np.sum(modes**2, axis=1)))
 
-  def params(self, mechanism) -> NoParams:
-    return NoParams()
+  serves_32bit = True
+
+  def params(self, mechanism) -> NoParams | Params32:
+    return NoParams() if self.dtype == 'float64' else params32(mechanism)
 
   def sample_mean(self, keys, params, view, direction):
-    del params, direction
+    del direction
+    if self.dtype == 'float32':
+      bins = _common.uniform_index32(_common.start_keys(keys), self.cycle_length)
+      return params.modes[bins], NoInfo()
     bins = jax.vmap(lambda k: jax.random.randint(k, (), 0, self.cycle_length))(
         _common.start_keys(keys))
     return view.phase_modes(self.iterations, self.cycle_length)[bins], NoInfo()
+
+  def log_ratio_with_margin(self, d, params, noise_multiplier, kappa, view, info, direction,
+                            product_error):
+    """32-bit program: (L̂, η) per sample, exact in both directions."""
+    del noise_multiplier, view, info, direction
+    return log_ratio_with_margin(d, params, kappa, self.cycle_length, product_error)
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     del params, info, direction  # exact in both directions

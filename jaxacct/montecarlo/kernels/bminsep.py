@@ -394,19 +394,21 @@ def chain32(sampling_prob: float, min_sep: int) -> Chain32:
 
 
 @functools.lru_cache(maxsize=64)
-def gap_thresholds(sampling_prob: float, iterations: int) -> tuple[np.ndarray, int]:
+def gap_thresholds(sampling_prob: float, iterations: int,
+                   multiplicity: int = 1) -> tuple[np.ndarray, int]:
   """Host: the geometric gaps of ``participation`` as integer thresholds, exactly.
 
   waits = ⌊ln U / ln q⌋ capped at n + 1, U = (W + ½)·2⁻⁶⁴, is #{k ≤ n + 1 : q^k ≥ U} =
   #{k : W ≤ T_k} with T_k = ⌊q^k·2⁶⁴ − ½⌋ (non-increasing). Returns the T_k that are ≥ 0 as
   uint32 (hi, lo) rows (2, n + 1) (unused entries 0) and their number. q^k·2⁶⁴ is computed
-  with 60 significant digits (``decimal``), so T_k is exact.
+  with 60 significant digits (``decimal``), so T_k is exact. ``multiplicity`` k_u: the chain
+  of a user with k_u examples, q = (1 − p)^{k_u} (seed 000 Theorem 6.1).
   """
   table = np.zeros((2, iterations + 1), np.uint32)
   count = 0
   with decimal.localcontext() as context:
     context.prec = 60
-    q = decimal.Decimal(1) - decimal.Decimal(float(sampling_prob))
+    q = (decimal.Decimal(1) - decimal.Decimal(float(sampling_prob))) ** multiplicity
     scale = decimal.Decimal(2) ** 64
     power = decimal.Decimal(1)
     for k in range(1, iterations + 2):
@@ -523,11 +525,9 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array
   num, n = ell.shape
   b = min_sep
   if b == 1:
-    v = ell + chain.log_p
-    g = jnp.logaddexp(chain.log_q, v)
+    g, posterior = poisson_terms32(ell, chain)
     losses = _common.tree_sum(g)
-    posterior = jnp.exp(v - g)  # π̂_i: the derivative of g at v̂_i
-    margins = margin.poisson_error(delta, posterior, g, n)
+    margins = margin.poisson_error(delta, posterior, g)
   else:
     delta, ratio_max = jnp.max(delta, axis=1), jnp.max(ratio_max, axis=1)
     linear, in_range = linear_log_ratio(ell, chain.p, b, warm_start, chain)
@@ -542,6 +542,14 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array
                                        recompute)
     margins = -(-n // b) * delta + recursion_error
   return losses, margins + margin.final_log_error(losses, b)
+
+
+def poisson_terms32(ell: jax.Array, chain: Chain32) -> tuple[jax.Array, jax.Array]:
+  """32-bit program: (ĝ_i = logaddexp(log q, ℓ_i + log p), π̂_i = e^{v̂_i − ĝ_i}), the per-round
+  Poisson terms and their posteriors (the derivative of g at v̂_i, ``margin`` proof step 7)."""
+  v = ell + chain.log_p
+  g = jnp.logaddexp(chain.log_q, v)
+  return g, jnp.exp(v - g)
 
 
 class SamplingProbParams(NamedTuple):
@@ -649,10 +657,7 @@ class BMinSepKernel(SchemeKernel):
     """32-bit program: (L̂, η) per sample (``margin`` proof steps 5–7)."""
     del info
     ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
-    # Per-round bounds when the product errors are per round (one band), else per sample.
-    d_abs = jnp.abs(d) if product_error.shape[1] > 1 else jnp.max(jnp.abs(d), axis=1,
-                                                                   keepdims=True)
-    delta, ratio_max = margin.round_ratio_error(product_error, d_abs, kappa, params.margin)
+    delta, ratio_max = margin.ratio_bounds(d, product_error, kappa, params.margin)
     return log_ratio_with_margin(ell, delta, ratio_max, params.chain, params.margin,
                                  self.min_sep, self.warm_start)
 

@@ -9,6 +9,10 @@ mixes over it; ``equal_split``: the phase is public and phase 0 is the worst.
 Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` (one Bernoulli trial
 per round of the phase), ``START`` (the phase, ``independent`` only).
 
+32-bit program (``precision="float32"``): the same trials and phase from the same words
+(``_common.bernoulli_trials32``, ``_common.uniform_index32``), per-phase Poisson terms with
+the margin of ``montecarlo/margin.py`` (proof step 7 per phase, then the phase mixture).
+
 References:
   seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.2, §4.1; Choquette-Choo et al., NeurIPS 2023.
 """
@@ -16,13 +20,16 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import schemes
-from jaxacct.montecarlo.kernels import _common
+from jaxacct.montecarlo import margin
+from jaxacct.montecarlo.kernels import _common, bminsep
 from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
 from jaxacct.montecarlo.kernels.bminsep import SamplingProbParams, sampling_prob_params
 
@@ -59,6 +66,56 @@ def log_ratio(ell: jax.Array, sampling_prob: jax.Array, cycle: int,
   return jax.nn.logsumexp(per_phase, axis=1) - jnp.log(cycle).astype(ell.dtype)
 
 
+class Params32(NamedTuple):
+  """Traced parameters of the 32-bit cyclic Poisson program (host-built, 32-bit types only).
+
+  Attributes: chain (``bminsep.Chain32`` of p: log p, log q), trial_threshold
+  (``_common.bernoulli_threshold``), log_cycle = ln T (float32, nearest), margin
+  (``margin.MarginConstants``).
+  """
+
+  chain: bminsep.Chain32
+  trial_threshold: Any
+  log_cycle: Any
+  margin: margin.MarginConstants
+
+
+def participation32(keys: jax.Array, params: Params32, iterations: int, cycle: int,
+                    partition: str) -> jax.Array:
+  """``participation`` in 32-bit code: the same pattern from the same words, bool (N, n)."""
+  n = iterations
+  trials = _common.bernoulli_trials32(keys, -(-n // cycle), params.trial_threshold)
+  if partition == 'independent':
+    phase = _common.uniform_index32(_common.start_keys(keys), cycle)
+  else:
+    phase = jnp.zeros(keys.shape[0], jnp.int32)
+  in_phase = (jnp.arange(n, dtype=jnp.int32)[None, :] % cycle) == phase[:, None]
+  return in_phase & jnp.repeat(trials, cycle, axis=1)[:, :n]
+
+
+def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, params: Params32, cycle: int,
+                          partition: str) -> tuple[jax.Array, jax.Array]:
+  """32-bit program: (L̂, η) per sample, |L̂ − L| ≤ η (``margin`` proof step 7 per phase).
+
+  Each phase's loss L_s = Σ_{i≡s} g(v_i) is summed slab by slab (⌈n/T⌉ terms, relative
+  rounding γ_{⌈n/T⌉}) and bounded by ``margin.poisson_error`` per phase; ``equal_split``
+  takes phase 0; ``independent`` mixes the phases by a logsumexp, 1-Lipschitz in the max
+  norm, so η = max_s η_s + the mixture's rounding (``margin.phase_mixture_error``).
+  ``delta`` bounds |v̂_i − v_i| per round (N, n) or per sample (N, 1).
+  """
+  n = ell.shape[1]
+  terms, posterior = bminsep.poisson_terms32(ell, params.chain)
+  per_sum = -(-n // cycle)
+  by_phase = lambda values: _common.sum_by_phase(values, cycle)  # noqa: E731
+  losses = by_phase(terms)
+  errors = margin.poisson_error(delta, posterior, terms, by_phase, per_sum,
+                                margin.gamma(per_sum))
+  if partition == 'equal_split':
+    return losses[:, 0], errors[:, 0]
+  mixed = jax.nn.logsumexp(losses, axis=1) - params.log_cycle
+  return mixed, jnp.max(errors, axis=1) + margin.phase_mixture_error(cycle, mixed)
+
+
 @register
 @dataclasses.dataclass(frozen=True)
 class CyclicPoissonKernel(SchemeKernel):
@@ -90,14 +147,32 @@ class CyclicPoissonKernel(SchemeKernel):
     norms = np.asarray(strategy.column_squared_norms(scheme.iterations))
     return float(np.sum(norms[::scheme.cycle_length]))
 
-  def params(self, mechanism) -> SamplingProbParams:
-    return sampling_prob_params(mechanism)
+  serves_32bit = True
+
+  def params(self, mechanism) -> SamplingProbParams | Params32:
+    if self.dtype == 'float64':
+      return sampling_prob_params(mechanism)
+    p = float(mechanism.scheme.sampling_prob)
+    return Params32(bminsep.chain32(p, 1), _common.bernoulli_threshold(p),
+                    np.float32(math.log(self.cycle_length)),
+                    margin.margin_constants(mechanism.matrix.c_col, p))
 
   def sample_mean(self, keys, params, view, direction):
     del direction
-    x = participation(keys, params.sampling_prob, self.iterations, self.cycle_length,
-                      self.partition)
+    if self.dtype == 'float32':
+      x = participation32(keys, params, self.iterations, self.cycle_length, self.partition)
+    else:
+      x = participation(keys, params.sampling_prob, self.iterations, self.cycle_length,
+                        self.partition)
     return view.separated_mean(x, self.dtype), NoInfo()
+
+  def log_ratio_with_margin(self, d, params, noise_multiplier, kappa, view, info, direction,
+                            product_error):
+    """32-bit program: (L̂, η) per sample (``margin`` proof steps 5 and 7, per phase)."""
+    del info
+    ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
+    delta, _ = margin.ratio_bounds(d, product_error, kappa, params.margin)
+    return log_ratio_with_margin(ell, delta, params, self.cycle_length, self.partition)
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     del info
