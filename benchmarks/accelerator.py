@@ -52,6 +52,10 @@ def _families(production: bool):
           sampling_prob=0.5, iterations=1000, cycle_length=16), 16)),
       ('multi-attribution k=4 b=16', mech(jaxacct.MultiAttributionBMinSep(
           sampling_prob=0.01, iterations=1000, min_sep=16, max_examples_per_user=4), 16)),
+      ('LowerTriangular b-min-sep n=256', jaxacct.MatrixMechanism(
+          jaxacct.BMinSep(sampling_prob=0.05, iterations=256, min_sep=16, warm_start=True),
+          jaxacct.LowerTriangular(BandedToeplitz(square_root_coefficients(16)).materialize(256)),
+          1.0)),
       ('truncated b-min-sep b=16', mech(jaxacct.BMinSep(
           sampling_prob=0.05, iterations=1000, min_sep=16, truncated_batch_size=70,
           dataset_size=1000), 16)),
@@ -135,6 +139,23 @@ def assumptions(exhaustive: bool) -> None:
     scale = U * (np.abs(exact) + np.minimum(1.0, 2.0 * np.exp(v - exact)))
     worst = max(worst, float(np.max(np.abs(got - exact) / scale)))
   rows.append(('logaddexp(log q, v)', worst, margin.LOGADDEXP_ULPS))
+  near_one = rng.uniform(1.0, 3.0, 10**7).astype(np.float32)
+  with jax.enable_x64(False):
+    got = np.asarray(jax.jit(jnp.log)(near_one)).astype(np.float64)
+  exact = np.log(near_one.astype(np.float64))
+  rows.append(('log on [1, 3] (absolute, in u)', float(np.max(np.abs(got - exact)) / U),
+               margin.LOG_ULPS))
+  dense = 0.0
+  for n in (256, 2048):  # LowerTriangular views: any-order products, γ_n (margin step 4)
+    c = np.tril(rng.uniform(0.0, 1.0, (n, n))).astype(np.float32)
+    y = (rng.standard_normal((512, n)) * np.exp(rng.uniform(-8, 8, (512, 1)))).astype(np.float32)
+    with jax.enable_x64(False):
+      got = np.asarray(jax.jit(lambda a, b: jnp.matmul(
+          a, b, precision=jax.lax.Precision.HIGHEST))(y, c)).astype(np.float64)
+    exact = y.astype(np.float64) @ c.astype(np.float64)
+    bound = margin.gamma(n) * (np.abs(y).astype(np.float64) @ c.astype(np.float64))
+    dense = max(dense, float(np.max(np.abs(got - exact) / bound)))
+  rows.append(('dense matmul / γ_n bound', dense, 1.0))
   transform = jax.jit(lambda u: -jax.scipy.special.ndtri(u))
   low, high = (int(np.float32(v).view(np.uint32)) for v in (2.0**-66, 0.5))
   step = 1 << 24

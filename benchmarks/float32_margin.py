@@ -43,7 +43,10 @@ def _configs(production: bool):
       ('cyclic Poisson n=1000 T=16', jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(
           sampling_prob=0.5, iterations=1000, cycle_length=16), band(16), 2.0), 2.0, 1e-3, 50_000),
       ('balls-in-bins n=1000 T=16', jaxacct.MatrixMechanism(jaxacct.BallsInBins(
-          iterations=1000, cycle_length=16), band(16), 2.0), 2.0, 1e-3, 50_000),
+          iterations=1000, cycle_length=16), band(16), 6.0), 2.0, 1e-3, 50_000),
+      ('LowerTriangular warm n=256 b=16', jaxacct.MatrixMechanism(jaxacct.BMinSep(
+          sampling_prob=0.05, iterations=256, min_sep=16, warm_start=True),
+          jaxacct.LowerTriangular(band(16).materialize(256)), 2.0), 2.0, 1e-3, 50_000),
       ('multi-attribution k=4 b=16', jaxacct.MatrixMechanism(jaxacct.MultiAttributionBMinSep(
           sampling_prob=0.01, iterations=1000, min_sep=16, max_examples_per_user=4), band(16),
           2.0), 2.0, 1e-3, 50_000),

@@ -247,8 +247,11 @@ def _estimate(args, raw) -> dict:
   if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
     raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
                                  'monte_carlo.dtype, not both')
-  choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),
-                                        mc.get('precision'), mechanism)
+  if 'precision' in mc or 'dtype' in mc:
+    choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),
+                                          mc.get('precision'), mechanism)
+  else:
+    choice = _run_precision(raw, mechanism)
   _say_precision(choice)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
   result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
@@ -459,9 +462,14 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
   return result.mechanism, g, payload, result.record
 
 
+_DEFAULT_PRECISION = precision_lib.PrecisionChoice(
+    'float64', 'the default; monte_carlo.precision: auto or float32 selects the 32-bit program')
+
+
 def _run_precision(raw, mechanism) -> precision_lib.PrecisionChoice:
   """The device program of a Monte Carlo run: ``monte_carlo.precision`` (default float64)."""
-  return precision_lib.choose(raw.get('monte_carlo', {}).get('precision', 'float64'), mechanism)
+  precision = raw.get('monte_carlo', {}).get('precision')
+  return _DEFAULT_PRECISION if precision is None else precision_lib.choose(precision, mechanism)
 
 
 def _say_precision(choice: precision_lib.PrecisionChoice) -> None:

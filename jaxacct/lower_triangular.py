@@ -38,7 +38,7 @@ from scipy import linalg
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import minimize_lbfgs, toeplitz_solve
-from jaxacct.strategy import Strategy
+from jaxacct.strategy import RoundingShape, Strategy
 
 __all__ = [
     'LowerTriangular',
@@ -279,6 +279,19 @@ def _dense_mean(entries, x: jax.Array, dtype) -> jax.Array:
   return jnp.matmul(x.astype(dtype), entries.astype(dtype).T, precision=jax.lax.Precision.HIGHEST)
 
 
+def _dense_rounding_shape(entries, charge_max: float, charge_roundings: float) -> RoundingShape:
+  """Dense products of n terms in float32, in any order (Higham §3.1: γ_n): the mean's
+  entries are at most C's largest row sum (C ≥ 0, x ∈ {0, 1}), d_i weighs y by column i.
+
+  Assumes IEEE float32 products and sums in ``jnp.matmul(…, precision=HIGHEST)``, as on CPU
+  and GPU; ``benchmarks/accelerator.py`` checks it on the backend it runs on.
+  """
+  c = np.abs(np.asarray(entries, np.float64))
+  n = c.shape[0]
+  return RoundingShape(float(np.max(c.sum(axis=1))), n, float(np.max(c.sum(axis=0))), n,
+                       float(charge_max), float(charge_roundings))
+
+
 class RMinSepTerms(NamedTuple):
   """Kernel view of a dense C for an r-min-sep scheme (``strategy.StrategyView``; traced).
 
@@ -309,6 +322,15 @@ class RMinSepTerms(NamedTuple):
     if direction == 'add':
       return self.squared_norms + 2.0 * self.cross_bounds
     return self.squared_norms
+
+  def rounding_shape(self, iterations: int) -> RoundingShape:
+    """s_i and M_i are host values rounded to float32 and s + 2M adds one rounding: 3u."""
+    del iterations
+    charge = np.asarray(self.squared_norms, np.float64) + 2.0 * np.asarray(self.cross_bounds,
+                                                                          np.float64)
+    return _dense_rounding_shape(self.entries, np.max(charge), 3.0)
+
+  one_output_per_product = False  # a dense column mixes every later output
 
 
 def phase_sums(entries: np.ndarray, period: int) -> np.ndarray:
@@ -348,6 +370,15 @@ class PhaseModes(NamedTuple):
   def phase_modes(self, iterations: int, period: int) -> jax.Array:
     del iterations, period  # fixed by the view
     return self.modes
+
+  def rounding_shape(self, iterations: int) -> RoundingShape:
+    """The column norms are n squares summed on device: n + 3 roundings."""
+    del iterations
+    entries = np.asarray(self.entries, np.float64)
+    return _dense_rounding_shape(entries, np.max(np.sum(entries * entries, axis=0)),
+                                 entries.shape[0] + 3.0)
+
+  one_output_per_product = False  # a dense column mixes every later output
 
 
 def _separated_max(weights: np.ndarray, min_sep: int) -> np.ndarray:

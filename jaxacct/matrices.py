@@ -50,7 +50,7 @@ from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64 as _scoped_x64
-from jaxacct.strategy import Strategy
+from jaxacct.strategy import RoundingShape, Strategy
 
 __all__ = [
     'BandedToeplitz',
@@ -265,6 +265,21 @@ class BandedView(NamedTuple):
 
   def phase_modes(self, iterations: int, period: int) -> jax.Array:
     return balls_in_bins_modes(iterations, period, self.c_col)
+
+  def rounding_shape(self, iterations: int) -> RoundingShape:
+    """Separated participations: an entry of C·x is one coefficient times its weight (one
+    rounding); d_i sums m products as a binary tree (``tree_sliding_dot_products``); the
+    column norms sum m squares on device (m + 3 roundings with their inputs')."""
+    del iterations
+    c = np.abs(np.asarray(self.c_col, np.float64))
+    bands = c.size
+    return RoundingShape(float(c.max()), 1, float(c.sum()),
+                         max(0, (bands - 1).bit_length()) + 1, float(np.sum(c * c)),
+                         float(bands + 3))
+
+  @property
+  def one_output_per_product(self) -> bool:
+    return self.c_col.shape[0] == 1
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

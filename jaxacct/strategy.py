@@ -8,8 +8,9 @@ places, and each goes through one method of ``Strategy``:
   the loss recursions need — d = Cᵀy (``transpose_products``), the mean C·x of separated
   participations (``separated_mean``), the per-round charge s_i subtracted in
   ℓ_i = (2d_i − s_i)/(2σ²) for each direction (``charge``), the balls-in-bins mode vectors
-  (``phase_modes``) — and whether the resulting loss is exact (``exact``) or a bound
-  conservative in the direction asked for (seed 000 App. B).
+  (``phase_modes``) — whether the resulting loss is exact (``exact``) or a bound
+  conservative in the direction asked for (seed 000 App. B), and the float32 rounding of
+  those products (``rounding_shape``, the 32-bit program's margin).
 - **Deterministic bounds** ask for column norms and the worst-case sensitivity of
   separated participations (``separated_sensitivity_squared``).
 - **Training** asks for the bands of the streamed noise C⁻¹Z (``noise_bands``).
@@ -27,10 +28,32 @@ branches on the strategy's type.
 from __future__ import annotations
 
 import abc
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
+
+
+class RoundingShape(NamedTuple):
+  """Host numbers of a view that bound its float32 products (the 32-bit program's margin,
+  ``montecarlo/margin.py`` steps 2–5), all float64 upper bounds.
+
+  Attributes:
+    mean_max: ≥ max |entry of C·x| over participation patterns x ∈ {0, 1}ⁿ of the scheme.
+    mean_roundings: float32 roundings per entry of ``separated_mean`` (γ of it, plus u for
+      the entries of C rounded to float32).
+    column_abs_sum: ≥ max_i Σ_k |C_ki|, the weight of y in one d_i = (Cᵀy)_i.
+    product_roundings: float32 roundings per term of ``transpose_products`` (any order).
+    charge_max: ≥ max_i s_i over both directions.
+    charge_roundings: relative float32 error of ``charge`` in units of u, on ``charge_max``.
+  """
+
+  mean_max: float
+  mean_roundings: int
+  column_abs_sum: float
+  product_roundings: int
+  charge_max: float
+  charge_roundings: float
 
 
 class StrategyView(Protocol):
@@ -52,6 +75,14 @@ class StrategyView(Protocol):
 
   def charge(self, direction: str, iterations: int) -> jax.Array:
     """(n,) per-round squared norm s_i charged by the recursion's ℓ_i for ``direction``."""
+
+  def rounding_shape(self, iterations: int) -> RoundingShape:
+    """Host: the float32 rounding bounds of this view's products (the 32-bit program)."""
+
+  @property
+  def one_output_per_product(self) -> bool:
+    """True when each d_i involves one y_j (a one-coefficient band): the 32-bit margin is
+    then taken per round rather than per sample (static: from shapes)."""
 
 
 class Strategy(abc.ABC):

@@ -25,21 +25,25 @@ logaddexp(log q, v) within ``LOGADDEXP_ULPS``·u·(|r| + min(1, 2π)) with π = 
 float32 ``ndtri`` as stated in ``noise.py``.
 
 1. Noise. |ẑ − z| ≤ 8u(1 + |ẑ|) (``noise.NORMAL32_ERROR_ULPS``).
-2. Mean. Participations are separated by at least the band length, so each entry of C·x
-   is one coefficient c_k or 0, and the float32 mean is the float32 coefficient: error
-   ≤ u·c_max.
-3. Output. ŷ = fl(m̂ + fl(σ̂ẑ)) with |σ̂ − σ| ≤ uσ: |ŷ − y| ≤ E_y = u·c_max
-   + σ·8u(1 + Z) + 2.01u·σ·Z + u·Y, with Y = max|ŷ| and Z = max|ẑ| ≤ (Y + c_max)(1 + 3u)/σ̂.
-4. Sliding products. d̂_i = Σ_k ĉ_k ŷ_{i+k} is summed as a binary tree of depth ⌈log₂ m⌉
-   (``matrices.sliding_dot_products``, float32), so |d̂_i − Σ_k ĉ_k ŷ_{i+k}| ≤
-   γ_t Σ|ĉ_k||ŷ_{i+k}|, t = ⌈log₂ m⌉ + 1; with |ĉ − c| ≤ u|c|:
-   |d̂_i − d_i| ≤ Δd = ‖c‖₁·[(u + γ_t(1 + u))·Y + E_y]. With shared draws
+2. Mean. |m̂ − m| ≤ E_m (``MarginConstants.mean_error``, from the view's
+   ``strategy.RoundingShape``): participations of a band are separated by at least its
+   length, so each entry of C·x is one coefficient times its count (one rounding plus the
+   coefficient's); a dense C (``LowerTriangular``) sums ≤ n products, any order, γ_n; the
+   balls-in-bins modes are host values rounded once. |m| ≤ c_max.
+3. Output. ŷ = fl(m̂ + fl(σ̂ẑ)) with |σ̂ − σ| ≤ uσ: |ŷ − y| ≤ E_y = E_m
+   + σ·8u(1 + Z) + 2.01u·σ·Z + u·Y, with Y = max|ŷ| and Z = max|ẑ| ≤ (Y + c_max + E_m)(1 + 3u)/σ̂.
+4. Products. d̂_i = Σ_k ĉ_ki ŷ_k: a band's m products are summed as a binary tree of depth
+   ⌈log₂ m⌉ (``matrices.sliding_dot_products``, float32), t = ⌈log₂ m⌉ + 1 roundings per
+   term; a dense column's n products in any order (``jnp.matmul``), t = n. So
+   |d̂_i − Σ_k ĉ_ki ŷ_k| ≤ γ_t Σ|ĉ_ki||ŷ_k|, and with |ĉ − c| ≤ u|c|:
+   |d̂_i − d_i| ≤ Δd = ‖c‖₁·[(u + γ_t(1 + u))·Y + E_y], ‖c‖₁ the largest column sum. With shared draws
    (d = d_m + σ·d_z) the same steps bound d_m = Cᵀ(C·x) and d_z = Cᵀz separately and add
    the two roundings of fl(d̂_m + fl(σ̂·d̂_z)) (``shared_draws_product_error``).
 5. Per-round ratio. ℓ_i = (2d_i − s_i)·κ, κ = 1/(2σ²); the device forms
-   v̂_i = fl(fl(fl(2d̂_i − ŝ_i)·κ̂) + log p̂) with |κ̂ − κ| ≤ (3 + DIVIDE_ULPS)u·κ, |ŝ_i − s_i|
-   ≤ (m + 3)u·s_max and |log p̂ − log p| ≤ u|log p|; then â_i = exp(v̂_i). Hence â_i =
-   p·e^{ℓ_i}·e^{θ_i} with |θ_i| ≤ δ = κ(1 + 8u)(2Δd + (m + 3)u·s_max) + 8.2u·Λ
+   v̂_i = fl(fl(fl(2d̂_i − ŝ_i)·κ̂) + log p̂) with |κ̂ − κ| ≤ (3 + DIVIDE_ULPS)u·κ,
+   |ŝ_i − s_i| ≤ Δs = charge_gamma·s_max ((m + 3)u for a band's column norms) and
+   |log p̂ − log p| ≤ u|log p|; then â_i = exp(v̂_i). Hence â_i = p·e^{ℓ_i}·e^{θ_i} with
+   |θ_i| ≤ δ = κ(1 + 8u)(2Δd + Δs) + 8.2u·Λ
    + 1.01u(Λ + |log p|) + u|log p| + 1.01·EXP_ULPS·u, Λ = (2D + s_max)·κ(1 + 4u) ≥ max|ℓ̂|,
    D = max|d̂| (``round_ratio_error``).
 6. Recursion, b ≥ 2 (seed 000 Eq. (1)). f₀ is a sum over participation paths of
@@ -115,12 +119,16 @@ NOISE_ULPS = 8.0  # noise.NORMAL32_ERROR_ULPS (asserted equal in the tests)
 class MarginConstants(NamedTuple):
   """Per-mechanism inputs of the margin, float32 rounded up (host-built, traced).
 
-  Attributes: c_max = max|c_k|, c_abs_sum = ‖c‖₁, tree_gamma = γ_t of the sliding products,
-  s_max = max column norm², charge_gamma = (m + 3)u (the device's column norms), log_p and
-  log_q as magnitudes |log p|, |log q| (finite: log q = −∞ at p = 1 enters only as q^k = 0).
+  Attributes: c_max ≥ max|entry of C·x| (one coefficient for separated participations of a
+  band, a row sum for a dense C, times the largest count), mean_error ≥ max|m̂ − m| of the
+  float32 mean, c_abs_sum = the largest ‖column of C‖₁ (‖c‖₁ for a band), tree_gamma = γ of
+  the products' roundings, s_max = the largest charge, charge_gamma = its relative rounding,
+  log_p and log_q as magnitudes |log p|, |log q| (finite: log q = −∞ at p = 1 enters only as
+  q^k = 0).
   """
 
   c_max: np.ndarray
+  mean_error: np.ndarray
   c_abs_sum: np.ndarray
   tree_gamma: np.ndarray
   s_max: np.ndarray
@@ -129,16 +137,18 @@ class MarginConstants(NamedTuple):
   log_q: np.ndarray
 
 
-def margin_constants(c_col, sampling_prob: float) -> MarginConstants:
-  """Host: ``MarginConstants`` of a band ``c_col`` and sampling probability p."""
-  c = np.abs(np.asarray(c_col, np.float64))
-  bands = c.size
+def margin_constants(shape, sampling_prob: float, multiplicity: int = 1) -> MarginConstants:
+  """Host: ``MarginConstants`` of a view's ``strategy.RoundingShape`` (``view.rounding_shape``),
+  the per-round probability p and the largest count per participation (multi-attribution)."""
   p = float(sampling_prob)
   log_q = abs(math.log1p(-p)) if p < 1.0 else 0.0
   up = lambda value: round_up32(value * (1.0 + 2.0**-40))  # noqa: E731
-  return MarginConstants(up(c.max()), up(c.sum()), up(gamma(tree_depth(bands))),
-                         up(np.sum(c * c)), up((bands + 3) * UNIT_ROUNDOFF),
-                         up(abs(math.log(p))), up(log_q))
+  mean_max = multiplicity * shape.mean_max
+  mean_error = mean_max * (gamma(shape.mean_roundings) * (1.0 + UNIT_ROUNDOFF) + UNIT_ROUNDOFF)
+  return MarginConstants(up(mean_max), up(mean_error), up(shape.column_abs_sum),
+                         up(gamma(shape.product_roundings)), up(shape.charge_max),
+                         up(shape.charge_roundings * UNIT_ROUNDOFF), up(abs(math.log(p))),
+                         up(log_q))
 
 
 def gamma(k: float) -> float:
@@ -193,9 +203,9 @@ def one_sigma_product_error(y_max: jax.Array, sigma: jax.Array, constants) -> ja
   ``constants`` is ``MarginConstants``; y_max = max|ŷ| per sample; ``sigma`` is σ̂.
   """
   u = UNIT_ROUNDOFF
-  c_max = constants.c_max
-  z_max = (y_max + c_max) * (1.0 + 3.0 * u) / sigma
-  y_error = (u * c_max + sigma * NOISE_ULPS * u * (1.0 + z_max) + 2.01 * u * sigma * z_max
+  mean_error = constants.mean_error
+  z_max = (y_max + constants.c_max + mean_error) * (1.0 + 3.0 * u) / sigma
+  y_error = (mean_error + sigma * NOISE_ULPS * u * (1.0 + z_max) + 2.01 * u * sigma * z_max
              + u * y_max)
   return constants.c_abs_sum * ((u + constants.tree_gamma * (1.0 + u)) * y_max + y_error)
 
@@ -208,8 +218,9 @@ def shared_draws_product_error(z_max: jax.Array, dz_max: jax.Array, dm_max: jax.
   (broadcastable); D bounds max|d̂| over the rounds.
   """
   u = UNIT_ROUNDOFF
-  c_max, c_abs_sum, tree = constants.c_max, constants.c_abs_sum, constants.tree_gamma
-  mean_error = c_abs_sum * ((2.0 * u + tree * (1.0 + u)) * c_max)
+  c_abs_sum, tree, entry_error = constants.c_abs_sum, constants.tree_gamma, constants.mean_error
+  mean_error = c_abs_sum * ((u + tree * (1.0 + u)) * (constants.c_max + entry_error)
+                            + entry_error)
   noise_error = c_abs_sum * ((u + tree * (1.0 + u)) * z_max + NOISE_ULPS * u * (1.0 + z_max))
   d_max = (dm_max + sigma * dz_max) * (1.0 + 2.0 * u)
   error = (mean_error + sigma * (1.0 + u) * noise_error + 2.01 * u * sigma * dz_max

@@ -52,7 +52,7 @@ def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
   """The choice of a function with both a legacy ``dtype`` and ``precision`` (at most one given).
 
   ``dtype=jnp.float32`` is the 32-bit program where it serves the mechanism (one float32
-  path); for the families it does not serve yet, float32 *estimation* keeps the mixed
+  path); for the truncated schemes it does not serve yet, float32 *estimation* keeps the mixed
   kernels (64-bit words, float32 arithmetic, no margin) and says so in ``reason``.
   """
   resolved = kernel_dtype(dtype)

@@ -20,10 +20,10 @@ the proof is), every hockey-stick term is evaluated at ε − η and every block
 up, so the float64 total is ≥ the sum over the same draws of the exact terms: δ̂₃₂ ≥ δ̂ of
 the exact losses, and Algorithm 5 (seed 000 App. A) is sound in float32.
 
-Served, with an exact banded strategy: Poisson, b-min-sep cold and warm start, cyclic Poisson
-(both partitions), balls-in-bins (overlapping modes included) and multi-attribution b-min-sep.
-Truncated schemes (App. D) and dense ``LowerTriangular`` strategies are refused in float32
-with the reason (``refusal``).
+Served: Poisson, b-min-sep cold and warm start, cyclic Poisson (both partitions), balls-in-bins
+(overlapping modes included) and multi-attribution b-min-sep, with ``BandedToeplitz``, and the
+``LowerTriangular`` views (App. B bounds; balls-in-bins exact), whose dense products the margin
+bounds by γ_n. Truncated schemes (App. D) are refused in float32 with the reason (``refusal``).
 
 Where the code runs: ``block_components``, ``block_losses``, ``block_losses_for_sigmas`` and
 ``block_sums`` are jitted device programs; the program classes and ``host_inputs`` are host code.
@@ -58,10 +58,8 @@ def refusal(mechanism, kernel: SchemeKernel) -> str | None:
     name = ('truncated ' if scheme.truncates else '') + type(scheme).__name__
     return (f'the 32-bit program (float32 with a certified margin) does not serve {name} yet; '
             'it serves untruncated Poisson, BMinSep (cold and warm start), CyclicPoisson, '
-            'BallsInBins and MultiAttributionBMinSep; run this scheme in float64')
-  if not mechanism.matrix.exact:
-    return ('the 32-bit program serves exact banded strategies (BandedToeplitz); the App. B '
-            'bounds of LowerTriangular run in float64')
+            'BallsInBins and MultiAttributionBMinSep, with BandedToeplitz or LowerTriangular; '
+            'run this scheme in float64')
   if mechanism.iterations >= MAX_ITERATIONS:
     return (f'the 32-bit program needs iterations < {MAX_ITERATIONS} (its participation draft is '
             f'exact to within two rounds below that), got {mechanism.iterations}')
@@ -105,9 +103,9 @@ def host_inputs(mechanism, kernel: SchemeKernel, sigmas) -> tuple:
 
 
 def _window_max(values: jax.Array, view) -> jax.Array:
-  """|values| per round (N, n) when the band is one coefficient (each d_i sees one output),
+  """|values| per round (N, n) when each d_i sees one output (``one_output_per_product``),
   else the per-sample maximum (N, 1): the inputs of the margin's bound on d (proof step 4)."""
-  if view.c_col.shape[0] == 1:
+  if view.one_output_per_product:
     return jnp.abs(values)
   return jnp.max(jnp.abs(values), axis=1, keepdims=True)
 

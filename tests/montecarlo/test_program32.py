@@ -39,8 +39,20 @@ CYCLIC = _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycl
 BALLS = _mechanism(jaxacct.BallsInBins(iterations=64, cycle_length=4), 10)  # overlapping modes
 MULTI = _mechanism(jaxacct.MultiAttributionBMinSep(sampling_prob=0.1, iterations=64, min_sep=8,
                                                    max_examples_per_user=3), 8)
+
+
+def _dense(scheme, bands, sigma=1.0):
+  """LowerTriangular: a band plus a dense tail (every column overlaps every later one)."""
+  banded = np.asarray(BandedToeplitz(square_root_coefficients(bands)).materialize(
+      scheme.iterations))
+  return jaxacct.MatrixMechanism(
+      scheme, jaxacct.LowerTriangular(banded + 0.02 * np.tril(np.ones_like(banded))), sigma)
+
+
+DENSE = _dense(WARM.scheme, 8)  # App. B bounds (r-min-sep view)
+DENSE_BALLS = _dense(jaxacct.BallsInBins(iterations=64, cycle_length=8), 4)  # exact, dense modes
 FAMILIES = {'cold': COLD, 'warm': WARM, 'poisson': POISSON, 'cyclic': CYCLIC, 'balls': BALLS,
-            'multi': MULTI}
+            'multi': MULTI, 'dense': DENSE, 'dense-balls': DENSE_BALLS}
 
 
 # ---- same random words, keys and participation as the float64 program -------------------
@@ -354,11 +366,14 @@ def test_margin_bounds_the_float32_error(family):
                                                max_examples_per_user=5), 16, 0.6),
     _mechanism(jaxacct.MultiAttributionBMinSep(sampling_prob=0.5, iterations=1000, min_sep=1,
                                                max_examples_per_user=3), 1, 2.0),
+    _dense(jaxacct.BMinSep(sampling_prob=0.05, iterations=400, min_sep=8, warm_start=True), 8,
+           0.4),
+    _dense(jaxacct.Poisson(sampling_prob=0.9, iterations=400), 1, 3.0),
 ], ids=['warm-small-sigma', 'cold-p-near-1', 'p-near-0', 'long-chain-b2', 'poisson-p-near-1',
         'poisson', 'cyclic-p-near-1', 'cyclic-equal-split', 'balls-overlap-small-sigma',
-        'multi-k5', 'multi-poisson'])
+        'multi-k5', 'multi-poisson', 'dense-warm-small-sigma', 'dense-poisson-p-near-1'])
 def test_margin_holds_over_hard_settings(mechanism):
-  """24,576 samples per setting and direction (11 settings, 540,672 in all; the sessions that
+  """24,576 samples per setting and direction (13 settings, 638,976 in all; the sessions that
   built the margins ran ≥ 10⁶ per family, benchmarks/RESULTS.md)."""
   _check_margin(mechanism, [float(mechanism.noise_multiplier)], 24, block_size=1024)
 
@@ -410,6 +425,11 @@ def test_float32_elementary_functions_meet_the_margin_assumptions():
   positive = np.exp(rng.uniform(-80.0, 80.0, 2_000_000))
   positive = positive[np.abs(np.log(positive)) > 1e-2]
   assert _relative_ulps(jnp.log, np.log, positive) <= margin.LOG_ULPS
+  # Near 1 (the log of a logsumexp's sum in [1, T]): absolute error ≤ LOG_ULPS·u.
+  near_one = rng.uniform(1.0, 3.0, 2_000_000).astype(np.float32)
+  with jax.enable_x64(False):
+    logs = np.asarray(jax.jit(jnp.log)(near_one)).astype(np.float64)
+  assert np.max(np.abs(logs - np.log(near_one.astype(np.float64)))) <= margin.LOG_ULPS * U
   small = rng.uniform(0.0, 0.5, 2_000_000)
   assert _relative_ulps(lambda v: jnp.log1p(-v), lambda v: np.log1p(-v), small[small > 1e-30]) \
       <= margin.LOG_ULPS
@@ -424,6 +444,22 @@ def test_float32_elementary_functions_meet_the_margin_assumptions():
     posterior = np.exp(v - exact)
     bound = margin.LOGADDEXP_ULPS * U * (np.abs(exact) + np.minimum(1.0, 2.0 * posterior))
     assert np.all(np.abs(got - exact) <= bound)
+
+
+def test_float32_dense_products_meet_the_any_order_bound():
+  """``LowerTriangular`` views: jnp.matmul(…, HIGHEST) in float32 is within γ_n Σ|y||C| of the
+  exact product (Higham §3.1), the margin's assumption for dense C (proof step 4)."""
+  rng = np.random.default_rng(1)
+  for n in (64, 1000):
+    c = np.tril(rng.uniform(0.0, 1.0, (n, n))).astype(np.float32)
+    y = (rng.standard_normal((256, n)) * np.exp(rng.uniform(-8, 8, (256, 1)))).astype(np.float32)
+    with jax.enable_x64(False):
+      got = np.asarray(jax.jit(lambda a, b: jnp.matmul(
+          a, b, precision=jax.lax.Precision.HIGHEST))(y, c)).astype(np.float64)
+    exact = y.astype(np.float64) @ c.astype(np.float64)  # float64: error ≪ float32's bound
+    bound = margin.gamma(n) * (np.abs(y).astype(np.float64) @ c.astype(np.float64))
+    assert np.all(np.abs(got - exact) <= bound)
+    assert np.max(np.abs(got - exact) / bound) > 1e-4  # the check reads real rounding
 
 
 @pytest.mark.slow
@@ -469,12 +505,8 @@ def test_precision_names_and_refusals():
                       dataset_size=100), BandedToeplitz([1.0, 0.5]), 1.0)
   with pytest.raises(ValueError, match='does not serve truncated BMinSep'):
     estimator.estimate_delta(jax.random.key(0), truncated, EPS, 10, precision='float32')
-  dense = jaxacct.MatrixMechanism(COLD.scheme, jaxacct.LowerTriangular(
-      np.asarray(COLD.matrix.materialize(64))), 1.0)
-  with pytest.raises(ValueError, match='LowerTriangular run in float64'):
-    estimator.estimate_delta(jax.random.key(0), dense, EPS, 10, precision='float32')
-  with pytest.raises(ValueError, match='LowerTriangular run in float64'):
-    jaxacct.verify(jax.random.key(0), [dense], epsilon=1.0, delta=1e-3, precision='float32')
+  with pytest.raises(ValueError, match='does not serve truncated BMinSep'):
+    jaxacct.verify(jax.random.key(0), [truncated], epsilon=1.0, delta=1e-3, precision='float32')
   with pytest.raises(ValueError, match='precision must be one of'):
     jaxacct.calibrate_noise_multiplier(COLD.scheme, COLD.matrix, epsilon=1.0, delta=1e-3,
                                        key=jax.random.key(0), precision='fp32')

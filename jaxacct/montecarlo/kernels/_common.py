@@ -125,6 +125,12 @@ def bernoulli_trials32(keys: jax.Array, length: int, threshold: jax.Array) -> ja
   return below | (threshold[2] == 1)
 
 
+def rounding_shape(mechanism):
+  """Host: the ``strategy.RoundingShape`` of ``mechanism``'s kernel view (the 32-bit margin)."""
+  view = mechanism.matrix.kernel_view(mechanism.scheme)
+  return view.rounding_shape(mechanism.iterations)
+
+
 def tree_sum(values: jax.Array) -> jax.Array:
   """Σ over the last axis as a binary tree (zero-padded to a power of two; adding 0 is exact).
 

@@ -69,14 +69,15 @@ class Params32(NamedTuple):
 def params32(mechanism) -> Params32:
   """Host: ``Params32`` of a balls-in-bins mechanism (modes in float64, then rounded)."""
   scheme = mechanism.scheme
-  c = np.asarray(mechanism.matrix.c_col, np.float64)
   with jax.enable_x64(True):
     modes = np.asarray(mechanism.matrix.kernel_view(scheme).phase_modes(
         scheme.iterations, scheme.cycle_length), np.float64)
-  # float64 cumulative sums of ⌈m/T⌉ terms: relative error ≤ ⌈m/T⌉·2⁻⁵³ ≪ 2⁻²⁰·u.
+  # float64 sums of ≤ n terms: relative error ≤ n·2⁻⁵³ ≪ 2⁻²⁰·u for n < 2¹⁹.
   norms = np.sum(modes * modes, axis=1)
-  constants = margin.margin_constants(c, 0.5)._replace(
-      c_max=margin.round_up32(np.max(np.abs(modes)) * (1.0 + 2.0**-20)))
+  largest = np.max(np.abs(modes)) * (1.0 + 2.0**-20)
+  constants = margin.margin_constants(_common.rounding_shape(mechanism), 0.5)._replace(
+      c_max=margin.round_up32(largest),
+      mean_error=margin.round_up32(margin.UNIT_ROUNDOFF * largest))
   return Params32(modes.astype(np.float32), norms.astype(np.float32),
                   np.float32(math.log(scheme.cycle_length)), constants)
 

@@ -610,7 +610,7 @@ class BMinSepKernel(SchemeKernel):
     return Params32(chain32(p, b), _common.bernoulli_threshold(p) if b == 1 else None,
                     gaps, None if count is None else np.int32(count),
                     start_thresholds(p, b) if self.warm_start else None,
-                    margin.margin_constants(mechanism.matrix.c_col, p))
+                    margin.margin_constants(_common.rounding_shape(mechanism), p))
 
   def sample_mean(self, keys, params, view, direction):
     del direction  # only ``remove`` has a signal

@@ -155,7 +155,7 @@ class CyclicPoissonKernel(SchemeKernel):
     p = float(mechanism.scheme.sampling_prob)
     return Params32(bminsep.chain32(p, 1), _common.bernoulli_threshold(p),
                     np.float32(math.log(self.cycle_length)),
-                    margin.margin_constants(mechanism.matrix.c_col, p))
+                    margin.margin_constants(_common.rounding_shape(mechanism), p))
 
   def sample_mean(self, keys, params, view, direction):
     del direction

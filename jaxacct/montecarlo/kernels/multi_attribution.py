@@ -146,10 +146,8 @@ def params32(mechanism) -> Params32:
   chain = bminsep.chain32(p_user, b)
   if b > 1 and p < 1.0:  # 1/ln q_u = 1/(k_u·ln(1 − p)): no cancellation in 1 − p_u
     chain = chain._replace(per_log_stay=np.float32(1.0 / (k * math.log1p(-p))))
-  # Entries of C·x are count·c_k with count ≤ k_u: the margin's c_max bounds the mean.
-  c_col = np.asarray(mechanism.matrix.c_col, np.float64)
-  constants = margin.margin_constants(c_col, p_user)._replace(
-      c_max=margin.round_up32(k * np.max(np.abs(c_col)) * (1.0 + 2.0**-40)))
+  # Entries of C·x are count·(an entry of C x) with count ≤ k_u.
+  constants = margin.margin_constants(_common.rounding_shape(mechanism), p_user, k)
   user = bminsep.Params32(chain, _common.bernoulli_threshold(p_user) if b == 1 else None,
                           gaps, None if count is None else np.int32(count), None, constants)
   # |log ŵ_j − log w_j| ≤ u|log w_j| + float64's ~k·2⁻⁵⁰: covered by 2⁻²⁰ relative slack.
@@ -178,7 +176,7 @@ def log_ratio_with_margin(d: jax.Array, norms: jax.Array, params: Params32, kapp
   """32-bit program: (L̂, η) per sample (``margin`` proof steps 5–7 with the mixture).
 
   The mixture a_i = logsumexp_j t_ij, t_ij = log w_j + (2j·d_i − j²·s_i)κ, is formed as in
-  float64. With Δd ≥ |d̂ − d|, D = max|d̂|, Δs = (m + 3)u·s_max (the device's column norms)
+  float64. With Δd ≥ |d̂ − d|, D = max|d̂|, Δs = charge_gamma·s_max (the view's charge)
   and k = k_u: the numerator A = 2j·d − j²·s moves by ΔA = 2kΔd + k²Δs + 2.01u(2kD + k²s_max);
   with X = (2kD + k²s_max)·κ̂(1 + 4u) ≥ max|Â·κ̂| and W ≥ max|log w_j|,
   |t̂ − t| ≤ κ̂(1 + 8u)ΔA + (5 + DIVIDE_ULPS)u·X + 1.01u·W + 1.01u(X + W); the logsumexp
