@@ -9,7 +9,7 @@ For each configuration, on the same draws in both precisions (same key, same wor
   float32 (terms at ε − η, sums rounded up), as (σ₃₂ / σ₆₄ − 1). Same draws, so the
   difference is the margin's, not Monte Carlo noise.
 
-Usage: python benchmarks/float32_margin.py [--skip-production]
+Usage: python benchmarks/float32_margin.py [--skip-production] [--only NAME]
 """
 
 from __future__ import annotations
@@ -110,11 +110,14 @@ def sigma_penalty(mechanism, epsilon: float, threshold: float, num_samples: int)
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--skip-production', action='store_true')
+  parser.add_argument('--only', default='', help='run the configs whose name contains this')
   args = parser.parse_args()
   started = time.perf_counter()
   print(f'{"config":30s} {"max|ΔL|":>10s} {"η median":>10s} {"η max":>10s} {"η/|ΔL|":>7s} '
         f'{"σ64":>9s} {"σ32":>9s} {"penalty":>8s}')
   for name, mechanism, epsilon, threshold, samples in _configs(not args.skip_production):
+    if args.only not in name:
+      continue
     error, median, largest = error_and_margin(dataclasses.replace(mechanism), min(samples, 65536))
     found = sigma_penalty(mechanism, epsilon, threshold, samples)
     print(f'{name:30s} {error:10.2e} {median:10.2e} {largest:10.2e} {largest / error:7.0f} '
