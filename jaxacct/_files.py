@@ -8,6 +8,7 @@ not match (a truncated or edited file) instead of silently starting over.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,20 +19,36 @@ def _digest(body) -> str:
   return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def write_atomically(path: pathlib.Path, text: str) -> None:
-  """Writes ``text`` to ``path`` so that a crash leaves either the old or the new file."""
+def write_atomically(path: pathlib.Path, content) -> None:
+  """Writes ``content`` (text, bytes, or a callable writing to a binary file object) to
+  ``path`` so that a crash leaves either the old or the new file.
+
+  A failed write (a full disk, a read-only folder) removes its temporary file and raises
+  OSError naming ``path``.
+  """
   path = pathlib.Path(path)
   temporary = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
-  with open(temporary, 'w', encoding='utf-8') as handle:
-    handle.write(text)
-    handle.flush()
-    os.fsync(handle.fileno())
-  os.replace(temporary, path)
-  directory = os.open(path.parent, os.O_RDONLY)
   try:
-    os.fsync(directory)
-  finally:
-    os.close(directory)
+    with open(temporary, 'wb') as handle:
+      if callable(content):
+        content(handle)
+      else:
+        handle.write(content.encode('utf-8') if isinstance(content, str) else content)
+      handle.flush()
+      os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+      os.fsync(directory)
+    finally:
+      os.close(directory)
+  except BaseException as error:  # a full disk, a kill's KeyboardInterrupt, a failed figure
+    with contextlib.suppress(OSError):
+      temporary.unlink()
+    if isinstance(error, OSError):
+      raise OSError(error.errno,
+                    f'cannot write {str(path)!r}: {error.strerror or error}') from None
+    raise
 
 
 def write_checked_json(path, body) -> None:

@@ -20,7 +20,8 @@ directions, and per direction) and ε(δ), ``calibrate`` the smallest σ
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
 folder (JSON with a ``report_schema`` version, PNG); ``--max-minutes M`` refuses a Monte
-Carlo calibration projected (and printed) to take longer here (default 30); ``--force`` runs
+Carlo calibration, or an estimate large enough to be timed first, projected (and printed) to
+take longer here (default 30); ``--force`` runs
 it anyway, and an accelerator-scale config on CPU; ``--debug`` prints the traceback of an
 internal error. Every config value and option is checked before any compute.
 Progress (rate, ETA) goes to stderr: a bar on a terminal, otherwise a line every 30 s.
@@ -39,6 +40,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import sys
 import time
 import traceback
@@ -55,6 +57,7 @@ from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.lower_triangular import banded_inverse_square_root
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding
@@ -153,6 +156,30 @@ def _check_budget(args, raw) -> None:
         '--max-minutes) to run it anyway, or run it on an accelerator')
 
 
+# Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
+# starts without a throughput probe (the probe compiles and times a block: a few seconds).
+_ESTIMATE_PROBE_WORK = 1e10
+
+
+def _check_estimate_budget(args, mechanism, num_samples: int, precision: str) -> None:
+  """Before a large Monte Carlo estimate: project its time from a measured throughput, print
+  it on stderr, and refuse it over ``--max-minutes`` (default 30) unless ``--force``."""
+  work = 2.0 * num_samples * mechanism.iterations * mechanism.matrix.num_bands
+  if work <= _ESTIMATE_PROBE_WORK:
+    return
+  seconds = 2.0 * num_samples * plan_lib.seconds_per_sample(mechanism, np.dtype(precision))
+  if sharding.is_leader():
+    print(f'plan: {num_samples:,} samples per direction, projected {_format_seconds(seconds)} '
+          f'here ({precision})', file=sys.stderr)
+  budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
+  if seconds > 60.0 * budget and not args.force:
+    raise config_lib.ConfigError(
+        f'the Monte Carlo estimate (monte_carlo.num_samples = {num_samples:,}) is projected to '
+        f'take {_format_seconds(seconds)} here, over the --max-minutes budget of {budget:g} min: '
+        'pass --force (or a larger --max-minutes) to run it anyway, use fewer samples, or run '
+        'it on an accelerator')
+
+
 def _write(function, *args, **kwargs) -> None:
   """Writes a report file on process 0 only (every process computed the same result)."""
   if sharding.is_leader():
@@ -167,17 +194,33 @@ def _output_dir(args, raw) -> pathlib.Path:
       args.config).stem
 
 
-def _check_writable(folder: pathlib.Path, name: str) -> None:
+# Room a run needs in its folders: reports (a JSON and up to three PNGs of ~100 KiB) and
+# checkpoints (float64 sums per candidate and ε, written beside the previous file) stay well
+# under this; the ledger grows by a line per verification.
+_FOLDER_ROOM = 4 << 20
+_LEDGER_ROOM = 256 << 10
+
+
+def _check_writable(folder: pathlib.Path, name: str, room: int = _FOLDER_ROOM) -> None:
   """Raises ConfigError naming ``name`` unless files can be created in ``folder`` (created if
-  missing): before any compute, so a long run cannot fail at its end."""
+  missing) and it has ``room`` bytes free: before any compute, so a long run cannot fail at
+  its end (a full disk found after a day of verification would lose the released σ)."""
   try:
     folder.mkdir(parents=True, exist_ok=True)
     probe = folder / f'.jaxacct-write-test-{os.getpid()}'
-    probe.write_bytes(b'')
-    probe.unlink()
+    try:
+      probe.write_bytes(b'\0' * 4096)
+    finally:
+      if probe.exists():
+        probe.unlink()
+    free = shutil.disk_usage(folder).free
   except OSError as error:
     raise config_lib.ConfigError(f'{name} {folder}: cannot write there '
                                  f'({error.strerror or error})') from None
+  if free < room:
+    raise config_lib.ConfigError(f'{name} {folder}: only {free >> 10} KiB free, the run needs '
+                                 f'about {room >> 10} KiB there; free some space or choose '
+                                 'another folder')
 
 
 def _check_outputs(args, raw) -> None:
@@ -189,8 +232,10 @@ def _check_outputs(args, raw) -> None:
                       'output_dir') else 'the report folder (--out)')
   if args.checkpoint:
     _check_writable(pathlib.Path(args.checkpoint), '--checkpoint')
-  if args.ledger:
-    _check_writable(pathlib.Path(args.ledger).parent, '--ledger')
+  if args.command == 'calibrate':  # the ledger it charges: --ledger or the user's
+    _check_writable(_ledger_path(args).parent, '--ledger' if args.ledger else
+                    f'the attempt ledger\'s folder (${ledger_lib.ENVIRONMENT_VARIABLE}, --ledger)',
+                    _LEDGER_ROOM)
 
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
@@ -253,6 +298,7 @@ def _estimate(args, raw) -> dict:
   else:
     choice = _run_precision(raw, mechanism)
   _say_precision(choice)
+  _check_estimate_budget(args, mechanism, num_samples, choice.precision)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
   result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
                           dtype=choice.dtype, progress=_Progress(args), **_checkpointing(args))
@@ -411,9 +457,32 @@ def _checkpointing(args) -> dict:
   return {'checkpoint': args.checkpoint, 'checkpoint_interval': args.checkpoint_interval}
 
 
-def _ledger_path(args, raw) -> pathlib.Path:
-  """``--ledger``, or ``ledger.json`` in the report folder: the attempt ledger of calibrate."""
-  return pathlib.Path(args.ledger) if args.ledger else _output_dir(args, raw) / 'ledger.json'
+def _ledger_path(args) -> pathlib.Path:
+  """``--ledger``, or the user's ledger (``$JAXACCT_LEDGER``, else the XDG state folder): the
+  attempt ledger of calibrate, shared by every report folder (``ledger.default_path``)."""
+  return pathlib.Path(args.ledger) if args.ledger else ledger_lib.default_path()
+
+
+def _check_recorded_charge(args, raw) -> None:
+  """Before any compute: a calibration report already in the report folder that records a
+  ledger charge needs a ledger that still holds it (``ledger.check_recorded_charge``)."""
+  path = _output_dir(args, raw) / 'calibration.json'
+
+  def check():
+    if not path.exists():
+      return
+    try:
+      charge = json.loads(path.read_text()).get('charge')
+    except (OSError, ValueError, AttributeError):
+      raise config_lib.ConfigError(
+          f'the earlier report {str(path)!r} cannot be read, and it may record a ledger charge: '
+          'move it away (or use another --out) to calibrate again') from None
+    try:
+      ledger_lib.check_recorded_charge(ledger_lib.FileLedger(_ledger_path(args)), charge,
+                                       f'report {str(path)!r}')
+    except ledger_lib.LedgerError as error:
+      raise config_lib.ConfigError(str(error)) from None
+  sharding.on_leader(check)
 
 
 def _calibrated(args, raw, scheme, matrix) -> tuple:
@@ -441,7 +510,7 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
                                  'estimation_samples', 'num_candidates', 'fallback', 'attempt')
              if k in cal}
-  ledger = _ledger_path(args, raw)
+  ledger = _ledger_path(args)
   choice = _run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   _say_precision(choice)
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
@@ -456,7 +525,7 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
       'accountant': g.accountant, 'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
       'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
       'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
-      'attempts': g.attempts, 'ledger': str(ledger),
+      'attempts': g.attempts, 'ledger': str(ledger), 'charge': result.charge,
       'precision': g.precision, 'margin': g.margin, 'precision_reason': choice.reason,
   }
   return result.mechanism, g, payload, result.record
@@ -486,10 +555,13 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 def _calibrate(args, raw) -> dict:
   _calibration_section(raw)  # a config error before the strategy is built
+  _check_recorded_charge(args, raw)
   _check_budget(args, raw)
   mechanism, g, payload, found = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
   folder = _output_dir(args, raw)
+  # The released σ and its guarantee first (atomically), the curve and the figures after.
+  _write(report.write_json, folder, 'calibration.json', payload)
   title = f'{report.describe(mechanism)} (released σ)' + (
       f', float32 program (margin η ≤ {g.margin:.1e})' if g.margin is not None else '')
   if isinstance(found, CalibrationRecord):
@@ -709,11 +781,12 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
     sub.add_argument('--out', help='report folder (default reports/<config name>)')
     sub.add_argument('--force', action='store_true',
-                     help='run accelerator-scale configs on CPU, and calibrations over the '
+                     help='run accelerator-scale configs on CPU, and Monte Carlo runs over the '
                           '--max-minutes budget')
     sub.add_argument('--max-minutes', type=float, metavar='M',
-                     help=f'refuse a Monte Carlo calibration projected to take longer than M '
-                          f'minutes here (default {DEFAULT_MAX_MINUTES:g}) unless --force')
+                     help=f'refuse a Monte Carlo calibration or large estimate projected to take '
+                          f'longer than M minutes here (default {DEFAULT_MAX_MINUTES:g}) unless '
+                          '--force')
     sub.add_argument('--debug', action='store_true',
                      help='print the traceback of an internal error (exit code 1)')
     sub.add_argument('--checkpoint', metavar='DIR',
@@ -721,7 +794,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_argument('--checkpoint-interval', type=float, default=60.0, metavar='SECONDS',
                      help='seconds between checkpoint saves during a phase (default 60)')
     sub.add_argument('--ledger', metavar='PATH',
-                     help='attempt ledger file shared by runs (default <out>/ledger.json)')
+                     help='attempt ledger file shared by runs (default $JAXACCT_LEDGER, else '
+                          '$XDG_STATE_HOME/jaxacct/ledger.json)')
     sub.add_argument('--distributed', action='store_true',
                      help='run under jax.distributed (one process per host)')
     sub.add_argument('--coordinator', metavar='HOST:PORT',

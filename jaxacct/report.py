@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from jaxacct import _files
 from jaxacct.conventions import DIRECTIONS, Direction
 
 if TYPE_CHECKING:  # the report module stays importable without the JAX engine
@@ -21,16 +22,22 @@ def _plt():
   return plt
 
 
+def _save_figure(fig, path: pathlib.Path) -> None:
+  """Saves ``fig`` as a PNG atomically (a kill leaves the old figure or the new one, never a
+  truncated file)."""
+  _files.write_atomically(path, lambda handle: fig.savefig(handle, dpi=120, format='png'))
+
+
 REPORT_SCHEMA = 2
 """Version of the JSON reports' layout (``report_schema`` in every file); bumped when a key
 changes meaning or disappears. 2: individual accounting, ``curve`` of δ̂(ε), schema field."""
 
 
 def write_json(folder: pathlib.Path, name: str, payload: dict) -> pathlib.Path:
-  """``payload`` as indented JSON with the ``report_schema`` version."""
+  """``payload`` as indented JSON with the ``report_schema`` version, written atomically."""
   folder.mkdir(parents=True, exist_ok=True)
   path = folder / name
-  path.write_text(json.dumps({'report_schema': REPORT_SCHEMA, **payload}, indent=2))
+  _files.write_atomically(path, json.dumps({'report_schema': REPORT_SCHEMA, **payload}, indent=2))
   return path
 
 
@@ -108,7 +115,7 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
   ax.grid(alpha=0.3, which='major')
   fig.tight_layout()
   path = folder / name
-  fig.savefig(path, dpi=120)
+  _save_figure(fig, path)
   plt.close(fig)
   return path
 
@@ -139,7 +146,7 @@ def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str, *,
   ax.grid(alpha=0.3)
   fig.tight_layout()
   path = folder / 'delta.png'
-  fig.savefig(path, dpi=120)
+  _save_figure(fig, path)
   plt.close(fig)
   return path
 
@@ -181,7 +188,7 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
   ax.legend(fontsize=8)
   fig.tight_layout()
   path = folder / 'candidates.png'
-  fig.savefig(path, dpi=120)
+  _save_figure(fig, path)
   plt.close(fig)
   return path
 
@@ -216,6 +223,6 @@ def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.
     axes[0, 1].set_title('individual GDP filter')
   fig.tight_layout()
   path = folder / 'individual_epsilons.png'
-  fig.savefig(path, dpi=120)
+  _save_figure(fig, path)
   plt.close(fig)
   return path

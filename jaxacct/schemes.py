@@ -55,6 +55,17 @@ Partition = Literal['independent', 'equal_split']
 class SamplingScheme(abc.ABC):
   """Interface of every batch sampling scheme (abstract; concrete schemes are final)."""
 
+  def _store_python_scalars(self) -> None:
+    """Fields given as NumPy (or 0-d array) scalars are stored as Python scalars, so that equal
+    values give equal schemes, reprs and ledger ids (``BMinSep(sampling_prob=np.float64(0.04))``
+    is ``BMinSep(sampling_prob=0.04)``). Called first by every ``__post_init__``."""
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      # type(), not isinstance: np.float64 is a float subclass with another repr.
+      if type(value) not in (bool, int, float, str, type(None)) and \
+          getattr(value, 'shape', None) == () and hasattr(value, 'item'):
+        object.__setattr__(self, field.name, value.item())
+
   iterations: int
 
   @property
@@ -166,6 +177,7 @@ class Poisson(SamplingScheme):
   dataset_size: int | None = None
 
   def __post_init__(self):
+    self._store_python_scalars()
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
     _check_truncation(self)
@@ -225,6 +237,7 @@ class BMinSep(SamplingScheme):
   dataset_size: int | None = None
 
   def __post_init__(self):
+    self._store_python_scalars()
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('min_sep', self.min_sep, 1)
@@ -282,6 +295,7 @@ class BallsInBins(SamplingScheme):
   dataset_size: None = None
 
   def __post_init__(self):
+    self._store_python_scalars()
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('cycle_length', self.cycle_length, 1)
     if self.truncated_batch_size is not None or self.dataset_size is not None:
@@ -349,6 +363,7 @@ class CyclicPoisson(SamplingScheme):
   PARTITIONS: ClassVar[tuple[str, ...]] = ('independent', 'equal_split')
 
   def __post_init__(self):
+    self._store_python_scalars()
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('cycle_length', self.cycle_length, 1)
@@ -431,6 +446,7 @@ class MultiAttributionBMinSep(SamplingScheme):
   EXCLUSIONS: ClassVar[tuple[str, ...]] = ('sampled', 'participated')
 
   def __post_init__(self):
+    self._store_python_scalars()
     _validate.probability('sampling_prob', self.sampling_prob)
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('min_sep', self.min_sep, 1)

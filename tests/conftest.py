@@ -22,6 +22,7 @@ Tiers (markers registered in pyproject.toml): ``slow`` (over ~10 s), ``notebook`
 import gc
 import os
 import pathlib
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMPILATION_CACHE = ROOT / '.jax-compilation-cache'
@@ -88,3 +89,16 @@ def _release_compiled_programs():
   if count is not None and count > _MAX_MAPPINGS_KEPT:
     jax.clear_caches()
     gc.collect()
+
+
+# Module- and session-scoped fixtures run before the per-test ledger below: they get a
+# session ledger, never the user's.
+os.environ['JAXACCT_LEDGER'] = os.path.join(
+    tempfile.mkdtemp(prefix='jaxacct-test-ledger-'), 'ledger.json')
+
+
+@pytest.fixture(autouse=True)
+def _own_attempt_ledger(tmp_path, monkeypatch):
+  """Each test's CLI runs (and their subprocesses) charge a ledger of their own, never the
+  user's (``ledger.default_path``): tests calibrate the same configs with other seeds."""
+  monkeypatch.setenv('JAXACCT_LEDGER', str(tmp_path / 'user-state' / 'ledger.json'))

@@ -46,6 +46,29 @@ def test_calibrate_json(tmp_path, capsys):
   assert (tmp_path / 'calibration.json').is_file() and (tmp_path / 'candidates.png').is_file()
 
 
+def test_an_absurd_estimate_is_refused_from_its_projection_before_compute(tmp_path, capsys):
+  """Issue 29: 10¹² samples would run for months; the estimate times a block, prints the
+  projection and refuses it over --max-minutes (with --force it would run)."""
+  code = cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--out', str(tmp_path),
+                   '--set', 'monte_carlo.num_samples=1000000000000'])
+  err = capsys.readouterr().err
+  assert code == 2 and 'plan: 1,000,000,000,000 samples per direction, projected' in err
+  assert 'over the --max-minutes budget of 30 min: pass --force' in err
+  assert not (tmp_path / 'estimate.json').exists()
+
+
+def test_a_full_disk_is_refused_before_compute(tmp_path, capsys, monkeypatch):
+  """Issue 29: a report folder without room for the outputs is refused before any compute
+  (a real tiny file system where one can be made; here the free space is simulated)."""
+  import collections
+  usage = collections.namedtuple('usage', 'total used free')
+  monkeypatch.setattr(cli.shutil, 'disk_usage', lambda path: usage(1 << 16, 0, 1 << 16))
+  code = cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--out', str(tmp_path / 'out')])
+  err = capsys.readouterr().err
+  assert code == 2 and f'--out {tmp_path / "out"}: only 64 KiB free' in err
+  assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == []  # no probe left behind
+
+
 @pytest.mark.parametrize('override, message', [
     ('bogus=1', 'unknown key bogus; valid keys: scheme'),
     ('monte_carlo.sample_count=5', 'unknown key monte_carlo.sample_count; valid keys: num_samples'),

@@ -1,6 +1,7 @@
 """`jaxacct calibrate --checkpoint`: killed with SIGKILL mid-phase and rerun, it gives the
-uninterrupted run's JSON (issue 13), also when resumed on another device count; the attempt
-ledger of the report folder charges or refuses a second calibration with a new seed.
+uninterrupted run's JSON (issue 13), also when resumed on another device count; the user's
+attempt ledger charges or refuses a second calibration with a new seed, in the same report
+folder or another one, and a report whose ledger was deleted refuses to go on (issue 29).
 
 Each run is a subprocess (the CLI as a user runs it); the kill comes when the checkpoint file
 shows the phase of interest in progress.
@@ -26,7 +27,7 @@ CONFIG = ROOT / 'configs' / 'quickstart.yaml'
 SETTINGS = ['--set', 'calibration.delta=0.02', '--set', 'calibration.epsilon=1.0',
             '--set', 'calibration.estimation_samples=80000',
             '--set', 'calibration.num_samples=200000']
-VOLATILE = ('seconds', 'report', 'ledger')
+VOLATILE = ('seconds', 'report', 'ledger', 'charge')
 
 
 def _command(out, *extra):
@@ -91,13 +92,21 @@ def test_killed_in_the_sweep_and_in_verification_resumes_bitwise(tmp_path, unint
   assert resumed == uninterrupted
 
 
+def _refused(out, *extra) -> str:
+  done = subprocess.run(_command(out, *extra), env=_env(1), capture_output=True, text=True,
+                        timeout=900, check=False)
+  assert done.returncode == 2, done.stderr
+  return done.stderr
+
+
 def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, uninterrupted):
   out = tmp_path / 'out'
-  assert _run(out) == uninterrupted  # the first attempt, recorded in out/ledger.json
+  ledger_path = pathlib.Path(os.environ['JAXACCT_LEDGER'])  # the user's ledger (conftest)
+  assert _run(out) == uninterrupted  # the first attempt, recorded in the user's ledger
   assert _run(out) == uninterrupted  # the same run again is not a new attempt
-  again = subprocess.run(_command(out, '--set', 'calibration.seed=1'), env=_env(1),
-                         capture_output=True, text=True, timeout=900, check=False)
-  assert again.returncode == 2 and 'attempt=2' in again.stderr
+  assert 'attempt=2' in _refused(out, '--set', 'calibration.seed=1')
+  # Another report folder shares the user's ledger: still the second attempt.
+  assert 'attempt=2' in _refused(tmp_path / 'other', '--set', 'calibration.seed=1')
   # Declared, the second attempt is charged: δ_overall = δ_b + union bound over 2 attempts
   # (a smaller δ_b leaves room for it under the same target δ).
   charged = _run(out, '--set', 'calibration.seed=1', '--set', 'calibration.attempt=2',
@@ -105,5 +114,10 @@ def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, unin
   assert charged['attempts'] == 2 and charged['delta'] <= 0.02
   assert charged['delta'] == pytest.approx(
       jaxacct.overall_delta(200000, 0.015, attempts=2), rel=1e-12)
-  ledger = json.loads((out / 'ledger.json').read_text())['body']['runs']
+  ledger = json.loads(ledger_path.read_text())['body']['runs']
   assert [len(runs) for runs in ledger.values()] == [2]
+  # A deleted ledger cannot let a retry pass as a first attempt: the report records the charge.
+  ledger_path.unlink()
+  message = _refused(out, '--set', 'calibration.seed=2')
+  assert 'no longer has it' in message and str(out / 'calibration.json') in message
+  assert not ledger_path.exists() or not json.loads(ledger_path.read_text())['body']['runs']

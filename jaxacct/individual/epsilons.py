@@ -50,6 +50,13 @@ ORDERS = np.concatenate([np.linspace(1.05, 2.0, 20), np.linspace(2.1, 10.0, 80),
 dp_accounting's series for fractional orders does not converge at large α)."""
 
 
+MAX_TABLE_BYTES = 1 << 32
+"""The largest host table the accountant builds (4 GiB): the (num_examples, grid_size) bucket
+counts, refused beyond it naming the argument (split the examples: each ε_i depends only on
+its own row)."""
+
+_PLD_TAIL_SD = 10.0  # dp_accounting's Gaussian PLD covers about ±10 s.d. of the noise
+
 TAIL_SHARE = 1e-6
 """The ``pld`` route's FFT windows leave at most this share of δ outside per side (the upper
 tail is added to δ: ``grid_composition``)."""
@@ -186,6 +193,13 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     # q = 1: ρ_i(α) = α Σ_t r²/(2σ²) exactly, no grid needed.
     squares = np.sum(ratios * ratios, axis=1) / (2 * sigma**2)
     return _rdp_epsilons(squares[:, None] * ORDERS[None, :], delta)
+  table_bytes = ratios.shape[0] * options['grid_size'] * 8
+  if table_bytes > MAX_TABLE_BYTES:
+    raise ValueError(
+        f'clipped_norm_ratios has {ratios.shape[0]:,} examples: their bucket counts (num_examples '
+        f'× grid_size = {options["grid_size"]}) need {table_bytes / 2**30:.1f} GiB, over '
+        f'{MAX_TABLE_BYTES / 2**30:.0f} GiB; pass the examples in batches (each ε_i depends only '
+        'on its own row) or a smaller grid_size')
   counts = bucket_counts(ratios, bucket_ratios(options['grid_size'], options['inflation']))
   return _epsilons_of_counts(counts, **options)
 
@@ -203,6 +217,19 @@ def _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, in
   if options['inflation'] <= 1.0:
     raise ValueError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
                      f'{inflation}')
+  if options['method'] == 'pld':
+    # One step's PLD spans ≈ (2·z·σ + 1)/σ² in loss (sensitivity 1, z s.d. of the noise each
+    # side); dp_accounting builds it whole on the lattice before any window check (38 GiB at
+    # σ = 10⁻³), so a lattice over MAX_TABLE_BYTES is refused here, naming the arguments.
+    sigma = options['sigma']
+    points = (2.0 * _PLD_TAIL_SD * sigma + 1.0) / (sigma * sigma * options['discretization'])
+    if points * 8 > MAX_TABLE_BYTES:
+      raise ValueError(
+          f'noise_multiplier = {noise_multiplier} is too small for method="pld": one step\'s '
+          f'privacy-loss distribution spans ~{points:.3g} lattice points at '
+          f'value_discretization_interval = {value_discretization_interval} '
+          f'({points * 8 / 2**30:.0f} GiB); use method="rdp", or a larger '
+          'value_discretization_interval')
   if options['method'] == 'gdp' and options['sampling_prob'] < 1.0:
     raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
                      f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '

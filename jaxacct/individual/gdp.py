@@ -38,7 +38,11 @@ def _check_mu(mu) -> np.ndarray:
 
 def check_ratio_values(ratios) -> np.ndarray:
   """Clipped-norm ratios c/C as float64: finite and in [0, 1] (any shape)."""
-  values = np.asarray(ratios, dtype=np.float64)
+  try:
+    values = np.asarray(ratios, dtype=np.float64)
+  except (TypeError, ValueError):
+    raise ValueError(f'clipped_norm_ratios must be an array of numbers in [0, 1], got '
+                     f'{type(ratios).__name__} of dtype {np.asarray(ratios).dtype}') from None
   if not np.all(np.isfinite(values)):
     raise ValueError('clipped_norm_ratios contains NaN or inf')
   if np.any(values < 0) or np.any(values > 1):

@@ -108,12 +108,14 @@ class Calibration:
     candidates: the σ list that was verified (increasing; last = fallback σ_up).
     record: the search history (``CalibrationRecord``): estimation sweeps (σ,
       max-direction δ̂) and the verification outcome per candidate.
+    charge: the verification's ledger entry (``verification.Verification.charge``).
   """
 
   mechanism: MatrixMechanism
   guarantee: Guarantee
   candidates: tuple[float, ...]
   record: CalibrationRecord
+  charge: dict | None = None
 
 
 def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, precision,
@@ -194,6 +196,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   if not 1.0 < grid_ratio <= 2.0:
     raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
+  attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
   key = keys_lib.canonicalize_key(key)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
@@ -211,6 +214,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name,
       **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       checkpoint_interval)
+  verification.check_checkpoint_charge(saved, ledger)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
       scheme, matrix, fallback, epsilon, base))
@@ -263,4 +267,4 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),
       verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
       fallback_accountant=fallback.name)
-  return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record)
+  return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record, outcome.charge)

@@ -80,6 +80,7 @@ class Checkpoint:
     self.fingerprint = json.loads(json.dumps({**fingerprint, 'code': code_version()}))
     self.completed: dict[str, Any] = {}
     self.current: dict | None = None
+    self.charge: dict | None = None  # the ledger entry of a charged verification
     self.resumed = False
     self._last_save = time.monotonic()
     # Only process 0 touches the file; its refusal is raised on every process (no hang).
@@ -104,10 +105,39 @@ class Checkpoint:
     self._check_writable()
     return self._read()
 
+  def _refuse(self, field: str, problem: str) -> CheckpointError:
+    return CheckpointError(f'checkpoint {str(self.path)!r}: {field} {problem}; remove the '
+                           'checkpoint (or use another directory) to start over')
+
   def _adopt(self, body: dict) -> None:
+    if not isinstance(body, dict):
+      raise self._refuse('the document', 'is not a mapping')
     if body.get('format') != FORMAT:
       raise CheckpointError(f'checkpoint {str(self.path)!r} has format {body.get("format")!r}; '
                             f'this version reads format {FORMAT}')
+    for name, kinds in (('fingerprint', dict), ('completed', dict), ('current', (dict, type(None))),
+                        ('charge', (dict, type(None)))):
+      if name not in body and name != 'charge':
+        raise self._refuse(name, 'is missing')
+      if not isinstance(body.get(name), kinds):
+        raise self._refuse(name, f'has the wrong type ({type(body.get(name)).__name__})')
+    records = [(f'completed.{phase}', record) for phase, record in body['completed'].items()]
+    if body['current'] is not None:
+      records.append(('current', body['current']))
+      if not isinstance(body['current'].get('phase'), str):
+        raise self._refuse('current.phase', 'must be a phase name')
+    for field, record in records:
+      if not isinstance(record, dict) or 'identity' not in record or 'stream' not in record:
+        raise self._refuse(field, 'must hold identity and stream')
+      try:
+        StreamState.from_dict(record['stream'])
+      except ValueError as error:
+        raise self._refuse(field, f'is invalid: {error}') from None
+    charge = body.get('charge')
+    if charge is not None and not (isinstance(charge.get('guarantee'), str)
+                                   and isinstance(charge.get('run'), str)
+                                   and isinstance(charge.get('ledger'), (str, type(None)))):
+      raise self._refuse('charge', 'must hold the ledger, guarantee and run of a charge')
     saved = body['fingerprint']
     differ = sorted(k for k in set(saved) | set(self.fingerprint)
                     if saved.get(k) != self.fingerprint.get(k))
@@ -120,14 +150,17 @@ class Checkpoint:
           'directory, or remove it to start over')
     self.completed = dict(body['completed'])
     self.current = body['current']
+    self.charge = body.get('charge')
     self.resumed = True
 
   # -- phases
-  def saved_state(self, phase: str, identity) -> StreamState | None:
+  def saved_state(self, phase: str, identity, like: StreamState | None = None
+                  ) -> StreamState | None:
     """The saved stream state of ``phase`` (finished or in progress), or None.
 
     ``identity`` (JSON-ready: e.g. the phase's σ list) must equal the saved one: a replayed
-    run that reaches a phase with other inputs is refused.
+    run that reaches a phase with other inputs is refused; the state's totals must have the
+    shapes of ``like``'s (the phase's fresh state).
     """
     identity = json.loads(json.dumps(identity))
     record = self.completed.get(phase)
@@ -139,7 +172,10 @@ class Checkpoint:
       raise CheckpointError(f'checkpoint {str(self.path)!r}: phase {phase} was run with '
                             f'{record["identity"]!r}, the resumed run reaches it with '
                             f'{identity!r}; remove the checkpoint to start over')
-    return StreamState.from_dict(record['stream'])
+    try:
+      return StreamState.from_dict(record['stream'], like)
+    except ValueError as error:
+      raise self._refuse(f'phase {phase}', f'is invalid: {error}') from None
 
   def progress(self, phase: str, identity, state: StreamState) -> None:
     """Saves ``state`` of the phase in progress if ``interval_seconds`` have passed."""
@@ -148,11 +184,26 @@ class Checkpoint:
       self.save()
 
   def finish(self, phase: str, identity, state: StreamState) -> None:
-    """Records a finished phase's final state and saves now (a phase boundary)."""
-    self.completed[phase] = json.loads(json.dumps(
-        {'identity': identity, 'stream': state.to_dict()}))
-    self.current = None
+    """Records a finished phase's final state and saves now (a phase boundary).
+
+    A phase that was already finished (replayed on resume) changes nothing: the phase in
+    progress, saved later, must survive its replay (else a resumed run restarts it).
+    """
+    record = json.loads(json.dumps({'identity': identity, 'stream': state.to_dict()}))
+    if self.completed.get(phase) == record:
+      return
+    self.completed[phase] = record
+    if self.current is not None and self.current['phase'] == phase:
+      self.current = None
     self.save()
+
+  def record_charge(self, charge: dict) -> None:
+    """Records the ledger entry a verification was charged as and saves now: a resumed run
+    refuses a ledger that lacks it (``ledger.check_recorded_charge``)."""
+    charge = json.loads(json.dumps(charge))
+    if charge != self.charge:
+      self.charge = charge
+      self.save()
 
   def save(self) -> None:
     """Writes the checkpoint now (process 0 only)."""
@@ -161,7 +212,7 @@ class Checkpoint:
       return
     _files.write_checked_json(self.path, {
         'format': FORMAT, 'fingerprint': self.fingerprint, 'completed': self.completed,
-        'current': self.current})
+        'current': self.current, 'charge': self.charge})
 
 
 class Phase:
@@ -183,7 +234,7 @@ class Phase:
   def start(self, fresh: StreamState) -> StreamState:
     if self.checkpoint is None:
       return fresh
-    return self.checkpoint.saved_state(self.name, self.identity) or fresh
+    return self.checkpoint.saved_state(self.name, self.identity, fresh) or fresh
 
   def after_call(self, state: StreamState) -> None:
     if self.checkpoint is not None:

@@ -7,12 +7,20 @@ false-acceptance probability multiplied by the attempts).
 
 - ``VerificationLedger``: in memory, for one process (a notebook, a pipeline): pass the same
   object to every ``verify`` / ``calibrate_noise_multiplier`` call that could retry.
-- ``FileLedger``: the same rule across processes and CLI calls, in a JSON file (by default in
-  the report's directory): every charge holds an exclusive ``fcntl`` lock on ``PATH.lock``,
+- ``FileLedger``: the same rule across processes and CLI calls, in a JSON file (the CLI's
+  default is one file per user, ``default_path``): every charge holds an exclusive ``fcntl``
+  lock on ``PATH.lock``,
   re-reads the file, checks and records, and rewrites the file atomically (write, fsync,
   rename), so a crash leaves the old or the new ledger and two processes cannot both take the
   same attempt. A corrupt ledger is refused, never reset (that would forget attempts): repair
   or move it.
+
+What it protects against: accidental retries — a second calibration with a new seed, in
+another report folder, after the report folder or a per-run ledger was deleted, or with a
+scheme written with NumPy scalars. What it cannot: someone editing or deleting the ledger
+file on purpose (a checkpoint or report that records a charge then refuses to go on against
+a ledger that lacks it, but a new run with no such record cannot know). The guarantee then
+rests on the user declaring ``attempt``.
 
 Host code (no JAX).
 """
@@ -33,6 +41,19 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import sharding
 
 FORMAT = 1
+ENVIRONMENT_VARIABLE = 'JAXACCT_LEDGER'
+
+
+def default_path() -> pathlib.Path:
+  """The user's ledger file: ``$JAXACCT_LEDGER``, else ``$XDG_STATE_HOME/jaxacct/ledger.json``
+  (``~/.local/state/jaxacct/ledger.json`` without XDG_STATE_HOME): shared by every CLI run of
+  the user, so neither another ``--out`` nor a deleted report folder forgets an attempt."""
+  explicit = os.environ.get(ENVIRONMENT_VARIABLE)
+  if explicit:
+    return pathlib.Path(explicit).expanduser()
+  state = os.environ.get('XDG_STATE_HOME') or os.path.join(os.path.expanduser('~'), '.local',
+                                                             'state')
+  return pathlib.Path(state) / 'jaxacct' / 'ledger.json'
 
 
 class LedgerError(ValueError):
@@ -59,6 +80,11 @@ class VerificationLedger:
     """The distinct runs recorded for a guarantee, in order."""
     with self._locked():
       return tuple(self._runs.get(guarantee_id, ()))
+
+  @property
+  def location(self) -> str | None:
+    """The file the entries live in, or None for an in-memory ledger."""
+    return None
 
   def attempts_for(self, guarantee_id: str, run: str, attempt: int) -> int:
     """Attempts to charge if ``run`` is made now; raises if it is an undeclared retry."""
@@ -136,6 +162,10 @@ class FileLedger(VerificationLedger):
   def _save(self) -> None:
     _files.write_checked_json(self.path, {'format': FORMAT, 'runs': self._runs})
 
+  @property
+  def location(self) -> str:
+    return str(self.path.resolve())
+
   @contextlib.contextmanager
   def _locked(self) -> Iterator[None]:
     try:
@@ -163,6 +193,25 @@ class FileLedger(VerificationLedger):
           self._save()
       finally:
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def check_recorded_charge(ledger: VerificationLedger, charge: dict | None, record: str) -> None:
+  """LedgerError unless ``ledger`` holds ``charge`` ({"ledger", "guarantee", "run"}, as a
+  checkpoint or report ``record`` keeps it): going on against a ledger that lost or never had
+  the charge would let a retry pass as a first attempt. A charge made in memory (no file) is
+  not checked: it was never shared."""
+  if charge is None or charge.get('ledger') is None:
+    return
+  if ledger.location != charge['ledger']:
+    where = ('an in-memory ledger' if ledger.location is None else f'ledger {ledger.location!r}')
+    raise LedgerError(f'{record} records a verification charged in ledger {charge["ledger"]!r}, '
+                      f'but this run uses {where}: use that ledger (--ledger '
+                      f'{charge["ledger"]}), or start a new report folder and declare the retry '
+                      'with attempt')
+  if charge['run'] not in ledger.runs(charge['guarantee']):
+    raise LedgerError(f'{record} records a verification charged in ledger {charge["ledger"]!r}, '
+                      'which no longer has it (deleted or replaced?): restore the ledger; a '
+                      'ledger that forgets attempts would let a retry pass as a first attempt')
 
 
 def ledger_from(ledger) -> VerificationLedger:

@@ -133,11 +133,44 @@ class BlockSums:
             'counts': lists(self.counts), 'margins': lists(self.margins)}
 
   @classmethod
-  def from_dict(cls, record: dict) -> 'BlockSums':
-    def arrays(table, dtype):
-      return None if table is None else {d: np.asarray(table[d], dtype) for d in DIRECTIONS}
-    return cls(arrays(record['sums'], np.float64), arrays(record['squares'], np.float64),
-               arrays(record['counts'], np.int64), arrays(record.get('margins'), np.float64))
+  def from_dict(cls, record: dict, like: 'BlockSums | None' = None) -> 'BlockSums':
+    """The accumulator of ``to_dict``'s form; ValueError naming the field when a table is
+    missing, has another shape than ``like``'s, or holds a negative or non-finite value."""
+    if not isinstance(record, dict):
+      raise ValueError(f'totals must be a mapping, got {type(record).__name__}')
+
+    def arrays(name, dtype, optional):
+      table = record.get(name)
+      if table is None:
+        if optional:
+          return None
+        raise ValueError(f'totals.{name} is missing')
+      if name == 'counts' and like is not None and like.counts is None:
+        raise ValueError('totals.counts is present, but this run keeps no histogram')
+      if not isinstance(table, dict) or set(table) != set(DIRECTIONS):
+        raise ValueError(f'totals.{name} must map {" and ".join(DIRECTIONS)} to arrays')
+      result = {}
+      for d in DIRECTIONS:
+        try:
+          values = np.asarray(table[d], np.float64)
+        except (TypeError, ValueError):
+          raise ValueError(f'totals.{name}.{d} must be an array of numbers') from None
+        reference = None if like is None else getattr(like, name)
+        shape = None if reference is None else reference[d].shape
+        if name == 'margins' and like is not None:
+          shape = (like.sums[d].shape[0],)
+        if shape is not None and values.shape != shape:
+          raise ValueError(f'totals.{name}.{d} has shape {values.shape}, this run {shape}')
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+          raise ValueError(f'totals.{name}.{d} must hold finite values >= 0')
+        if dtype == np.int64 and np.any(values != np.floor(values)):
+          raise ValueError(f'totals.{name}.{d} must hold integers')
+        result[d] = values.astype(dtype)
+      return result
+
+    counts_optional = like is None or like.counts is None
+    return cls(arrays('sums', np.float64, False), arrays('squares', np.float64, False),
+               arrays('counts', np.int64, counts_optional), arrays('margins', np.float64, True))
 
 
 def mean_and_standard_error(sums, sums_of_squares, num_samples: int):
@@ -270,9 +303,27 @@ class StreamState:
             'direction': self.direction, 'block': self.block}
 
   @classmethod
-  def from_dict(cls, record: dict) -> 'StreamState':
-    return cls(BlockSums.from_dict(record['totals']), int(record['program']),
-               int(record['direction']), None if record['block'] is None else int(record['block']))
+  def from_dict(cls, record: dict, like: 'StreamState | None' = None) -> 'StreamState':
+    """The state of ``to_dict``'s form, checked (types, ranges, the shapes of ``like``'s
+    totals); ValueError naming the field. The block's range is checked by ``accumulate``."""
+    if not isinstance(record, dict):
+      raise ValueError(f'stream must be a mapping, got {type(record).__name__}')
+    for name in ('totals', 'program', 'direction', 'block'):
+      if name not in record:
+        raise ValueError(f'stream.{name} is missing')
+
+    def index(name, value, top=None):
+      if (isinstance(value, bool) or not isinstance(value, int) or value < 0
+          or (top is not None and value > top)):
+        allowed = '>= 0' if top is None else f'in [0, {top}]'
+        raise ValueError(f'stream.{name} must be an integer {allowed}, got {value!r}')
+      return value
+
+    block = record['block']
+    return cls(BlockSums.from_dict(record['totals'], None if like is None else like.totals),
+               index('program', record['program']),
+               index('direction', record['direction'], len(DIRECTIONS) - 1),
+               None if block is None else index('block', block))
 
 
 def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: StreamState, *,
@@ -301,6 +352,9 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
       the samples of all ``num_programs`` programs and both directions.
     after_call: called with ``state`` after each call (a checkpoint hook).
   """
+  if state.program > num_programs:
+    raise ValueError(f'the saved state (a checkpoint) is at program {state.program} of a run '
+                     f'of {num_programs}')
   if program_index < state.program:
     return  # finished before the run was resumed
   if blocks_per_call is None:
@@ -311,6 +365,9 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
   # Where this program starts: a resumed state's direction and block, else the beginning.
   resume_direction, resume_block = ((state.direction, state.block)
                                     if program_index == state.program else (0, None))
+  if resume_block is not None and not first_block <= resume_block <= total_blocks:
+    raise ValueError(f'the saved state (a checkpoint) resumes at block {resume_block}, outside '
+                     f'this run\'s blocks [{first_block}, {total_blocks}]')
   for index, direction in enumerate(DIRECTIONS):
     if index < resume_direction:
       continue

@@ -76,6 +76,8 @@ class Verification:
     sums: the stream accumulator of the verification draws (``stream.BlockSums``: per
       direction and Monte Carlo candidate, the float64 block-ordered sums), or None when
       only the fallback was verified.
+    charge: the ledger entry this run was charged as, {"ledger": file or None, "guarantee",
+      "run"} (reports record it; ``ledger.check_recorded_charge``).
   """
 
   guarantee: Any
@@ -86,6 +88,7 @@ class Verification:
   num_samples: int
   base_delta: float
   sums: Any = None
+  charge: dict | None = None
 
 
 def _released_margin(sweep, index: int, method: str) -> float | None:
@@ -94,6 +97,14 @@ def _released_margin(sweep, index: int, method: str) -> float | None:
   if method == Method.FALLBACK or sweep is None or sweep.sums.margins is None:
     return None
   return float(max(sweep.sums.margins[d][index] for d in DIRECTIONS))
+
+
+def check_checkpoint_charge(saved, ledger) -> None:
+  """Resuming: LedgerError unless ``ledger`` still holds the charge ``saved`` (a checkpoint or
+  None) recorded, checked on process 0 before any compute."""
+  if saved is not None and saved.charge is not None:
+    sharding.on_leader(lambda: ledger_lib.check_recorded_charge(
+        ledger, saved.charge, f'checkpoint {str(saved.path)!r}'))
 
 
 def released_index(accepted) -> int:
@@ -209,9 +220,14 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       raise ValueError(f'with attempt = {attempts} the overall delta {released} exceeds '
                        f'delta = {delta}; use more num_samples or a smaller base_delta')
 
+  check_checkpoint_charge(saved, ledger)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
   attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run, attempt, within_delta))
+  charge = sharding.on_leader(lambda: {'ledger': ledger.location, 'guarantee': guarantee_id,
+                                       'run': run})
+  if saved is not None:
+    saved.record_charge(charge)
   released_delta = overall_delta(n, base, attempts=attempts)
 
   accepted = [True] * len(candidates)
@@ -240,4 +256,4 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       accountant=fallback.name if method == Method.FALLBACK else None,
       precision=choice.precision, margin=_released_margin(sweep, index, method))
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
-                      None if sweep is None else sweep.sums)
+                      None if sweep is None else sweep.sums, charge)

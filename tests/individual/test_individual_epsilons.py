@@ -142,6 +142,21 @@ def test_bad_input_is_named():
                                     noise_multiplier=1.0, delta=DELTA, grid_size=6)
 
 
+def test_inputs_that_a_library_would_refuse_are_named_first():
+  """Issue 29: σ too small for the PLD lattice, bucket counts too large for memory, and a
+  non-numeric array are refused before any work, naming the argument."""
+  kwargs = {'sampling_prob': 0.1, 'delta': DELTA}
+  for sigma in (1e-8, 1e-3):
+    with pytest.raises(ValueError, match='noise_multiplier = .* too small for method="pld"'):
+      individual.individual_epsilons(np.full((2, 3), 0.5), noise_multiplier=sigma, **kwargs)
+  many = np.lib.stride_tricks.as_strided(np.zeros(1), shape=(10**8, 1), strides=(0, 8))
+  with pytest.raises(ValueError, match='clipped_norm_ratios has 100,000,000 examples'):
+    individual.individual_epsilons(many, noise_multiplier=1.0, **kwargs)
+  with pytest.raises(ValueError, match='clipped_norm_ratios must be an array of numbers'):
+    individual.individual_epsilons(np.array([[0.5, 'x']], dtype=object), noise_multiplier=1.0,
+                                   **kwargs)
+
+
 def test_vectorised_rdp_conversion_equals_dp_accounting():
   from dp_accounting.rdp import rdp_privacy_accountant
   rng = np.random.default_rng(4)

@@ -139,3 +139,145 @@ def test_ledger_lock_timeout_and_bad_paths(tmp_path):
     locked.mkdir(mode=0o500)
     with pytest.raises(ledger_lib.LedgerError, match='not writable'):
       ledger_lib.FileLedger(locked / 'ledger.json')
+
+
+def _stop_in(stage: str, calls: int, seen: list):
+  """Progress callback recording (stage, done) and stopping after ``calls`` calls of ``stage``."""
+  def progress(done, total, name):
+    seen.append((name, done))
+    if name == stage and sum(1 for s, _ in seen if s == stage) == calls:
+      raise Stop
+  return progress
+
+
+@pytest.mark.slow
+def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phases(tmp_path):
+  """Issue 29: a calibration stopped inside verification resumes there, not at its block 0,
+  also when stopped a second time (the replay of the sweeps never drops the saved phase)."""
+  # 147 blocks of 1024 per direction, ~42 per call: 4 calls per direction in verification.
+  run = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5), num_samples=150_000,
+             estimation_samples=2000, num_candidates=2, grid_ratio=1.2)
+  scheme, matrix = MECHANISM.scheme, MECHANISM.matrix
+  reference = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run)
+  resumable = dict(run, checkpoint=tmp_path, checkpoint_interval=1e-9)
+  seen: list = []
+  with pytest.raises(Stop):
+    jaxacct.calibrate_noise_multiplier(scheme, matrix, progress=_stop_in('verification', 3, seen),
+                                       **resumable)
+  saved = json.loads((tmp_path / 'checkpoint.json').read_text())['body']['current']
+  assert saved['phase'] == 'verification' and saved['stream']['block'] > 0
+  stopped_at = [done for stage, done in seen if stage == 'verification'][-1]
+  for _ in range(2):  # resume, stop again one call later; then finish
+    seen = []
+    with pytest.raises(Stop):
+      jaxacct.calibrate_noise_multiplier(
+          scheme, matrix, progress=_stop_in('verification', 1, seen), **resumable)
+    assert [stage for stage, _ in seen] == ['verification']  # sweeps replayed without compute
+    assert seen[0][1] > stopped_at  # the resumed verification went on from the saved block
+    stopped_at = seen[0][1]
+  resumed = jaxacct.calibrate_noise_multiplier(scheme, matrix, **resumable)
+  assert resumed.guarantee.noise_multiplier == reference.guarantee.noise_multiplier
+  assert resumed.record.to_dict() == reference.record.to_dict()
+
+
+# ---- issue 29: a ledger that cannot be left behind, checkpoints checked field by field ----
+
+def test_numpy_scalars_give_the_same_scheme_and_ledger_id():
+  import numpy as np
+  plain = jaxacct.BMinSep(sampling_prob=0.04, iterations=24, min_sep=4, warm_start=True)
+  typed = jaxacct.BMinSep(sampling_prob=np.float64(0.04), iterations=np.int64(24),
+                          min_sep=np.int32(4), warm_start=np.bool_(True))
+  assert typed == plain and repr(typed) == repr(plain) and hash(typed) == hash(plain)
+  assert type(typed.sampling_prob) is float and type(typed.iterations) is int
+  ids = {ledger_lib.VerificationLedger.guarantee_id(jaxacct.MatrixMechanism(
+      scheme, MECHANISM.matrix, 1.0), np.float32(1.0), 1e-3) for scheme in (plain, typed)}
+  assert len(ids) == 1
+
+
+def test_default_ledger_is_the_users_and_can_be_moved(monkeypatch, tmp_path):
+  monkeypatch.setenv('JAXACCT_LEDGER', str(tmp_path / 'mine.json'))
+  assert ledger_lib.default_path() == tmp_path / 'mine.json'
+  monkeypatch.delenv('JAXACCT_LEDGER')
+  monkeypatch.setenv('XDG_STATE_HOME', str(tmp_path / 'state'))
+  assert ledger_lib.default_path() == tmp_path / 'state' / 'jaxacct' / 'ledger.json'
+  monkeypatch.delenv('XDG_STATE_HOME')
+  assert str(ledger_lib.default_path()).endswith('.local/state/jaxacct/ledger.json')
+
+
+def _verify(tmp_path, ledger, **kwargs):
+  candidates = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 40.0)]
+  return jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05, num_samples=3000,
+                        ledger=ledger, checkpoint=tmp_path / 'checkpoint', **kwargs)
+
+
+def test_a_checkpoint_that_recorded_a_charge_refuses_a_ledger_that_lacks_it(tmp_path):
+  ledger_path = tmp_path / 'ledger.json'
+  first = _verify(tmp_path, ledger_path)
+  assert first.charge['ledger'] == str(ledger_path.resolve())
+  saved = json.loads((tmp_path / 'checkpoint' / 'checkpoint.json').read_text())['body']
+  assert saved['charge'] == first.charge
+  # The same run with the same ledger: returned from the checkpoint, not a new attempt.
+  assert _verify(tmp_path, ledger_path).guarantee.attempts == 1
+  with pytest.raises(ledger_lib.LedgerError, match='this run uses ledger'):
+    _verify(tmp_path, tmp_path / 'other-ledger.json')
+  with pytest.raises(ledger_lib.LedgerError, match='in-memory ledger'):
+    _verify(tmp_path, None)
+  ledger_path.unlink()  # a deleted ledger would forget the attempt
+  with pytest.raises(ledger_lib.LedgerError, match='no longer has it'):
+    _verify(tmp_path, ledger_path)
+
+
+def _edit_checkpoint(path, edit):
+  """Applies ``edit`` to the checkpoint's body and rewrites it with a valid checksum."""
+  from jaxacct import _files
+  body = json.loads(path.read_text())['body']
+  edit(body)
+  _files.write_checked_json(path, body)
+
+
+@pytest.mark.parametrize('edit, field', [
+    (lambda b: b['current']['stream'].update(block=10**6), 'outside this run'),
+    (lambda b: b['current']['stream'].update(block=-1), 'stream.block must be an integer'),
+    (lambda b: b['current']['stream'].update(direction=5), 'stream.direction'),
+    (lambda b: b['current']['stream'].pop('totals'), 'stream.totals is missing'),
+    (lambda b: b['current']['stream']['totals']['sums'].update(add=[[1.0]]), 'totals.sums.add'),
+    (lambda b: b['current']['stream']['totals']['squares'].update(remove=[['x'] * 3]),
+     'totals.squares.remove'),
+    (lambda b: b['current'].update(stream='garbage'), 'stream must be a mapping'),
+    (lambda b: b.update(current=[1, 2]), 'current has the wrong type'),
+    (lambda b: b.pop('completed'), 'completed is missing'),
+    (lambda b: b.update(charge={'run': 3}), 'charge must hold'),
+], ids=['block-out-of-range', 'negative-block', 'direction', 'no-totals', 'shape', 'not-numbers',
+        'garbage-stream', 'current-type', 'no-completed', 'charge'])
+def test_structural_edits_of_a_checkpoint_are_refused_naming_the_field(tmp_path, edit, field):
+  with pytest.raises(Stop):  # 9 blocks per direction, one per call: stop mid-"remove"
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
+                           progress=_stop_after(4), blocks_per_call=1, checkpoint_interval=1e-9)
+  _edit_checkpoint(tmp_path / 'checkpoint.json', edit)
+  error = checkpoint_lib.CheckpointError if field != 'outside this run' else ValueError
+  with pytest.raises(error, match=field):
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
+                           blocks_per_call=1)
+
+
+def test_a_failed_write_names_the_path_and_leaves_no_temporary_file(tmp_path):
+  import errno
+  from jaxacct import _files
+  def full_disk(handle):
+    handle.write(b'partial')
+    raise OSError(errno.ENOSPC, 'No space left on device')
+  target = tmp_path / 'calibration.json'
+  target.write_text('old')
+  with pytest.raises(OSError, match=f'cannot write .*{target.name}.*No space left'):
+    _files.write_atomically(target, full_disk)
+  assert target.read_text() == 'old' and sorted(p.name for p in tmp_path.iterdir()) == [
+      'calibration.json']
+
+
+def test_calibration_refuses_attempt_zero_before_any_sweep():
+  def never(*args):
+    raise AssertionError('computed before refusing')
+  with pytest.raises(ValueError, match='attempt must be'):
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
+                                       delta=1e-3, key=jax.random.key(0), attempt=0,
+                                       progress=never)
