@@ -69,6 +69,9 @@ def read_checked_json(path, what: str, error: type[Exception]):
   try:
     document = json.loads(path.read_text(encoding='utf-8'))
     body, digest = document['body'], document['sha256']
+  except OSError as failure:  # a directory in its place, no permission
+    raise error(f'{what} {str(path)!r} cannot be read ({failure.strerror or failure}); it is '
+                'kept as is') from None
   except (ValueError, KeyError, TypeError):
     raise error(f'{what} {str(path)!r} is corrupt or truncated (not a complete document); it '
                 'is kept as is') from None

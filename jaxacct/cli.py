@@ -57,6 +57,7 @@ from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
 from jaxacct.lower_triangular import banded_inverse_square_root
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
@@ -298,6 +299,7 @@ def _estimate(args, raw) -> dict:
   else:
     choice = _run_precision(raw, mechanism)
   _say_precision(choice)
+  _check_state_files(args, raw, ledger=False)
   _check_estimate_budget(args, mechanism, num_samples, choice.precision)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
   result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
@@ -450,11 +452,13 @@ def _calibration_section(raw) -> dict:
   return cal
 
 
-def _checkpointing(args) -> dict:
-  """The checkpoint options of a Monte Carlo run (``--checkpoint``, ``--checkpoint-interval``)."""
+def _checkpointing(args, part: str | None = None) -> dict:
+  """The checkpoint options of a Monte Carlo run (``--checkpoint``, ``--checkpoint-interval``);
+  ``part`` names a subfolder for a second run of the same command (calibrate's report curve)."""
   if args.checkpoint is None:
     return {}
-  return {'checkpoint': args.checkpoint, 'checkpoint_interval': args.checkpoint_interval}
+  folder = args.checkpoint if part is None else str(pathlib.Path(args.checkpoint) / part)
+  return {'checkpoint': folder, 'checkpoint_interval': args.checkpoint_interval}
 
 
 def _ledger_path(args) -> pathlib.Path:
@@ -463,12 +467,22 @@ def _ledger_path(args) -> pathlib.Path:
   return pathlib.Path(args.ledger) if args.ledger else ledger_lib.default_path()
 
 
-def _check_recorded_charge(args, raw) -> None:
-  """Before any compute: a calibration report already in the report folder that records a
-  ledger charge needs a ledger that still holds it (``ledger.check_recorded_charge``)."""
+def _check_state_files(args, raw, *, ledger: bool) -> None:
+  """Before any compute or throughput probe: the checkpoint file (``--checkpoint``) reads and
+  has its format's structure; with ``ledger`` (a Monte Carlo calibration) the attempt ledger
+  opens, and a calibration report already in the report folder that records a ledger charge
+  finds it in that ledger (``ledger.check_recorded_charge``)."""
+  if args.checkpoint:
+    checkpoint_lib.check_file(args.checkpoint)
+  if not ledger:
+    return
   path = _output_dir(args, raw) / 'calibration.json'
 
   def check():
+    try:
+      opened = ledger_lib.FileLedger(_ledger_path(args))
+    except ledger_lib.LedgerError as error:
+      raise config_lib.ConfigError(str(error)) from None
     if not path.exists():
       return
     try:
@@ -478,8 +492,7 @@ def _check_recorded_charge(args, raw) -> None:
           f'the earlier report {str(path)!r} cannot be read, and it may record a ledger charge: '
           'move it away (or use another --out) to calibrate again') from None
     try:
-      ledger_lib.check_recorded_charge(ledger_lib.FileLedger(_ledger_path(args)), charge,
-                                       f'report {str(path)!r}')
+      ledger_lib.check_recorded_charge(opened, charge, f'report {str(path)!r}')
     except ledger_lib.LedgerError as error:
       raise config_lib.ConfigError(str(error)) from None
   sharding.on_leader(check)
@@ -555,7 +568,9 @@ def _with_prefix_error(mechanism, payload: dict) -> dict:
 
 def _calibrate(args, raw) -> dict:
   _calibration_section(raw)  # a config error before the strategy is built
-  _check_recorded_charge(args, raw)
+  stand_in, _ = _plan_mechanism(raw)  # an optimised band is built after the checks below
+  _check_state_files(args, raw, ledger=config_lib.accountant_from(
+      raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO)
   _check_budget(args, raw)
   mechanism, g, payload, found = _calibrated(args, raw, *_strategy(raw))
   _with_prefix_error(mechanism, payload)
@@ -571,7 +586,8 @@ def _calibrate(args, raw) -> dict:
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
                            found.estimation_samples, precision=g.precision,
-                           progress=_Progress(args, 'report curve'))
+                           progress=_Progress(args, 'report curve'),
+                           **_checkpointing(args, 'report-curve'))
     payload['curve'] = _curve_payload(curve)
     _write(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat, curve.standard_error,
            f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per direction; '
@@ -738,6 +754,30 @@ def _report_error(error: BaseException, *, debug: bool) -> int:
   return 1
 
 
+_LOST_PEER_SIGNS = ('Gloo', 'Connection reset', 'Connection refused', 'Broken pipe',
+                    'heartbeat', 'UNAVAILABLE', 'coordination service')
+
+
+def _is_lost_peer(error: BaseException) -> bool:
+  """True for a runtime error of a collective or of the coordination service: under
+  ``--distributed`` that is another process gone (killed, crashed, preempted)."""
+  return (type(error).__name__ in ('JaxRuntimeError', 'XlaRuntimeError')
+          and any(sign in str(error) for sign in _LOST_PEER_SIGNS))
+
+
+def _exit_after_lost_peer(error: BaseException) -> None:
+  """Ends this process at once with exit code 1 and one message. Python's exit would run
+  ``jax.distributed.shutdown``, whose barrier waits for the lost process until the heartbeat
+  timeout and then aborts the process (SIGABRT and a C++ stack dump)."""
+  reason = ' '.join(str(error).split())[:300]
+  print(f'jaxacct: error: a process of the distributed run was lost ({reason}); this process '
+        'stops too. Rerun the same command on every host; with --checkpoint it resumes from the '
+        'last saved block', file=sys.stderr)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(1)  # pylint: disable=protected-access  # skip the shutdown barrier (see above)
+
+
 def _initialize_distributed(args) -> None:
   """``jax.distributed.initialize`` from the flags, the environment, or cluster detection."""
   import os
@@ -831,6 +871,8 @@ def main(argv: list[str] | None = None) -> int:
     payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train,
                'plan': _plan}[args.command](args, raw)
   except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
+    if args.distributed and _is_lost_peer(error):
+      _exit_after_lost_peer(error)
     return _report_error(error, debug=args.debug)
   if not sharding.is_leader():
     return 0  # every process computed the same result; process 0 reports it

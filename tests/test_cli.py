@@ -284,11 +284,17 @@ def test_bad_run_flags_are_refused(flags, message, capsys, monkeypatch):
 
 
 def test_corrupt_checkpoint_and_ledger_exit_2(tmp_path, capsys):
+  """Refused before any compute, also before calibrate's throughput probe (issue 29)."""
   (tmp_path / 'checkpoint.json').write_text('{"body": {"format": 1')
   assert cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--checkpoint',
                    str(tmp_path)]) == 2
   assert 'is corrupt or truncated' in capsys.readouterr().err
+  assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--checkpoint',
+                   str(tmp_path)]) == 2
+  err = capsys.readouterr().err
+  assert 'is corrupt or truncated' in err and 'capacity plan' not in err
   (tmp_path / 'ledger.json').write_text('not json')
   assert cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--ledger',
                    str(tmp_path / 'ledger.json')]) == 2
-  assert "ledger" in capsys.readouterr().err
+  err = capsys.readouterr().err
+  assert 'ledger' in err and 'is corrupt' in err and 'capacity plan' not in err

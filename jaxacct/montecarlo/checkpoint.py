@@ -106,38 +106,10 @@ class Checkpoint:
     return self._read()
 
   def _refuse(self, field: str, problem: str) -> CheckpointError:
-    return CheckpointError(f'checkpoint {str(self.path)!r}: {field} {problem}; remove the '
-                           'checkpoint (or use another directory) to start over')
+    return _refusal(self.path, field, problem)
 
   def _adopt(self, body: dict) -> None:
-    if not isinstance(body, dict):
-      raise self._refuse('the document', 'is not a mapping')
-    if body.get('format') != FORMAT:
-      raise CheckpointError(f'checkpoint {str(self.path)!r} has format {body.get("format")!r}; '
-                            f'this version reads format {FORMAT}')
-    for name, kinds in (('fingerprint', dict), ('completed', dict), ('current', (dict, type(None))),
-                        ('charge', (dict, type(None)))):
-      if name not in body and name != 'charge':
-        raise self._refuse(name, 'is missing')
-      if not isinstance(body.get(name), kinds):
-        raise self._refuse(name, f'has the wrong type ({type(body.get(name)).__name__})')
-    records = [(f'completed.{phase}', record) for phase, record in body['completed'].items()]
-    if body['current'] is not None:
-      records.append(('current', body['current']))
-      if not isinstance(body['current'].get('phase'), str):
-        raise self._refuse('current.phase', 'must be a phase name')
-    for field, record in records:
-      if not isinstance(record, dict) or 'identity' not in record or 'stream' not in record:
-        raise self._refuse(field, 'must hold identity and stream')
-      try:
-        StreamState.from_dict(record['stream'])
-      except ValueError as error:
-        raise self._refuse(field, f'is invalid: {error}') from None
-    charge = body.get('charge')
-    if charge is not None and not (isinstance(charge.get('guarantee'), str)
-                                   and isinstance(charge.get('run'), str)
-                                   and isinstance(charge.get('ledger'), (str, type(None)))):
-      raise self._refuse('charge', 'must hold the ledger, guarantee and run of a charge')
+    check_body(self.path, body)
     saved = body['fingerprint']
     differ = sorted(k for k in set(saved) | set(self.fingerprint)
                     if saved.get(k) != self.fingerprint.get(k))
@@ -213,6 +185,54 @@ class Checkpoint:
     _files.write_checked_json(self.path, {
         'format': FORMAT, 'fingerprint': self.fingerprint, 'completed': self.completed,
         'current': self.current, 'charge': self.charge})
+
+
+def _refusal(path: pathlib.Path, field: str, problem: str) -> CheckpointError:
+  return CheckpointError(f'checkpoint {str(path)!r}: {field} {problem}; remove the checkpoint '
+                         '(or use another directory) to start over')
+
+
+def check_body(path: pathlib.Path, body) -> None:
+  """CheckpointError naming the field unless ``body`` (read from ``path``) has this format's
+  structure: types, phase records, every stream state (``StreamState.from_dict``), the charge."""
+  if not isinstance(body, dict):
+    raise _refusal(path, 'the document', 'is not a mapping')
+  if body.get('format') != FORMAT:
+    raise CheckpointError(f'checkpoint {str(path)!r} has format {body.get("format")!r}; '
+                          f'this version reads format {FORMAT}')
+  for name, kinds in (('fingerprint', dict), ('completed', dict), ('current', (dict, type(None))),
+                      ('charge', (dict, type(None)))):
+    if name not in body and name != 'charge':
+      raise _refusal(path, name, 'is missing')
+    if not isinstance(body.get(name), kinds):
+      raise _refusal(path, name, f'has the wrong type ({type(body.get(name)).__name__})')
+  records = [(f'completed.{phase}', record) for phase, record in body['completed'].items()]
+  if body['current'] is not None:
+    records.append(('current', body['current']))
+    if not isinstance(body['current'].get('phase'), str):
+      raise _refusal(path, 'current.phase', 'must be a phase name')
+  for field, record in records:
+    if not isinstance(record, dict) or 'identity' not in record or 'stream' not in record:
+      raise _refusal(path, field, 'must hold identity and stream')
+    try:
+      StreamState.from_dict(record['stream'])
+    except ValueError as error:
+      raise _refusal(path, field, f'is invalid: {error}') from None
+  charge = body.get('charge')
+  if charge is not None and not (isinstance(charge.get('guarantee'), str)
+                                 and isinstance(charge.get('run'), str)
+                                 and isinstance(charge.get('ledger'), (str, type(None)))):
+    raise _refusal(path, 'charge', 'must hold the ledger, guarantee and run of a charge')
+
+
+def check_file(directory) -> None:
+  """CheckpointError when ``directory``'s checkpoint file (if any) is corrupt or malformed:
+  a caller checks it before any compute or throughput probe; whether it is this run's is
+  checked when the run opens it (its fingerprint)."""
+  path = pathlib.Path(directory) / FILE_NAME
+  body = sharding.on_leader(lambda: _files.read_checked_json(path, 'checkpoint', CheckpointError))
+  if body is not None:
+    check_body(path, body)
 
 
 class Phase:

@@ -282,8 +282,8 @@ def test_auto_calibration_on_balls_in_bins_takes_the_smallest_sigma(epsilon, win
 
 @pytest.mark.slow
 def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
-  small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=20', '--set',
-           'scheme.cycle_length=20', '--set', 'strategy.square_root_bands=1', '--set',
+  small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=10', '--set',
+           'scheme.cycle_length=10', '--set', 'strategy.square_root_bands=1', '--set',
            'noise_multiplier=3.0', '--set', 'monte_carlo.epsilons=[0.5]']
   config = str(CONFIGS / 'balls_in_bins_auto.yaml')
   assert cli.main(['estimate', config] + small) == 0
@@ -292,5 +292,5 @@ def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
   assert set(estimate['explanation']['epsilons']) == {'unamplified_gaussian', 'renyi',
                                                       'conditional_composition'}
   assert estimate['epsilon'] == jaxacct.epsilon_for_delta(
-      jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=20, cycle_length=20),
+      jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=10, cycle_length=10),
                               jaxacct.BandedToeplitz([1.0]), 3.0), 1e-5)

@@ -60,16 +60,23 @@ def test_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path):
     jaxacct.estimate_delta(jax.random.key(4), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
 
 
-@pytest.mark.parametrize('damage', ['truncate', 'edit'])
+@pytest.mark.parametrize('damage', ['truncate', 'edit', 'empty', 'flipped-byte', 'directory'])
 def test_corrupt_checkpoint_is_refused_and_kept(tmp_path, damage):
   jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
   path = tmp_path / 'checkpoint.json'
-  text = path.read_text()
-  damaged = text[:len(text) // 2] if damage == 'truncate' else text.replace('"block"', '"blok"')
-  path.write_text(damaged)
-  with pytest.raises(checkpoint_lib.CheckpointError, match='corrupt'):
+  data = path.read_bytes()
+  if damage == 'directory':
+    path.unlink()
+    path.mkdir()
+  else:
+    damaged = {'truncate': data[:len(data) // 2], 'edit': data.replace(b'"block"', b'"blok"'),
+               'empty': b'', 'flipped-byte': data[:40] + bytes([data[40] ^ 0x80]) + data[41:]}
+    path.write_bytes(damaged[damage])
+  with pytest.raises(checkpoint_lib.CheckpointError,
+                     match='cannot be read' if damage == 'directory' else 'corrupt'):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
-  assert path.read_text() == damaged  # never silently restarted
+  if damage != 'directory':
+    assert path.read_bytes() == damaged[damage]  # never silently restarted
 
 
 def test_unwritable_checkpoint_directory_is_refused_before_compute(tmp_path):

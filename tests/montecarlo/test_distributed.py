@@ -78,3 +78,48 @@ def test_two_processes_give_the_bits_of_one_device(runs, name):
   # 'truncated' once differed by 1 ulp on ~7% of samples: XLA rewrote x / (2σ²) as
   # x · (1/(2σ²)) in the mixture path on >= 2 devices only (kernels now multiply explicitly).
   assert runs['two'][name] == runs['single'][name] == runs['four'][name], name
+
+
+def test_a_lost_peer_ends_the_survivor_with_exit_1_and_one_message(tmp_path):
+  """Issue 29: killing one process of a 2-process CLI run mid-estimate ends the other within
+  60 s with exit code 1 and a message naming the lost process (no shutdown-barrier wait, no
+  SIGABRT and C++ stack dump)."""
+  import signal
+  import time
+  root = pathlib.Path(__file__).resolve().parents[2]
+  coordinator = f'localhost:{_free_port()}'
+  checkpoint = tmp_path / 'checkpoint'
+  env = dict(os.environ, XLA_FLAGS='--xla_force_host_platform_device_count=1')
+
+  def spawn(process_id):
+    errors = subprocess.PIPE if process_id == 0 else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, '-m', 'jaxacct.cli', 'estimate', str(root / 'configs' / 'quickstart.yaml'),
+         '--set', 'monte_carlo.num_samples=30000000', '--out', str(tmp_path / 'out'),
+         '--checkpoint', str(checkpoint), '--checkpoint-interval', '0.000001', '--distributed',
+         '--coordinator', coordinator, '--num-processes', '2', '--process-id', str(process_id)],
+        env=env, stdout=subprocess.DEVNULL, stderr=errors, text=True)
+
+  survivor, victim = spawn(0), spawn(1)
+  try:
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and survivor.poll() is None:
+      try:  # the run is under way once process 0 has saved a block
+        if json.loads((checkpoint / 'checkpoint.json').read_text())['body']['current']:
+          break
+      except (OSError, ValueError, KeyError, TypeError):
+        pass
+      time.sleep(0.05)
+    victim.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    _, errors = survivor.communicate(timeout=120)
+    elapsed = time.monotonic() - killed
+  finally:
+    for process in (survivor, victim):
+      if process.poll() is None:
+        process.kill()
+      process.wait()
+  assert survivor.returncode == 1, errors
+  assert elapsed <= 60.0
+  assert 'a process of the distributed run was lost' in errors
+  assert 'Check failure' not in errors and 'Aborted' not in errors
