@@ -41,7 +41,7 @@ float32 ``ndtri`` as stated in ``noise.py``.
    the two roundings of fl(d̂_m + fl(σ̂·d̂_z)) (``shared_draws_product_error``).
 5. Per-round ratio. ℓ_i = (2d_i − s_i)·κ, κ = 1/(2σ²); the device forms
    v̂_i = fl(fl(fl(2d̂_i − ŝ_i)·κ̂) + log p̂) with |κ̂ − κ| ≤ (3 + DIVIDE_ULPS)u·κ,
-   |ŝ_i − s_i| ≤ Δs = charge_gamma·s_max ((m + 3)u for a band's column norms) and
+   |ŝ_i − s_i| ≤ Δs = charge_gamma·s_max (γ_{m+3} for a band's column norms) and
    |log p̂ − log p| ≤ u|log p|; then â_i = exp(v̂_i). Hence â_i = p·e^{ℓ_i}·e^{θ_i} with
    |θ_i| ≤ δ = κ(1 + 8u)(2Δd + Δs) + 8.2u·Λ
    + 1.01u(Λ + |log p|) + u|log p| + 1.01·EXP_ULPS·u, Λ = (2D + s_max)·κ(1 + 4u) ≥ max|ℓ̂|,
@@ -51,9 +51,11 @@ float32 ``ndtri`` as stated in ``noise.py``.
    perturbing every a_i by e^{θ_i} moves ln f₀ by at most K·δ. The linear-domain
    evaluation (``kernels/bminsep.py``) takes host powers q^k (error u), then per chunk of s
    rounds sums ≤ s + 1 nonnegative products: relative error ≤ γ_{s+3} + u per chunk level;
-   power-of-two rescaling is exact inside the range check, and products that underflow
-   cost ≤ 2⁻⁴⁸ relative each; over ⌈n/s⌉ + 1 levels ρ = (1 + γ_{s+3} + u)^{⌈n/s⌉+1}
-   (1 + n·2⁻⁴⁸) − 1 and |Δ ln f| ≤ −ln(1 − ρ) (``linear_recursion_error``). The final
+   power-of-two rescaling is exact inside the range check, and a result that underflows is
+   flushed to 0 (XLA flushes subnormals): a flushed a_i < 2⁻¹²⁶ times an aligned
+   f_{i+b} ≤ 2⁵⁰ against f_i ≥ 2⁻⁵⁰ costs ≤ 2⁻²⁶ relative per round (other flushed
+   products far less); over ⌈n/s⌉ + 1 levels ρ = (1 + γ_{s+3} + u)^{⌈n/s⌉+1}
+   (1 + n·2⁻²⁶) − 1 and |Δ ln f| ≤ −ln(1 − ρ) (``linear_recursion_error``). The final
    logarithms, the exponent's E·ln 2, the warm-start combination and its normaliser cost
    ≤ 32u(|L̂| + ln 2b + 4) + γ_{b+2} (``final_log_error``). A sample outside the linear
    range is recomputed in log space, where each of the n steps adds ≤ u(4(|log q| + |log p|
@@ -147,7 +149,7 @@ def margin_constants(shape, sampling_prob: float, multiplicity: int = 1) -> Marg
   mean_error = mean_max * (gamma(shape.mean_roundings) * (1.0 + UNIT_ROUNDOFF) + UNIT_ROUNDOFF)
   return MarginConstants(up(mean_max), up(mean_error), up(shape.column_abs_sum),
                          up(gamma(shape.product_roundings)), up(shape.charge_max),
-                         up(shape.charge_roundings * UNIT_ROUNDOFF), up(abs(math.log(p))),
+                         up(gamma(shape.charge_roundings)), up(abs(math.log(p))),
                          up(log_q))
 
 
@@ -186,7 +188,7 @@ def round_up32(values) -> np.ndarray:
 def linear_recursion_error(iterations: int, chunk: int) -> float:
   """Host: bound on |Δ ln f₀| of the chunked linear-domain recursion (proof step 6)."""
   levels = -(-iterations // chunk) + 1
-  growth = (1.0 + gamma(chunk + 3) + UNIT_ROUNDOFF) ** levels * (1.0 + iterations * 2.0**-48)
+  growth = (1.0 + gamma(chunk + 3) + UNIT_ROUNDOFF) ** levels * (1.0 + iterations * 2.0**-26)
   return float(-math.log(2.0 - growth) * (1.0 + 2.0**-40))  # −ln(1 − ρ), ρ = growth − 1
 
 
@@ -264,6 +266,9 @@ def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, sums
   """
   u = UNIT_ROUNDOFF
   n = terms.shape[1]
+  # A posterior that underflows in float32 is read as 2⁻¹²⁶ ≥ its value: e^δ·δ·π̂ stays an
+  # upper bound, and an overflowing e^δ gives η = inf, never inf·0 = NaN.
+  posterior = jnp.maximum(posterior, jnp.float32(2.0**-126))
   if sums is None:
     sums, terms_per_sum = (lambda v: jnp.sum(v, axis=1)), n
     summation_gamma = gamma(tree_depth(n))
@@ -271,9 +276,8 @@ def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, sums
   perturbation = sums(jnp.exp(delta) * delta * posterior) * (1.0 + 2.0**-16)
   magnitude = sums(jnp.abs(terms))
   weight = sums(posterior)
-  # + n·2⁻¹²⁰: posteriors that underflow in float32 (π < 2⁻¹²⁶) are read as 0.
   return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
-                    + float(summation_gamma) * magnitude) + terms_per_sum * 2.0**-120
+                    + float(summation_gamma) * magnitude)
 
 
 def log_sum_exp_error(count: int, magnitude: jax.Array) -> jax.Array:
@@ -310,6 +314,12 @@ def ratio_bounds(d: jax.Array, product_error: jax.Array, kappa: jax.Array,
   return round_ratio_error(product_error, d_abs, kappa, constants)
 
 
+def upper_losses32(losses: jax.Array, margins: jax.Array) -> jax.Array:
+  """Device (float32): fl(L̂ + η′) ≥ L(y), η′ = η(1 + 2⁻¹⁹) + 2⁻²¹(|L̂| + 1) covering the
+  rounding of the sum (step 8): the loss the hockey-stick terms and the histogram use."""
+  return losses + (margins * (1.0 + 2.0**-19) + 2.0**-21 * (jnp.abs(losses) + 1.0))
+
+
 def hockey_stick_sums32(epsilons: jax.Array, losses: jax.Array, margins: jax.Array,
                         valid: jax.Array) -> tuple[jax.Array, jax.Array]:
   """Device (float32): per-ε sums of t̂ = −expm1(min(ε − (L̂ + η′), 0)) and of t̂² over a block.
@@ -317,8 +327,7 @@ def hockey_stick_sums32(epsilons: jax.Array, losses: jax.Array, margins: jax.Arr
   ``epsilons`` (E,) are rounded down on the host; η′ = η(1 + 2⁻¹⁹) + 2⁻²¹(|L̂| + |ε| + 1)
   covers the roundings of the argument (see the module docstring). Masked samples add 0.
   """
-  inflated = margins * (1.0 + 2.0**-19) + 2.0**-21 * (jnp.abs(losses) + 1.0)
-  shifted = (losses + inflated)[None, :] + 2.0**-21 * jnp.abs(epsilons)[:, None]
+  shifted = upper_losses32(losses, margins)[None, :] + 2.0**-21 * jnp.abs(epsilons)[:, None]
   terms = -jnp.expm1(jnp.minimum(epsilons[:, None] - shifted, 0.0))
   terms = jnp.where(valid[None, :], terms, 0.0)
   return jnp.sum(terms, axis=1), jnp.sum(jnp.square(terms), axis=1)

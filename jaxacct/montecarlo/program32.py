@@ -184,7 +184,10 @@ def block_sums(losses, margins, valid_counts, epsilons, edges, *, mesh):
       block_losses_, block_margins, count = args
       valid = jnp.arange(block_size, dtype=jnp.int32) < count
       sums, squares = margin.hockey_stick_sums32(epsilons, block_losses_, block_margins, valid)
-      bins = jnp.searchsorted(edges, block_losses_, side='left')
+      # Binned at L̂ + η′ ≥ L(y) against edges rounded down: each loss is counted at an
+      # upper edge ≥ its exact value, as the float64 histogram is (conservative).
+      bins = jnp.searchsorted(edges, margin.upper_losses32(block_losses_, block_margins),
+                              side='left')
       one_hot = (bins[:, None] == jnp.arange(edges.shape[0] + 1)[None, :]) & valid[:, None]
       return (sums, squares, jnp.sum(one_hot, axis=0, dtype=jnp.int32),
               jnp.max(jnp.where(valid, block_margins, 0.0)))
@@ -258,7 +261,7 @@ class Program32:
     starts = (first_block + np.arange(num_blocks, dtype=np.int64)) * self.block_size
     valid = np.clip(num_samples - starts, 0, self.block_size).astype(np.int32)
     eps = margin.round_down32(epsilons)
-    bins = np.asarray([0.0] if edges is None else edges, np.float32)
+    bins = margin.round_down32([0.0] if edges is None else edges)
     factor = margin.block_sum_factor(self.block_size)
     results = []
     with scope():

@@ -8,6 +8,7 @@ scipy/NumPy float64 for the elementary functions the margin's proof assumes.
 
 from __future__ import annotations
 
+import dataclasses
 import fractions
 import math
 import re
@@ -211,9 +212,9 @@ def test_balls_in_bins_bins_and_modes_are_the_float64_ones():
   with jax.enable_x64(True):
     modes = np.asarray(view.phase_modes(64, 4))
   params = balls_in_bins.params32(mechanism)
-  # Host modes and norms rounded to nearest float32 (the margin's u·|m| per entry).
-  assert np.all(np.abs(params.modes - modes) <= U * np.abs(modes))
-  np.testing.assert_allclose(params.norms, np.sum(modes**2, axis=1), rtol=U)
+  # Host modes and norms rounded to nearest float32, within the margin's stated errors.
+  assert np.all(np.abs(params.modes - modes) <= params.margin.mean_error)
+  assert np.all(np.abs(params.norms - np.sum(modes**2, axis=1)) <= params.norm_error)
   assert params.margin.c_max >= np.max(modes)
   sample_keys = jax.random.split(jax.random.key(3), 2048)
   with jax.enable_x64(True):
@@ -326,7 +327,6 @@ def _losses_and_margins(mechanism, sigmas, num_blocks, direction, block_size=64)
 
 
 def _exact_losses(mechanism, sigma, num_samples, direction):
-  import dataclasses
   candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
   return np.asarray(sampling.sample_privacy_losses(jax.random.key(2), candidate, num_samples,
                                                    direction))
@@ -414,6 +414,43 @@ def test_float32_sweep_is_at_least_the_float64_one_on_the_same_draws():
     assert np.all(sweeps[0].delta_hat[d] <= sweeps[1].delta_hat[d] * 1.02 + 1e-4)
 
 
+def test_tiny_noise_gives_an_infinite_margin_never_nan():
+  """σ = 10⁻⁴: e^δ overflows where posteriors underflow; η must be +inf (every term counted at
+  its maximum), not inf·0 = NaN."""
+  for mechanism in (POISSON, CYCLIC):
+    tiny = dataclasses.replace(mechanism, noise_multiplier=1e-4)
+    losses, margins = _losses_and_margins(tiny, [1e-4], 1, 'remove')
+    assert not np.any(np.isnan(margins)) and not np.any(np.isnan(losses))
+    assert np.all(margins >= 0.0)
+
+
+def test_float32_histogram_counts_every_loss_at_an_edge_above_its_exact_value():
+  """Histogram counts of the 32-bit program bin L̂ + η against edges rounded down, so for
+  every edge at least as many samples lie above it as exact losses do (conservative, like
+  float64's), also for edges between L̂ and L̂ + η."""
+  mechanism = WARM
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
+  with jax.enable_x64(True):
+    program = program32.Program32(mechanism, kernel, np.asarray([0.7]), 64,
+                                  sharding.SampleMesh.over(jax.local_devices()[:1]))
+    stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), 'remove')
+    _, losses, margins = program.losses_and_margins(stream, 0, 4, 'remove')
+    losses = np.asarray(losses, np.float64)[:, 0].ravel()
+    margins = np.asarray(margins, np.float64)[:, 0].ravel()
+    exact = _exact_losses(dataclasses.replace(mechanism, noise_multiplier=0.7), 0.7, 256,
+                          'remove')
+    # Edges at the next float32 above L̂ where the exact loss is higher still (binning L̂ alone
+    # would count those samples below the edge), inside (L̂, L̂ + η), and at exact losses.
+    above_next = np.nextafter(losses.astype(np.float32), np.float32(np.inf)).astype(np.float64)
+    between = above_next[exact > above_next]
+    assert between.size > 0
+    edges = np.unique(np.concatenate([between, losses[::9] + margins[::9] / 3, exact[::11]]))
+    counts = program.block_sums(stream, 0, 4, 'remove', 256, np.asarray([0.0]), edges)[0][2]
+  above = np.cumsum(np.sum(counts, axis=0)[::-1])[::-1]  # above[k]: samples in bins ≥ k
+  for k, edge in enumerate(edges):
+    assert above[k + 1] >= np.sum(exact > edge), edge
+
+
 # ---- the elementary-function assumptions of the proof, on this backend --------------------
 
 def _relative_ulps(fn32, fn64, x):
@@ -497,7 +534,7 @@ def test_block_sum_factor_and_rounding_helpers():
   assert np.all(down.astype(np.float64) <= values) and np.all(up.astype(np.float64) >= values)
   assert np.all(np.nextafter(down, np.float32(np.inf)).astype(np.float64) > values)
   assert margin.linear_recursion_error(1000, 16) == pytest.approx(
-      -math.log(1 - ((1 + margin.gamma(19) + U) ** 64 * (1 + 1000 * 2.0**-48) - 1)), rel=1e-9)
+      -math.log(1 - ((1 + margin.gamma(19) + U) ** 64 * (1 + 1000 * 2.0**-26) - 1)), rel=1e-9)
 
 
 # ---- the API: precision everywhere a run is chosen, refusals before compute -------------

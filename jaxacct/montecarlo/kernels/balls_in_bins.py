@@ -54,14 +54,15 @@ def log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: int,
 class Params32(NamedTuple):
   """Traced parameters of the 32-bit balls-in-bins program (host-built, float32).
 
-  Attributes: modes (T, n) and norms ‖m_j‖² (T,), each within u(1 + 2⁻²⁰) of exact;
-  log_cycle = ln T; margin (``margin.MarginConstants`` with c_max ≥ the largest mode entry,
-  which is what the margin's steps 2–4 need of the mean: entries of C·x then sum up to
-  ⌈m/T⌉ coefficients).
+  Attributes: modes (T, n) and norms ‖m_j‖² (T,) rounded to float32 from float64 sums;
+  norm_error ≥ max_j |N̂_j − ‖m_j‖²|; log_cycle = ln T; margin (``margin.MarginConstants``
+  with c_max ≥ the largest mode entry and mean_error ≥ |m̂ − m|, which is what the margin's
+  steps 2–4 need of the mean: entries of C·x then sum up to ⌈m/T⌉ coefficients).
   """
 
   modes: Any
   norms: Any
+  norm_error: Any
   log_cycle: Any
   margin: margin.MarginConstants
 
@@ -72,13 +73,19 @@ def params32(mechanism) -> Params32:
   with jax.enable_x64(True):
     modes = np.asarray(mechanism.matrix.kernel_view(scheme).phase_modes(
         scheme.iterations, scheme.cycle_length), np.float64)
-  # float64 sums of ≤ n terms: relative error ≤ n·2⁻⁵³ ≪ 2⁻²⁰·u for n < 2¹⁹.
+  # The float64 sums' own rounding (nonnegative terms, any order): a mode entry sums at most
+  # n entries of C (relative ≤ γ_n in float64), a norm n squares of them.
+  u = margin.UNIT_ROUNDOFF
+  n = scheme.iterations
+  mode_rel = 1.01 * n * 2.0**-53
+  norm_rel = 1.01 * (n + 1) * 2.0**-53 + 2.0 * mode_rel
   norms = np.sum(modes * modes, axis=1)
-  largest = np.max(np.abs(modes)) * (1.0 + 2.0**-20)
+  largest = np.max(np.abs(modes))
   constants = margin.margin_constants(_common.rounding_shape(mechanism), 0.5)._replace(
-      c_max=margin.round_up32(largest),
-      mean_error=margin.round_up32(margin.UNIT_ROUNDOFF * largest))
-  return Params32(modes.astype(np.float32), norms.astype(np.float32),
+      c_max=margin.round_up32(largest * (1.0 + mode_rel)),
+      mean_error=margin.round_up32((u * (1.0 + mode_rel) + mode_rel) * largest * (1.0 + 2**-40)))
+  norm_error = margin.round_up32((u + norm_rel) * (1.0 + u) * np.max(norms) * (1.0 + 2**-40))
+  return Params32(modes.astype(np.float32), norms.astype(np.float32), norm_error,
                   np.float32(math.log(scheme.cycle_length)), constants)
 
 
@@ -89,7 +96,7 @@ def log_ratio_with_margin(d: jax.Array, params: Params32, kappa: jax.Array, cycl
   x̂_j = fl(fl(2·Σ̂_{i≡j} d̂_i − N̂_j)·κ̂), L̂ = logsumexp_j x̂_j − ln T̂. With k = ⌈n/T⌉ terms
   per phase sum (slab order: relative rounding γ_k), Δd ≥ |d̂_i − d_i| and D = max|d̂|:
   |Σ̂ − Σ| ≤ k(Δd + γ_k·D); the exponent's numerator A_j = 2Σ_j − N_j moves by
-  ΔA = 2k(Δd + γ_k·D) + u·N_max(1 + 2⁻²⁰) + u·A_max (A_max = max|Â|), and
+  ΔA = 2k(Δd + γ_k·D) + ΔN + u·A_max (ΔN = ``norm_error``, A_max = max|Â|), and
   |x̂_j − x_j| ≤ κ̂(1 + 8u)ΔA + (3 + DIVIDE_ULPS)u·κ̂·A_max + u·max|x̂| (κ ≤ κ̂ ≤ κ(1 + 2u));
   the logsumexp is 1-Lipschitz in the max norm (``margin.phase_mixture_error`` adds its own
   rounding). The bound is evaluated in float32 and inflated by 2⁻¹⁶.
@@ -105,8 +112,7 @@ def log_ratio_with_margin(d: jax.Array, params: Params32, kappa: jax.Array, cycl
   d_max = jnp.max(jnp.abs(d), axis=1)
   sum_error = per_sum * (jnp.max(product_error, axis=1) + gamma_k * d_max)
   numerator_max = jnp.max(jnp.abs(numerator), axis=1)
-  numerator_error = (2.0 * sum_error + u * (1.0 + 2.0**-20) * jnp.max(params.norms)
-                     + u * numerator_max)
+  numerator_error = 2.0 * sum_error + params.norm_error + u * numerator_max
   exponent_error = (kappa * ((1.0 + 8.0 * u) * numerator_error
                              + (3.0 + margin.DIVIDE_ULPS) * u * numerator_max)
                     + u * jnp.max(jnp.abs(exponents), axis=1))
