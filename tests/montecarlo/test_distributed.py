@@ -3,8 +3,9 @@
 The processes (CPU, 2 devices each, gloo collectives) are spawned with a local coordinator;
 each draws only the blocks of its own devices, the per-block sums are all-gathered and added
 in block order, so ``estimate_delta`` and ``calibrate_noise_multiplier`` (untruncated and
-truncated b-min-sep) must agree bit for bit with one process on the same 4 devices, and with
-one process on 1 device.
+truncated b-min-sep) must agree bit for bit with one process on the same 4 devices (1 device
+against 4 is checked by test_estimator.py and test_program32.py). A lost peer ends the run
+cleanly (issue 29).
 """
 
 import json
@@ -57,14 +58,15 @@ def _run(tmp_path, name: str, num_processes: int, devices: int) -> list[str]:
 
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
-  """Process 0's results: 1 process × 1 device, 1 process × 4 devices, 2 processes × 2."""
+  """Process 0's results: 1 process × 4 devices and 2 processes × 2 (1 device against 4 is
+  test_estimator's and test_program32's)."""
   folder = tmp_path_factory.mktemp('distributed')
   results = {}
-  for name, processes, devices in (('single', 1, 1), ('four', 1, 4), ('two', 2, 2)):
+  for name, processes, devices in (('four', 1, 4), ('two', 2, 2)):
     outputs = _run(folder, name, processes, devices)
     results[name] = _result(outputs[0])
     assert all(_result(out) is None for out in outputs[1:])  # only process 0 reports
-  assert [results[n].pop('devices') for n in ('single', 'four', 'two')] == [1, 4, 4]
+  assert [results[n].pop('devices') for n in ('four', 'two')] == [4, 4]
   return results
 
 
@@ -74,10 +76,10 @@ def test_two_processes_give_the_bits_of_one_process_on_as_many_devices(runs):
 
 @pytest.mark.parametrize('name', ['estimate', 'untruncated', 'truncated', 'estimate32',
                                   'sweep32'])
-def test_two_processes_give_the_bits_of_one_device(runs, name):
+def test_two_processes_give_the_bits_of_one_process_per_workload(runs, name):
   # 'truncated' once differed by 1 ulp on ~7% of samples: XLA rewrote x / (2σ²) as
   # x · (1/(2σ²)) in the mixture path on >= 2 devices only (kernels now multiply explicitly).
-  assert runs['two'][name] == runs['single'][name] == runs['four'][name], name
+  assert runs['two'][name] == runs['four'][name], name
 
 
 def test_a_lost_peer_ends_the_survivor_with_exit_1_and_one_message(tmp_path):
