@@ -148,13 +148,17 @@ def _check_budget(args, raw) -> None:
   plan = _capacity_plan(args, raw)
   if sharding.is_leader():
     _print_plan(plan, file=sys.stderr)
+  _refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_here'], '')
+
+
+def _refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
+  """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30) without --force."""
   budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
-  projected = plan['plan']['seconds_here']
-  if projected > 60.0 * budget and not args.force:
+  if seconds > 60.0 * budget and not args.force:
     raise config_lib.ConfigError(
-        f'the Monte Carlo calibration is projected to take {_format_seconds(projected)} here, '
-        f'over the --max-minutes budget of {budget:g} min: pass --force (or a larger '
-        '--max-minutes) to run it anyway, or run it on an accelerator')
+        f'{run} is projected to take {_format_seconds(seconds)} here, over the --max-minutes '
+        f'budget of {budget:g} min: pass --force (or a larger --max-minutes) to run it anyway, '
+        f'{advice}or run it on an accelerator')
 
 
 # Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
@@ -172,13 +176,8 @@ def _check_estimate_budget(args, mechanism, num_samples: int, precision: str) ->
   if sharding.is_leader():
     print(f'plan: {num_samples:,} samples per direction, projected {_format_seconds(seconds)} '
           f'here ({precision})', file=sys.stderr)
-  budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
-  if seconds > 60.0 * budget and not args.force:
-    raise config_lib.ConfigError(
-        f'the Monte Carlo estimate (monte_carlo.num_samples = {num_samples:,}) is projected to '
-        f'take {_format_seconds(seconds)} here, over the --max-minutes budget of {budget:g} min: '
-        'pass --force (or a larger --max-minutes) to run it anyway, use fewer samples, or run '
-        'it on an accelerator')
+  _refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
+                     f'{num_samples:,})', seconds, 'use fewer samples, ')
 
 
 def _write(function, *args, **kwargs) -> None:
