@@ -98,7 +98,7 @@ class _Progress:
       rate = (done - self.first) / max(now - self.started, 1e-9)
       eta = (total - done) / rate if rate > 0 else float('inf')
       print(f'jaxacct: {stage}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
-            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {_format_seconds(eta)}'),
+            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {plan_lib.format_seconds(eta)}'),
             file=sys.stderr, flush=True)
 
   def _bar(self, done: int, total: int, stage: str) -> None:
@@ -132,7 +132,7 @@ class _ProbeProgress:
     if self.enabled and (seconds >= 2.0 or elapsed >= 5.0):
       print(f'jaxacct: calibrating σ with {accountant}: probe {self.count}, σ = {sigma:.6g} '
             f'{"meets" if passed else "misses"} the target ({seconds:.1f} s; '
-            f'{_format_seconds(elapsed)} so far)', file=sys.stderr, flush=True)
+            f'{plan_lib.format_seconds(elapsed)} so far)', file=sys.stderr, flush=True)
 
 
 DEFAULT_MAX_MINUTES = 30.0
@@ -154,11 +154,14 @@ def _check_budget(args, raw) -> None:
 def _refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
   """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30) without --force."""
   budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
-  if seconds > 60.0 * budget and not args.force:
-    raise config_lib.ConfigError(
-        f'{run} is projected to take {_format_seconds(seconds)} here, over the --max-minutes '
-        f'budget of {budget:g} min: pass --force (or a larger --max-minutes) to run it anyway, '
-        f'{advice}or run it on an accelerator')
+  try:
+    plan_lib.refuse_over_budget(
+        run, seconds, None if args.force else 60.0 * budget,
+        budget=f'the --max-minutes budget of {budget:g} min',
+        advice=f'pass --force (or a larger --max-minutes) to run it anyway, {advice}or run it '
+               f'on an accelerator')
+  except plan_lib.OverBudgetError as refusal:
+    raise config_lib.ConfigError(str(refusal)) from None
 
 
 # Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
@@ -166,18 +169,13 @@ def _refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
 _ESTIMATE_PROBE_WORK = 1e10
 
 
-def _check_estimate_budget(args, mechanism, num_samples: int, precision: str) -> None:
-  """Before a large Monte Carlo estimate: project its time from a measured throughput, print
-  it on stderr, and refuse it over ``--max-minutes`` (default 30) unless ``--force``."""
+def _estimate_max_seconds(args, mechanism, num_samples: int) -> float | None:
+  """The ``max_seconds`` of a Monte Carlo estimate: ``--max-minutes`` (default 30) for one
+  large enough to time first, None (nothing timed or refused) for a small one or --force."""
   work = 2.0 * num_samples * mechanism.iterations * mechanism.matrix.num_bands
-  if work <= _ESTIMATE_PROBE_WORK:
-    return
-  seconds = 2.0 * num_samples * plan_lib.seconds_per_sample(mechanism, np.dtype(precision))
-  if sharding.is_leader():
-    print(f'plan: {num_samples:,} samples per direction, projected {_format_seconds(seconds)} '
-          f'here ({precision})', file=sys.stderr)
-  _refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
-                     f'{num_samples:,})', seconds, 'use fewer samples, ')
+  if work <= _ESTIMATE_PROBE_WORK or args.force:
+    return None
+  return 60.0 * (args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES)
 
 
 def _write(function, *args, **kwargs) -> None:
@@ -299,10 +297,17 @@ def _estimate(args, raw) -> dict:
     choice = _run_precision(raw, mechanism)
   _say_precision(choice)
   _check_state_files(args, raw, ledger=False)
-  _check_estimate_budget(args, mechanism, num_samples, choice.precision)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
-  result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
-                          dtype=choice.dtype, progress=_Progress(args), **_checkpointing(args))
+  try:
+    result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
+                            dtype=choice.dtype, progress=_Progress(args),
+                            max_seconds=_estimate_max_seconds(args, mechanism, num_samples),
+                            **_checkpointing(args))
+  except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
+    _refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
+                        f'{num_samples:,}, {choice.precision})', refusal.seconds,
+                        'use fewer samples, ')
+    raise
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
   table = [grid.index(float(e)) for e in epsilons]
@@ -395,13 +400,6 @@ def _plan(args, raw) -> dict:
   return payload
 
 
-def _format_seconds(seconds: float) -> str:
-  for unit, size in (('days', 86400.0), ('h', 3600.0), ('min', 60.0)):
-    if seconds >= size:
-      return f'{seconds / size:,.1f} {unit}'
-  return f'{seconds:,.1f} s'
-
-
 def _print_plan(payload: dict, file=None) -> None:
   plan = payload['plan']
   file = sys.stdout if file is None else file
@@ -420,10 +418,10 @@ def _print_plan(payload: dict, file=None) -> None:
         file=file)
   if payload.get('stand_in'):
     print(f'  ({payload["stand_in"]})', file=file)
-  print(f'  projected wall time here: {_format_seconds(plan["seconds_here"])} (+ '
-        f'{_format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
+  print(f'  projected wall time here: {plan_lib.format_seconds(plan["seconds_here"])} (+ '
+        f'{plan_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
   print(f'  on {plan["target_devices"]} device(s): '
-        f'{_format_seconds(plan["seconds_on_target"])}, '
+        f'{plan_lib.format_seconds(plan["seconds_on_target"])}, '
         f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)
   if plan['memory_per_device'] is not None:
     print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
@@ -434,7 +432,7 @@ def _print_plan(payload: dict, file=None) -> None:
     memory = ('' if other['memory_per_device'] is None
               else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
     print(f'  {name}: {1.0 / other["seconds_per_sample"]["1"]:,.0f} samples/s here, '
-          f'{_format_seconds(other["seconds_here"])} here, '
+          f'{plan_lib.format_seconds(other["seconds_here"])} here, '
           f'{other["device_hours_on_target"]:,.1f} device-hours on {other["target_devices"]}'
           f'{memory}', file=file)
   if 'float32' in plans:

@@ -47,13 +47,15 @@ def test_calibrate_json(tmp_path, capsys):
 
 
 def test_an_absurd_estimate_is_refused_from_its_projection_before_compute(tmp_path, capsys):
-  """Issue 29: 10¹² samples would run for months; the estimate times a block, prints the
-  projection and refuses it over --max-minutes (with --force it would run)."""
+  """Issue 29: 10¹² samples would run for months; the estimate times a block (the library's
+  ``max_seconds``) and refuses it over --max-minutes in one line (with --force it would run)."""
   code = cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--out', str(tmp_path),
                    '--set', 'monte_carlo.num_samples=1000000000000'])
   err = capsys.readouterr().err
-  assert code == 2 and 'plan: 1,000,000,000,000 samples per direction, projected' in err
+  assert code == 2 and ('the Monte Carlo estimate (monte_carlo.num_samples = 1,000,000,000,000, '
+                        'float64) is projected to take') in err
   assert 'over the --max-minutes budget of 30 min: pass --force' in err
+  assert err.count('jaxacct: error') == 1
   assert not (tmp_path / 'estimate.json').exists()
 
 
@@ -67,6 +69,37 @@ def test_a_full_disk_is_refused_before_compute(tmp_path, capsys, monkeypatch):
   err = capsys.readouterr().err
   assert code == 2 and f'--out {tmp_path / "out"}: only 64 KiB free' in err
   assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == []  # no probe left behind
+
+
+def _run_on_a_tiny_file_system(mount: pathlib.Path, size: str, *command):
+  """Runs the CLI in a user and mount namespace with a ``size`` tmpfs at ``mount`` (skips
+  where the kernel does not let an unprivileged user make one)."""
+  import shutil
+  import subprocess
+  import sys
+  if shutil.which('unshare') is None:
+    pytest.skip('no unshare(1) to make a tiny file system')
+  mount.mkdir()
+  script = f'mount -t tmpfs -o size={size} tmpfs "$1" && shift && exec "$@"'
+  done = subprocess.run(['unshare', '--user', '--map-root-user', '--mount', 'sh', '-c', script,
+                         'sh', str(mount), sys.executable, '-m', 'jaxacct.cli', *command],
+                        capture_output=True, text=True, timeout=300, check=False)
+  if done.returncode != 0 and 'mount' in done.stderr and 'jaxacct' not in done.stderr:
+    pytest.skip(f'cannot mount a tmpfs here: {done.stderr.strip()}')
+  return done
+
+
+@pytest.mark.parametrize('flag', ['--out', '--checkpoint'])
+def test_a_real_tiny_file_system_is_refused_before_compute(tmp_path, flag):
+  """Issue 29: on a real 64 KiB file system (a tmpfs) the report or checkpoint folder is
+  refused before any compute, exit 2, one line naming the flag, the folder and the room."""
+  tiny = tmp_path / 'tiny'
+  others = ['--out', str(tmp_path / 'out')] if flag == '--checkpoint' else []
+  done = _run_on_a_tiny_file_system(tiny, '64k', 'calibrate', str(CONFIGS / 'quickstart.yaml'),
+                                    flag, str(tiny), *others)
+  assert done.returncode == 2, done.stderr
+  assert f'{flag} {tiny}: only 64 KiB free, the run needs about 4096 KiB' in done.stderr
+  assert 'calibrating' not in done.stderr and done.stderr.count('\n') == 1
 
 
 @pytest.mark.parametrize('override, message', [

@@ -1,5 +1,6 @@
-"""`jaxacct calibrate --checkpoint`: killed with SIGKILL mid-phase and rerun, it gives the
-uninterrupted run's JSON (issue 13), also when resumed on another device count; the user's
+"""`jaxacct calibrate --checkpoint`: killed with SIGKILL mid-phase (a sweep, verification,
+the replay of finished phases, the report curve) and rerun, it goes on from the saved block
+and gives the uninterrupted run's JSON (issues 13, 29), also on another device count; the user's
 attempt ledger charges or refuses a second calibration with a new seed, in the same report
 folder or another one, and a report whose ledger was deleted refuses to go on (issue 29).
 
@@ -49,9 +50,11 @@ def _run(out, *extra, devices=1) -> dict:
   return {k: v for k, v in payload.items() if k not in VOLATILE}
 
 
-def _kill_during(out, checkpoint: pathlib.Path, phase_prefix: str, devices: int) -> dict:
-  """Starts the run, SIGKILLs it once the checkpoint shows ``phase_prefix`` in progress."""
-  path = checkpoint / 'checkpoint.json'
+def _kill_when(out, checkpoint: pathlib.Path, ready, devices: int,
+               file: str = 'checkpoint.json') -> dict:
+  """Starts the run and SIGKILLs it once ``ready(text)`` holds for the text of the checkpoint
+  file ``checkpoint/file``; returns that file's body as it was killed."""
+  path = checkpoint / file
   errors = out.parent / 'stderr.txt'
   with open(errors, 'w') as stderr:
     process = subprocess.Popen(_command(out, '--checkpoint', str(checkpoint),
@@ -61,13 +64,13 @@ def _kill_during(out, checkpoint: pathlib.Path, phase_prefix: str, devices: int)
     try:
       while time.monotonic() < deadline and process.poll() is None:
         try:
-          current = json.loads(path.read_text())['body']['current']
-        except (OSError, ValueError, KeyError):
-          current = None
-        if current is not None and current['phase'].startswith(phase_prefix):
+          text = path.read_text()
+        except OSError:
+          text = None
+        if ready(text):
           process.send_signal(signal.SIGKILL)
           break
-        time.sleep(0.01)
+        time.sleep(0.005)
     finally:
       if process.poll() is None:
         process.kill()
@@ -77,17 +80,56 @@ def _kill_during(out, checkpoint: pathlib.Path, phase_prefix: str, devices: int)
   return json.loads(path.read_text())['body']
 
 
+def _in_phase(prefix: str):
+  """``ready`` for ``_kill_when``: the checkpoint shows a phase named ``prefix``… in progress."""
+  def ready(text):
+    try:
+      current = json.loads(text)['body']['current']
+    except (TypeError, ValueError, KeyError):
+      return False
+    return current is not None and current['phase'].startswith(prefix)
+  return ready
+
+
+def _changed(path: pathlib.Path):
+  """``ready`` for ``_kill_when``: the file differs from what it holds now (the resumed run's
+  first save, right after its replay of the finished phases)."""
+  before = path.read_text()
+  return lambda text: text is not None and text != before
+
+
+def _position(body) -> tuple:
+  stream = body['current']['stream']
+  return stream['program'], stream['direction'], stream['block'] or 0
+
+
 @pytest.fixture(scope='module')
 def uninterrupted(tmp_path_factory):
   return _run(tmp_path_factory.mktemp('reference'))
 
 
-def test_killed_in_the_sweep_and_in_verification_resumes_bitwise(tmp_path, uninterrupted):
+def test_killed_in_every_phase_and_its_replay_resumes_where_it_stopped_bitwise(
+    tmp_path, uninterrupted):
+  """Issue 29: kill -9 in a sweep, in verification, twice in a row at the resumed run's first
+  save (right after the replay of the finished sweeps, which must not touch the phase in
+  progress), and in the report curve; each resume goes on from the saved block, and the final
+  JSON equals the uninterrupted run's, on other device counts."""
   checkpoint, out = tmp_path / 'checkpoint', tmp_path / 'out'
-  saved = _kill_during(out, checkpoint, 'estimation-sweep', devices=4)
+  saved = _kill_when(out, checkpoint, _in_phase('estimation-sweep'), devices=4)
   assert 'verification' not in saved['completed'] and saved['current']['stream']['block']
-  saved = _kill_during(out, checkpoint, 'verification', devices=4)
-  assert saved['current']['phase'] == 'verification'
+  saved = _kill_when(out, checkpoint, _in_phase('verification'), devices=4)
+  for _ in range(2):
+    stopped = _position(saved)
+    saved = _kill_when(out, checkpoint, _changed(checkpoint / 'checkpoint.json'), devices=2)
+    assert saved['current'] is not None and saved['current']['phase'] == 'verification'
+    assert _position(saved) > stopped  # one call past the saved block, not from block 0
+  curve = 'report-curve/checkpoint.json'
+  saved = _kill_when(out, checkpoint, _in_phase('estimate'), devices=4, file=curve)
+  main = json.loads((checkpoint / 'checkpoint.json').read_text())['body']
+  assert 'verification' in main['completed'] and main['current'] is None
+  stopped = _position(saved)
+  saved = _kill_when(out, checkpoint, _changed(checkpoint / curve), devices=2, file=curve)
+  assert _position(saved) > stopped
   resumed = _run(out, '--checkpoint', str(checkpoint), devices=1)
   assert resumed == uninterrupted
 

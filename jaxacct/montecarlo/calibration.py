@@ -34,6 +34,7 @@ from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import evr, sharding, stream, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
@@ -144,7 +145,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                num_candidates: int = 8, attempt: int = 1,
                                ledger=None, fallback=None, precision: str = 'float64',
                                devices=None, progress=None, checkpoint=None,
-                               checkpoint_interval: float = 60.0) -> Calibration:
+                               checkpoint_interval: float = 60.0,
+                               max_seconds: float | None = None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -182,6 +184,10 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       phase boundary; calling again with the same arguments resumes and returns bitwise the
       result of an uninterrupted run, on any device count. Other arguments (scheme, strategy,
       ε, δ, key, options, code version) are refused, naming what differs.
+    max_seconds: if given, the calibration's capacity plan (``plan.capacity_plan``: two
+      sweeps and the verification, timed here on ``devices``) is made first, and a
+      calibration projected to take longer is refused with ``plan.OverBudgetError`` before
+      any sweep (the whole calibration is projected, a resumed one too).
 
   Returns:
     ``Calibration``.
@@ -197,6 +203,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
+  max_seconds = plan_lib.check_max_seconds(max_seconds)
   key = keys_lib.canonicalize_key(key)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
@@ -219,6 +226,14 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
       scheme, matrix, fallback, epsilon, base))
   probe = MatrixMechanism(scheme, matrix, guess)
+  if max_seconds is not None:
+    plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, num_samples=n_verify,
+                                  base_delta=base, estimation_samples=estimation_samples,
+                                  num_candidates=num_candidates, precision=choice.precision,
+                                  devices=devices)
+    plan_lib.refuse_over_budget(f'the calibration ({plan.verification_samples:,} verification '
+                                f'and ≥ {2 * plan.estimation_samples_per_sweep:,} estimation '
+                                f'samples)', plan.seconds_here, max_seconds)
   sweeps = []
 
   def sweep(sigmas):

@@ -36,6 +36,7 @@ from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import estimator, kernels, sampling, stream
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
@@ -77,15 +78,16 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
                               dtype=jnp.float64, precision: str | None = None,
                               block_size: int | None = None,
                               blocks_per_call: int | None = None, devices=None,
-                              progress: stream.Progress | None = None) -> SigmaSweep:
+                              progress: stream.Progress | None = None,
+                              max_seconds: float | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
 
   With ``shared_draws`` every candidate uses the same draws (x, z) of the key's
   estimation stream; otherwise candidate j uses the independent key
   fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
   reachable only through ``evr.verify``.) ``progress(samples_done, samples_total, stage)``
-  is called after each call (stage "estimation sweep"). ``dtype`` / ``precision``: as
-  ``estimate_delta``.
+  is called after each call (stage "estimation sweep"). ``dtype`` / ``precision`` /
+  ``max_seconds``: as ``estimate_delta``.
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -96,25 +98,61 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   """
   return sweep_sigmas(key, mechanism, noise_multipliers, epsilons, num_samples,
                       purpose='estimation', shared_draws=shared_draws, dtype=dtype,
-                      precision=precision, block_size=block_size, blocks_per_call=blocks_per_call, devices=devices,
-                      progress=stream.staged(progress, 'estimation sweep'))
+                      precision=precision, block_size=block_size,
+                      blocks_per_call=blocks_per_call, devices=devices,
+                      progress=stream.staged(progress, 'estimation sweep'),
+                      max_seconds=max_seconds)
+
+
+def _programs(mechanism: MatrixMechanism, kernel, sigmas: np.ndarray, block_size: int,
+              mesh: SampleMesh, shared_draws: bool) -> list:
+  """The sweep's loss programs: one ``SharedDraws`` of K candidates, or K ``OneSigma``."""
+  if shared_draws:
+    return [stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)]
+  return [stream.one_sigma_program(dataclasses.replace(mechanism, noise_multiplier=float(s)),
+                                   kernel, block_size, mesh) for s in sigmas]
+
+
+@dataclasses.dataclass
+class _Sweep:
+  """A sweep with its arguments checked and its state resumed, ready to run or project."""
+
+  mechanism: MatrixMechanism
+  sigmas: np.ndarray
+  grid: np.ndarray
+  num_samples: int
+  purpose: str
+  key: jax.Array
+  shared_draws: bool
+  block_size: int
+  blocks_per_call: int | None
+  mesh: SampleMesh
+  phase: checkpoint_lib.Phase
+  programs: list
+  state: stream.StreamState
+
+  def projected_seconds(self) -> float:
+    """Wall time of what is left, from one timed call of its first program (whose compile
+    the run then reuses)."""
+    remaining = self.state.blocks_remaining(num_samples=self.num_samples, first_block=0,
+                                            block_size=self.block_size,
+                                            num_programs=len(self.programs))
+    return plan_lib.program_seconds(self.programs[0], self.mesh, self.block_size, remaining)
+
+  def refuse_over_budget(self, run: str, max_seconds: float | None) -> None:
+    """``plan.OverBudgetError`` before any compute when the rest is projected over
+    ``max_seconds`` (None: nothing is timed or refused)."""
+    if max_seconds is not None:
+      plan_lib.refuse_over_budget(run, self.projected_seconds(), max_seconds)
 
 
 @scoped_x64
-def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
-                 num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
-                 precision: str | None = None,
-                 block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
-                 progress: Callable[[int, int], None] | None = None,
-                 phase: checkpoint_lib.Phase | None = None) -> SigmaSweep:
-  """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal).
-
-  Both modes run through the one stream driver (``stream.accumulate``): shared draws as one
-  ``SharedDraws`` program of K candidates; independent keys as K ``OneSigma`` programs, each
-  on the streams of its own key fold_in(key, 2¹⁶ + j). ``phase`` (a checkpoint's view of
-  this sweep) resumes it and saves its progress; ``progress(done, total)`` counts the samples
-  of every candidate program and direction.
-  """
+def prepare_sweep(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
+                  num_samples: int, *, purpose: str, shared_draws: bool = True,
+                  dtype=jnp.float64, precision: str | None = None,
+                  block_size: int | None = None, blocks_per_call: int | None = None,
+                  devices=None, phase: checkpoint_lib.Phase | None = None) -> _Sweep:
+  """Checks a sweep's arguments and resumes its state (``phase``), computing nothing."""
   sampling.check_mechanism(mechanism)
   sigmas = _check_sigmas(noise_multipliers)
   grid = estimator.check_epsilons(epsilons)
@@ -129,27 +167,61 @@ def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[fl
   mesh = SampleMesh.over(devices)
   phase = checkpoint_lib.Phase(None, 'sweep') if phase is None else phase
   state = phase.start(stream.StreamState(stream.BlockSums.zeros(sigmas.size, grid.size)))
-  run = dict(after_call=phase.after_call, num_samples=num_samples, first_block=0, block_size=block_size,
-             blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=None)
+  return _Sweep(mechanism, sigmas, grid, num_samples, purpose, key, bool(shared_draws),
+                block_size, blocks_per_call, mesh, phase,
+                _programs(mechanism, kernel, sigmas, block_size, mesh, shared_draws), state)
+
+
+@scoped_x64
+def run_sweep(sweep: _Sweep, progress: Callable[[int, int], None] | None = None) -> SigmaSweep:
+  """Runs a prepared sweep through the one stream driver (``stream.accumulate``): shared
+  draws as one ``SharedDraws`` program of K candidates; independent keys as K ``OneSigma``
+  programs, each on the streams of its own key fold_in(key, 2¹⁶ + j)."""
+  state = sweep.state
+  run = dict(after_call=sweep.phase.after_call, num_samples=sweep.num_samples, first_block=0,
+             block_size=sweep.block_size, blocks_per_call=sweep.blocks_per_call,
+             mesh=sweep.mesh, epsilons=sweep.grid, edges=None, progress=progress)
 
   def streams_of(run_key):
-    purpose_key = keys_lib.purpose_key(run_key, purpose)
+    purpose_key = keys_lib.purpose_key(run_key, sweep.purpose)
     return lambda direction: keys_lib.direction_key(purpose_key, direction)
 
-  if shared_draws:
-    program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
-    stream.accumulate(streams_of(key), program, state, progress=progress, **run)
+  if sweep.shared_draws:
+    stream.accumulate(streams_of(sweep.key), sweep.programs[0], state, **run)
   else:
-    for j, sigma in enumerate(sigmas):
-      candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
-      stream.accumulate(streams_of(jax.random.fold_in(key, CANDIDATE_TAG + j)),
-                        stream.one_sigma_program(candidate, kernel, block_size, mesh), state,
-                        program_index=j, num_programs=sigmas.size, candidate_offset=j,
-                        progress=progress, **run)
-  phase.finish(state)
+    for j, program in enumerate(sweep.programs):
+      stream.accumulate(streams_of(jax.random.fold_in(sweep.key, CANDIDATE_TAG + j)), program,
+                        state, program_index=j, num_programs=len(sweep.programs),
+                        candidate_offset=j, **run)
+  sweep.phase.finish(state)
   totals = state.totals
   delta_hat, standard_error = {}, {}
   for d in DIRECTIONS:
     delta_hat[d], standard_error[d] = stream.mean_and_standard_error(
-        totals.sums[d], totals.squares[d], num_samples)
-  return SigmaSweep(sigmas, grid, delta_hat, standard_error, num_samples, shared_draws, totals)
+        totals.sums[d], totals.squares[d], sweep.num_samples)
+  return SigmaSweep(sweep.sigmas, sweep.grid, delta_hat, standard_error, sweep.num_samples,
+                    sweep.shared_draws, totals)
+
+
+@scoped_x64
+def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
+                 num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
+                 precision: str | None = None,
+                 block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
+                 progress: Callable[[int, int], None] | None = None,
+                 phase: checkpoint_lib.Phase | None = None,
+                 max_seconds: float | None = None) -> SigmaSweep:
+  """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal).
+
+  ``phase`` (a checkpoint's view of this sweep) resumes it and saves its progress;
+  ``progress(done, total)`` counts the samples of every candidate program and direction;
+  ``max_seconds`` refuses, before any compute, a sweep projected to take longer.
+  """
+  max_seconds = plan_lib.check_max_seconds(max_seconds)
+  sweep = prepare_sweep(key, mechanism, noise_multipliers, epsilons, num_samples,
+                        purpose=purpose, shared_draws=shared_draws, dtype=dtype,
+                        precision=precision, block_size=block_size,
+                        blocks_per_call=blocks_per_call, devices=devices, phase=phase)
+  sweep.refuse_over_budget(f'the sweep of {sweep.sigmas.size} σ × {sweep.num_samples:,} '
+                           f'samples per direction', max_seconds)
+  return run_sweep(sweep, progress)

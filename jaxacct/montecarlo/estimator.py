@@ -40,6 +40,7 @@ from jaxacct.conventions import DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import kernels, sampling, stream
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
@@ -194,7 +195,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
                    devices=None, progress: stream.Progress | None = None,
-                   checkpoint=None, checkpoint_interval: float = 60.0) -> DeltaEstimate:
+                   checkpoint=None, checkpoint_interval: float = 60.0,
+                   max_seconds: float | None = None) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
 
   Args:
@@ -223,6 +225,10 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     checkpoint: a directory where the run saves its state every ``checkpoint_interval``
       seconds and at its end; calling again with the same arguments resumes from it, bitwise
       as if uninterrupted (``montecarlo/checkpoint.py``); other arguments are refused.
+    max_seconds: if given, one call of the run's program is timed first (after its compile,
+      which the run reuses) and a run whose remaining samples are projected to take longer
+      is refused with ``plan.OverBudgetError`` before any sample is drawn. Without it nothing
+      is timed and any sample count runs.
 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
@@ -240,7 +246,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                       block_size=block_size, blocks_per_call=blocks_per_call,
                       histogram_edges=histogram_edges, state=state, devices=devices,
                       progress=stream.staged(progress, 'estimate'), checkpoint=checkpoint,
-                      checkpoint_interval=checkpoint_interval)
+                      checkpoint_interval=checkpoint_interval, max_seconds=max_seconds)
 
 
 @scoped_x64
@@ -250,8 +256,9 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                  blocks_per_call: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None, devices=None,
                  progress: Callable[[int, int], None] | None = None,
-                 checkpoint=None, checkpoint_interval: float = 60.0) -> DeltaEstimate:
-  """``estimate_delta`` on the stream of ``purpose`` (library-internal: ``verify`` uses it)."""
+                 checkpoint=None, checkpoint_interval: float = 60.0,
+                 max_seconds: float | None = None) -> DeltaEstimate:
+  """``estimate_delta`` on the stream of ``purpose`` (library-internal)."""
   sampling.check_mechanism(mechanism)
   grid = check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
@@ -259,6 +266,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
     block_size = sampling.default_block_size(mechanism.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
+  max_seconds = plan_lib.check_max_seconds(max_seconds)
   edges = _check_edges(histogram_edges)
   choice = precision_lib.from_arguments(dtype, precision, mechanism)
   key = keys_lib.canonicalize_key(key)
@@ -295,8 +303,15 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
       checkpoint_interval)
   phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
   run_state = phase.start(stream.StreamState(totals))
+  program = stream.one_sigma_program(mechanism, kernel, block_size, mesh)
+  if max_seconds is not None:
+    remaining = run_state.blocks_remaining(num_samples=num_samples, first_block=first_block,
+                                           block_size=block_size)
+    plan_lib.refuse_over_budget(
+        f'the Monte Carlo estimate of {num_samples:,} samples per direction',
+        plan_lib.program_seconds(program, mesh, block_size, remaining), max_seconds)
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
-                    stream.one_sigma_program(mechanism, kernel, block_size, mesh), run_state,
+                    program, run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,
                     blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
                     progress=progress, after_call=phase.after_call)

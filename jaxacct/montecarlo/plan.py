@@ -92,12 +92,9 @@ class CapacityPlan:
     return record
 
 
-def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
-                num_candidates: int, calls: int = _TIMED_CALLS,
-                statistic=np.median) -> tuple[float, int | None]:
-  """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
-  sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
-  program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
+def _time_program(program, mesh: SampleMesh, block_size: int, calls: int = _TIMED_CALLS,
+                  statistic=np.median):
+  """(seconds per sample of one call of ``program`` after compiling, the call's block ids)."""
   key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   seconds = []
   for _ in range(1 + calls):  # the first call compiles
@@ -108,11 +105,66 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
     else:
       jax.block_until_ready(program(key, ids, 'remove'))
     seconds.append(time.perf_counter() - start)
+  return float(statistic(seconds[1:])) / (mesh.size * block_size), (key, ids)
+
+
+def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
+                num_candidates: int, calls: int = _TIMED_CALLS,
+                statistic=np.median) -> tuple[float, int | None]:
+  """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
+  sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
+  program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
+  cost, (key, ids) = _time_program(program, mesh, block_size, calls, statistic)
   memory = program.draws_memory(key, ids, 'remove')
   if memory is not None:
     # The recursion pass holds the draws plus one (K, block) loss row per candidate.
     memory += 2 * num_candidates * block_size * 8
-  return float(statistic(seconds[1:])) / (mesh.size * block_size), memory
+  return cost, memory
+
+
+class OverBudgetError(ValueError):
+  """A run projected (from a timed call) to take longer than the caller's ``max_seconds``.
+
+  Attributes: run (what was refused), seconds (its projected wall time here), max_seconds.
+  """
+
+  def __init__(self, message: str, run: str, seconds: float, max_seconds: float):
+    super().__init__(message)
+    self.run, self.seconds, self.max_seconds = run, seconds, max_seconds
+
+
+def check_max_seconds(max_seconds) -> float | None:
+  """``max_seconds`` checked (None, or finite and > 0) before any compute."""
+  return None if max_seconds is None else _validate.positive_finite('max_seconds', max_seconds)
+
+
+def refuse_over_budget(run: str, seconds: float, max_seconds: float | None, *,
+                       budget: str | None = None,
+                       advice: str = 'pass a larger max_seconds (or none) to run it anyway, or '
+                                     'use fewer samples or more devices') -> None:
+  """``OverBudgetError`` naming ``run`` and the budget (``budget``, default "max_seconds = …")
+  when the projected ``seconds`` exceed ``max_seconds`` (None: nothing is refused)."""
+  if max_seconds is not None and seconds > max_seconds:
+    budget = f'max_seconds = {max_seconds:g}' if budget is None else budget
+    raise OverBudgetError(f'{run} is projected to take {format_seconds(seconds)} here, over '
+                          f'{budget}: {advice}', run, seconds, max_seconds)
+
+
+@scoped_x64
+def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int) -> float:
+  """Projected wall time of ``blocks`` blocks of ``program`` on ``mesh``, from one timed call
+  after its compiling one (the run's own program, so the run reuses the compile)."""
+  if blocks <= 0:
+    return 0.0
+  return blocks * block_size * _time_program(program, mesh, block_size, calls=1)[0]
+
+
+def format_seconds(seconds: float) -> str:
+  """``seconds`` in the largest unit that keeps it ≥ 1 (s, min, h, days)."""
+  for unit, size in (('days', 86400.0), ('h', 3600.0), ('min', 60.0)):
+    if seconds >= size:
+      return f'{seconds / size:,.1f} {unit}'
+  return f'{seconds:,.1f} s'
 
 
 @scoped_x64

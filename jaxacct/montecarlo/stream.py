@@ -297,6 +297,17 @@ class StreamState:
   direction: int = 0
   block: int | None = None
 
+  def blocks_remaining(self, *, num_samples: int, first_block: int, block_size: int,
+                       num_programs: int = 1) -> int:
+    """Blocks (over programs and both directions) that ``accumulate`` still computes from
+    this state for a run of ``num_programs`` programs over [first_block, ⌈N/block⌉)."""
+    per_direction = max(0, -(-num_samples // block_size) - first_block)
+    if self.program >= num_programs:
+      return 0
+    done = self.direction * per_direction + (0 if self.block is None else min(
+        per_direction, max(0, self.block - first_block)))
+    return (num_programs - self.program) * len(DIRECTIONS) * per_direction - done
+
   def to_dict(self) -> dict:
     """JSON-ready (floats round-trip exactly through ``json``)."""
     return {'totals': self.totals.to_dict(), 'program': self.program,

@@ -24,6 +24,7 @@ from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
@@ -126,7 +127,8 @@ def released_index(accepted) -> int:
 def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
            ledger=None, fallback=None, precision: str = 'float64', devices=None, progress=None,
-           checkpoint=None, checkpoint_interval: float = 60.0) -> Verification:
+           checkpoint=None, checkpoint_interval: float = 60.0,
+           max_seconds: float | None = None) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
   Candidates M_1 … M_k share one scheme and strategy and have strictly
@@ -171,6 +173,9 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       ``checkpoint_interval`` seconds; calling again with the same arguments resumes it
       bitwise (the resumed run is the same ledger run, not a new attempt). A
       ``checkpoint.Checkpoint`` is used as is (``calibrate_noise_multiplier`` passes its own).
+    max_seconds: if given, one call of the verification program is timed first and a
+      verification projected to take longer (what is left of it, when resumed) is refused
+      with ``plan.OverBudgetError`` before the ledger is charged or a sample is drawn.
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
@@ -178,6 +183,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   """
   epsilon = _validate.finite_real('epsilon', epsilon)
   attempt = _validate.integer_at_least('attempt', attempt, 1)
+  max_seconds = plan_lib.check_max_seconds(max_seconds)
   candidates = list(candidates)
   if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
     raise ValueError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
@@ -221,6 +227,14 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
                        f'delta = {delta}; use more num_samples or a smaller base_delta')
 
   check_checkpoint_charge(saved, ledger)
+  sweep = None
+  if len(candidates) > 1:
+    sweep = candidates_lib.prepare_sweep(
+        key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
+        precision=choice.precision, devices=devices,
+        phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
+    sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
+                             f'samples per direction', max_seconds)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
   attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run, attempt, within_delta))
@@ -232,12 +246,8 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
-  sweep = None
-  if len(candidates) > 1:
-    sweep = candidates_lib.sweep_sigmas(
-        key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        precision=choice.precision, devices=devices, progress=stream.staged(progress, 'verification'),
-        phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
+  if sweep is not None:
+    sweep = candidates_lib.run_sweep(sweep, stream.staged(progress, 'verification'))
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]

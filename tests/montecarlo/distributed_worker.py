@@ -2,8 +2,8 @@
 
 Usage: python distributed_worker.py COORDINATOR NUM_PROCESSES PROCESS_ID
 (NUM_PROCESSES = 1: no jax.distributed at all, the single-process reference). Process 0 prints
-one JSON line with the bit patterns of an estimate and of two small calibrations (untruncated
-and truncated b-min-sep); every process checks it computed the same bits.
+one JSON line with the bit patterns of estimates and σ sweeps in both precisions and of a small
+calibration of truncated b-min-sep; every process checks it computed the same bits.
 """
 
 import json
@@ -40,13 +40,17 @@ result = {'devices': jax.device_count(),
           'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')},
           'estimate32': {d: hexes(estimate32.delta_hat[d]) for d in ('remove', 'add')}}
 # The K-σ program of the float32 verification (shared draws), with its margins.
-sweep32 = candidates.sweep_sigmas(jax.random.key(13), jaxacct.MatrixMechanism(warm, band, 1.1),
+for precision in ('float64', 'float32'):  # shared draws of K σ, as verification runs them
+  sweep = candidates.sweep_sigmas(jax.random.key(13), jaxacct.MatrixMechanism(warm, band, 1.1),
                                   [0.9, 1.2, 1.6], [1.0, 2.0], 6000, purpose='verification',
-                                  blocks_per_call=1, precision='float32')
-result['sweep32'] = {d: hexes(sweep32.delta_hat[d]) + hexes(sweep32.sums.margins[d])
-                     for d in ('remove', 'add')}
-for name, scheme, matrix in (('untruncated', warm, band),
-                             ('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4]))):
+                                  blocks_per_call=1, precision=precision)
+  result['sweep' + precision[-2:]] = {
+      d: hexes(sweep.delta_hat[d]) + ([] if sweep.sums.margins is None
+                                      else hexes(sweep.sums.margins[d]))
+      for d in ('remove', 'add')}
+# One whole calibration (sweeps, ledger, verification, fallback) per process layout: the
+# truncated scheme, whose binomial batch sizes are the most intricate draws.
+for name, scheme, matrix in (('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4])),):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
                                                    key=jax.random.key(13), num_candidates=3)
   result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),

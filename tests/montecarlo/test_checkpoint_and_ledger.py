@@ -288,3 +288,82 @@ def test_calibration_refuses_attempt_zero_before_any_sweep():
     jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
                                        delta=1e-3, key=jax.random.key(0), attempt=0,
                                        progress=never)
+
+
+# ---- issue 29: the API refuses a run projected over max_seconds, only when asked ----
+
+def _never(*args):
+  raise AssertionError('computed before refusing')
+
+
+@pytest.mark.parametrize('bad', [0, -1.0, float('nan'), float('inf'), 'soon'])
+def test_bad_max_seconds_is_refused_by_name(bad):
+  with pytest.raises((ValueError, TypeError), match='max_seconds'):
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, max_seconds=bad,
+                           progress=_never)
+
+
+def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
+  from jaxacct.montecarlo import plan
+  # 10¹¹ samples cannot run in a minute on any machine (block timing ≥ nanoseconds/sample).
+  with pytest.raises(plan.OverBudgetError, match=r'estimate of 100,000,000,000 samples .* '
+                                                 r'over max_seconds = 60: pass a larger'):
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 10**11, max_seconds=60,
+                           progress=_never, checkpoint=tmp_path)
+  assert not (tmp_path / 'checkpoint.json').exists()  # nothing saved: nothing ran
+  # Within the budget the answer is the one without a budget, bit for bit.
+  budgeted = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
+                                    max_seconds=3600)
+  plain = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000)
+  for d in ('remove', 'add'):
+    assert budgeted.delta_hat[d].tolist() == plain.delta_hat[d].tolist()
+
+
+def test_verification_over_max_seconds_is_refused_before_the_ledger_is_charged(tmp_path):
+  from jaxacct.montecarlo import plan
+  ledger_path = tmp_path / 'ledger.json'
+  candidates = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 40.0)]
+  with pytest.raises(plan.OverBudgetError, match='verification of 1 candidates'):
+    jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05,
+                   num_samples=10**11, ledger=ledger_path, max_seconds=1.0, progress=_never)
+  # Nothing was charged: the same run with a feasible N is attempt 1.
+  done = jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05,
+                        num_samples=3000, ledger=ledger_path, max_seconds=3600)
+  assert done.guarantee.attempts == 1
+
+
+def test_calibration_over_max_seconds_is_refused_before_any_sweep():
+  from jaxacct.montecarlo import plan
+  with pytest.raises(plan.OverBudgetError, match=r'calibration \(.* verification .* over '
+                                                 r'max_seconds = 1\b'):
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
+                                       delta=1e-3, key=jax.random.key(0), num_samples=10**11,
+                                       max_seconds=1, progress=_never)
+
+
+def _blocks_left_by_enumeration(state, num_samples, first_block, block_size, num_programs):
+  """Oracle: list every (program, direction, block) accumulate visits, in its order, and count
+  those at or after the state's position."""
+  total = -(-num_samples // block_size)
+  order = [(p, d, b) for p in range(num_programs) for d in range(2)
+           for b in range(first_block, total)]
+  if state.block is None:
+    position = (state.program, state.direction, first_block)
+  else:
+    position = (state.program, state.direction, state.block)
+  return sum(1 for visit in order if visit >= position)
+
+
+@pytest.mark.parametrize('program, direction, block', [
+    (0, 0, None), (0, 0, 3), (0, 1, None), (0, 1, 7), (1, 0, 5), (1, 2, None), (2, 0, None),
+    (0, 0, 9)])
+@pytest.mark.parametrize('num_samples, first_block', [(9000, 0), (9000, 2), (8192, 0)])
+def test_blocks_remaining_counts_what_accumulate_still_visits(program, direction, block,
+                                                             num_samples, first_block):
+  from jaxacct.montecarlo import stream
+  state = stream.StreamState(stream.BlockSums.zeros(1, 1), program, direction, block)
+  if block is not None and block < first_block:
+    block = state.block = first_block
+  expected = _blocks_left_by_enumeration(state, num_samples, first_block, 1024, 2)
+  assert state.blocks_remaining(num_samples=num_samples, first_block=first_block,
+                                block_size=1024, num_programs=2) == expected

@@ -139,7 +139,8 @@ truncated = jaxacct.MatrixMechanism(
                     truncated_batch_size=3, dataset_size=12),
     jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
 runs = {}
-for per_call in (1, 2):
+# Blocks per call vary on 4 devices only (1 device: test_bitwise_identical_whatever_the_blocks_per_call).
+for per_call in ((1, 2) if len(jax.devices()) > 1 else (1,)):
   for name, m in (('plain', mech), ('truncated', truncated)):
     r = estimator.estimate_delta(jax.random.key(11), m, [0.25, 0.5, 1.0, 2.0], 2300,
                                  block_size=128, blocks_per_call=per_call)
@@ -161,5 +162,5 @@ def test_bitwise_identical_on_one_and_four_devices():
   assert one['devices'] == 1 and four['devices'] == 4
   for name in ('plain', 'truncated'):
     reference = one['runs'][f'{name}1']
-    for result in (one['runs'][f'{name}2'], four['runs'][f'{name}1'], four['runs'][f'{name}2']):
+    for result in (four['runs'][f'{name}1'], four['runs'][f'{name}2']):
       assert result == reference
