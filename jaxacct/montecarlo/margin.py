@@ -81,6 +81,17 @@ float32 ``ndtri`` as stated in ``noise.py``.
    Multi-attribution: entries of C·x are count·c_k (c_max scaled by k_u); the per-round
    mixture over counts has a bound that replaces step 5's δ in the recursion of step 6 with
    p_u = 1 − (1 − p)^{k_u}.
+10. Truncated b-min-sep (seed 000 App. D). Entries of C·x are x_i·c_k with x^P ≤ 2, |x^Q| ≤ 1
+   (c_max doubled). Per round, ℓ(μ) = (2μd − μ²s)κ for μ ∈ {1, 2, −1} (2μ, μ² exact
+   multipliers) is within κ(1 + 8u)(2|μ|Δd + μ²Δs) + 8.2u·Λ_μ; ln t = ln B − ln(r + 1) and
+   ln(1 − t) = ln((r + 1 − B)/(r + 1)) are within their roundings (the integers rounded once
+   to float32, one division, LOG_ULPS); a mixture logaddexp(ln t + ℓ(μ), ln(1 − t)) is
+   1-Lipschitz in the max norm of its inputs plus its own rounding (``truncated_round_errors``).
+   Those per-round errors replace step 5's first term in the P/R and Q/R recursions (step 6
+   or 7 each) and η = η_P + η_Q + u|L̂| (the subtraction). The batch sizes r are drawn by
+   exact inversion against 64-bit integer thresholds (``binomial32.py``); their law is within
+   a certified total variation T·τ of the exact one per sample, which the host adds to each
+   block sum (a hockey-stick term lies in [0, 1]), so δ̂₃₂ still bounds the exact δ̂.
 
 Hockey-stick sums. With ε↓ = the largest float32 ≤ ε, the device computes
 t̂ = −expm1(min(fl(ε↓ − fl(L̂ + η′)), 0)) ≥ (1 − EXPM1_ULPS·u)·(1 − e^{ε − L(y)})₊ and sums a
@@ -312,6 +323,54 @@ def ratio_bounds(d: jax.Array, product_error: jax.Array, kappa: jax.Array,
   d_abs = jnp.abs(d) if product_error.shape[1] > 1 else jnp.max(jnp.abs(d), axis=1,
                                                                  keepdims=True)
   return round_ratio_error(product_error, d_abs, kappa, constants)
+
+
+def truncated_round_errors(d: jax.Array, product_error: jax.Array, kappa: jax.Array,
+                           constants, truncation: jax.Array, log_b: jax.Array,
+                           log_t: jax.Array, log_not_t: jax.Array, a_p: jax.Array,
+                           a_q: jax.Array):
+  """Device: ((δ^P, Λ^P), (δ^Q, Λ^Q)) per round (N, n) for the truncated recursions' inputs
+  â^P, â^Q (proof step 10): δ bounds |ln â_i − ln(p·e^{a_i})| as in step 5, Λ ≥ |â_i|.
+
+  ``log_b`` = ln B rounded to nearest; ``log_t`` = fl(ln B̂ − ln fl(r + 1)) and ``log_not_t`` =
+  ln fl(fl(r + 1 − B)/fl(r + 1)), as
+  computed by ``kernels/truncated.log_ratio_with_margin32``; ``truncation`` marks r ≥ B.
+  """
+  u = UNIT_ROUNDOFF
+  d_abs = (jnp.abs(d) if product_error.shape[1] > 1
+           else jnp.max(jnp.abs(d), axis=1, keepdims=True))
+  s_max, charge_error = constants.s_max, constants.charge_gamma * constants.s_max
+
+  def ell_error(mu: float):
+    magnitude = (2.0 * abs(mu) * d_abs + mu * mu * s_max) * kappa * (1.0 + 4.0 * u)
+    error = (kappa * (1.0 + 8.0 * u) * (2.0 * abs(mu) * product_error + mu * mu * charge_error)
+             + 8.2 * u * magnitude)
+    return error, magnitude
+
+  # ln t̂ = fl(ln B̂ − fl(ln fl(r + 1))): ln B̂ within u·ln B (host), r + 1 rounded once (≤ 1.01u
+  # after the log), the log within LOG_ULPS relative of ln fl(r + 1) ≤ ln B̂ + |ln t̂| (1 + 2u),
+  # the subtraction u|ln t̂|. ln(1 − t): three roundings (two integers, one division) before
+  # the log, then LOG_ULPS relative.
+  log_b = jnp.abs(log_b)
+  t_error = 1.02 * u * (log_b + 1.01 + LOG_ULPS * (log_b + jnp.abs(log_t)) + jnp.abs(log_t))
+  not_t_error = 1.02 * (2.0 + DIVIDE_ULPS) * u + 1.01 * LOG_ULPS * u * jnp.abs(log_not_t)
+  log_p = jnp.abs(constants.log_p)
+
+  def recursion_inputs(value, value_error):
+    # Step 5's tail: v̂ = fl(â + log p̂) and exp(v̂).
+    bound = jnp.abs(value) * (1.0 + 2.0**-20) + value_error
+    delta = value_error + 1.01 * u * (bound + log_p) + u * log_p + 1.01 * EXP_ULPS * u
+    return delta, bound
+
+  def mixture(mu: float, value):
+    error, magnitude = ell_error(mu)
+    inner = t_error + error + u * (jnp.abs(log_t) + magnitude)
+    return jnp.maximum(inner, not_t_error) + LOGADDEXP_ULPS * u * (jnp.abs(value) + 2.0)
+
+  one_error, _ = ell_error(1.0)
+  p_error = jnp.where(truncation, mixture(2.0, a_p), one_error)
+  q_error = jnp.where(truncation, mixture(-1.0, a_q), 0.0)
+  return recursion_inputs(a_p, p_error), recursion_inputs(a_q, q_error)
 
 
 def upper_losses32(losses: jax.Array, margins: jax.Array) -> jax.Array:

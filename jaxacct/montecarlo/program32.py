@@ -21,9 +21,14 @@ up, so the float64 total is ≥ the sum over the same draws of the exact terms: 
 the exact losses, and Algorithm 5 (seed 000 App. A) is sound in float32.
 
 Served: Poisson, b-min-sep cold and warm start, cyclic Poisson (both partitions), balls-in-bins
-(overlapping modes included) and multi-attribution b-min-sep, with ``BandedToeplitz``, and the
+(overlapping modes included), multi-attribution b-min-sep and truncated Poisson / b-min-sep
+(App. D: exact 32-bit binomial batch sizes, ``binomial32.py``, whose certified law error is
+added to every term: ``SchemeKernel.law_error``), with ``BandedToeplitz``, and the
 ``LowerTriangular`` views (App. B bounds; balls-in-bins exact), whose dense products the margin
-bounds by γ_n. Truncated schemes (App. D) are refused in float32 with the reason (``refusal``).
+bounds by γ_n. Other kernels are refused in float32 with the reason (``refusal``).
+
+Same draws: the truncated schemes' batch sizes come from the 32-bit sampler's own inversion, so
+they are drawn from the same law as float64's but not bit for bit the same values.
 
 Where the code runs: ``block_components``, ``block_losses``, ``block_losses_for_sigmas`` and
 ``block_sums`` are jitted device programs; the program classes and ``host_inputs`` are host code.
@@ -57,9 +62,9 @@ def refusal(mechanism, kernel: SchemeKernel) -> str | None:
     scheme = mechanism.scheme
     name = ('truncated ' if scheme.truncates else '') + type(scheme).__name__
     return (f'the 32-bit program (float32 with a certified margin) does not serve {name} yet; '
-            'it serves untruncated Poisson, BMinSep (cold and warm start), CyclicPoisson, '
-            'BallsInBins and MultiAttributionBMinSep, with BandedToeplitz or LowerTriangular; '
-            'run this scheme in float64')
+            'it serves Poisson and BMinSep (cold and warm start, truncated or not), '
+            'CyclicPoisson, BallsInBins and MultiAttributionBMinSep, with BandedToeplitz or '
+            'LowerTriangular; run this scheme in float64')
   if mechanism.iterations >= MAX_ITERATIONS:
     return (f'the 32-bit program needs iterations < {MAX_ITERATIONS} (its participation draft is '
             f'exact to within two rounds below that), got {mechanism.iterations}')
@@ -263,12 +268,16 @@ class Program32:
     eps = margin.round_down32(epsilons)
     bins = margin.round_down32([0.0] if edges is None else edges)
     factor = margin.block_sum_factor(self.block_size)
+    # The samplers' certified law error per sample, added to every term (margin step 10).
+    law_error = self.kernel.law_error(self._inputs[0])
     results = []
     with scope():
       for j in range(self.num_candidates):
         sums, squares, counts, largest = self.mesh.to_host(block_sums(
             losses[:, j], margins[:, j], self.mesh.place(valid), eps, bins, mesh=self.mesh.mesh))
-        results.append((sums.astype(np.float64) * factor,
-                        squares.astype(np.float64) * factor * factor,
+        sums = sums.astype(np.float64) * factor
+        if law_error:
+          sums = sums + valid[:, None].astype(np.float64) * law_error * (1.0 + 2.0**-50)
+        results.append((sums, squares.astype(np.float64) * factor * factor,
                         counts.astype(np.int64), largest.astype(np.float64)))
     return results

@@ -545,19 +545,20 @@ def test_precision_names_and_refusals():
   with pytest.raises(ValueError, match='give dtype or precision, not both'):
     estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, dtype=jnp.float32,
                              precision='float32')
-  truncated = jaxacct.MatrixMechanism(
-      jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, truncated_batch_size=30,
-                      dataset_size=100), BandedToeplitz([1.0, 0.5]), 1.0)
-  with pytest.raises(ValueError, match='does not serve truncated BMinSep'):
-    estimator.estimate_delta(jax.random.key(0), truncated, EPS, 10, precision='float32')
-  with pytest.raises(ValueError, match='does not serve truncated BMinSep'):
-    jaxacct.verify(jax.random.key(0), [truncated], epsilon=1.0, delta=1e-3, precision='float32')
+  # Every family is served now; a run of 2¹⁹ rounds or more is not (the participation
+  # draft's error bound needs fewer).
+  long = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=1 << 19,
+                                                 min_sep=8), BandedToeplitz([1.0, 0.5]), 1.0)
+  with pytest.raises(ValueError, match='needs iterations < 524288'):
+    estimator.estimate_delta(jax.random.key(0), long, EPS, 10, precision='float32')
+  with pytest.raises(ValueError, match='needs iterations < 524288'):
+    jaxacct.verify(jax.random.key(0), [long], epsilon=1.0, delta=1e-3, precision='float32')
   with pytest.raises(ValueError, match='precision must be one of'):
     jaxacct.calibrate_noise_multiplier(COLD.scheme, COLD.matrix, epsilon=1.0, delta=1e-3,
                                        key=jax.random.key(0), precision='fp32')
-  assert precision.choose('auto', truncated).precision == 'float64'
-  assert 'truncated BMinSep' in precision.choose('auto', truncated).reason
-  assert precision.choose('float64', truncated).reason == 'requested'
+  assert precision.choose('auto', long).precision == 'float64'
+  assert 'iterations < 524288' in precision.choose('auto', long).reason
+  assert precision.choose('float64', long).reason == 'requested'
   measured = precision.choose('auto', WARM)  # on a CPU: the faster program, measured
   assert measured.precision in ('float32', 'float64') and 'measured here' in measured.reason
 
@@ -591,7 +592,10 @@ schemes = {'warm': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
            'poisson': (jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1),
            'cyclic': (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8), 4),
            'multi': (jaxacct.MultiAttributionBMinSep(sampling_prob=0.1, iterations=64, min_sep=8,
-                                                     max_examples_per_user=3), 8)}
+                                                     max_examples_per_user=3), 8),
+           'truncated': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
+                                         warm_start=True, truncated_batch_size=6,
+                                         dataset_size=60), 8)}
 runs = {}
 for name, (scheme, bands) in schemes.items():
   m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
@@ -615,7 +619,7 @@ def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
   from devices import run_on_devices
   one, four = run_on_devices(_DEVICE_SCRIPT, 1), run_on_devices(_DEVICE_SCRIPT, 4)
   assert one['devices'] == 1 and four['devices'] == 4
-  for name in ('warm', 'poisson', 'cyclic', 'multi'):
+  for name in ('warm', 'poisson', 'cyclic', 'multi', 'truncated'):
     reference = one['runs'][f'{name}1']
     others = [four['runs'][f'{name}1']] + ([one['runs'][f'{name}2'], four['runs'][f'{name}2']]
                                            if name == 'warm' else [])

@@ -89,6 +89,14 @@ class SchemeKernel(abc.ABC):
     """True when outputs in ``direction`` have a mean C·x (else y = σ·z: ``add`` under Q)."""
     return direction == Direction.REMOVE
 
+  def law_error(self, params) -> float:
+    """Host: a certified bound on the total variation between the law of one sample the
+    kernel draws and the dominating pair's (0 unless a sampler is exact only up to a stated
+    rounding, e.g. the 32-bit truncated batch sizes); the 32-bit program adds it to every
+    hockey-stick term (each lies in [0, 1], so the exact mean is ≤ the sampled one + it)."""
+    del params
+    return 0.0
+
   def empty_info(self) -> Any:
     """The ``Info`` of draws without a mean (``has_signal`` False)."""
     return NoInfo()

@@ -12,7 +12,10 @@ Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` and ``ST
 sensitive example's chain, as ``bminsep``), ``REST_BATCH_SIZES`` (then ``RestStream.TABLE``
 for the table path's uniforms and ``RestStream.ROUNDS`` + round for the general sampler),
 ``SURVIVAL`` (survival of a cut batch), ``HISTORY`` (the warm-start history, then state k
-for the general sampler's draw of state k, and 0 for the uniforms of its table rows).
+for the general sampler's draw of state k, and 0 for the uniforms of its table rows; the
+32-bit program's history uses its own tags under it, ``history32.py``). The 32-bit program
+(``precision="float32"``, section at the end) draws from the same sub-streams with exact
+integer samplers (``binomial32.py``), so its batch sizes have the float64 law but other values.
 
 Cost (issue 18, benchmarks/RESULTS.md): at the seed 000 §7.4 shape the batch sizes are one
 Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that does not
@@ -42,7 +45,9 @@ from jaxacct.conventions import Direction, RestStream, Stream
 from jaxacct.montecarlo.binomial import (INVERSION_MAX_MEAN, InversionRows, InversionTable,
                                          binomial, inversion_rows, inversion_table, row_binomial,
                                          row_draft, row_inputs, table_binomial, table_uniforms)
-from jaxacct.montecarlo.kernels import _common, bminsep
+from jaxacct.montecarlo import binomial32, margin
+from jaxacct.montecarlo.keys import word_pairs
+from jaxacct.montecarlo.kernels import _common, bminsep, history32
 from jaxacct.montecarlo.kernels.base import SchemeKernel, register
 
 
@@ -377,6 +382,183 @@ def _mixture_log_ratio(d, norms, rest, truncation, params, noise_multiplier, min
   return both[:num] - both[num:]
 
 
+# ---- The 32-bit program (precision="float32"): exact integer batch sizes and survival
+# (``montecarlo/binomial32.py``), the participation of ``bminsep.participation32``, and the
+# certified margin of ``montecarlo/margin.py`` through the P/R and Q/R mixtures.
+
+
+class TruncatedParams32(NamedTuple):
+  """Traced parameters of the 32-bit truncated program (host-built, 32-bit types only).
+
+  Attributes:
+    base: the b-min-sep ``bminsep.Params32`` (participation thresholds, ``Chain32``);
+    margin: ``margin.MarginConstants`` with entries of C·x up to twice a coefficient (x^P = 2);
+    batch_tables: ``binomial32.Binomial32Tables`` of r_i ~ Binomial(k_i, p), k_i ≤ m − 1, with a
+      window around the stationary pool size;
+    history: ``history32.HistoryTables32`` (warm start) or None;
+    truncated_batch_size: B, int32; others: m − 1, int32;
+    log_truncated_batch_size: ln B rounded to nearest, float32.
+  """
+
+  base: Any
+  margin: Any
+  batch_tables: Any
+  history: Any
+  truncated_batch_size: Any
+  others: Any
+  log_truncated_batch_size: Any
+
+
+def batch_tables32(scheme) -> binomial32.Binomial32Tables:
+  """Host: the ``binomial32`` tables of the batch-size draws r_i ~ Binomial(k_i, p), k_i ≤ m − 1,
+  with the window of ``batch_size_table`` (k within 8 s.d. of the stationary pool size; b = 1:
+  k = m − 1 exactly): a window draw reads 1 + ⌈bits(E)/r⌉ rows, others every digit row."""
+  others = scheme.dataset_size - 1
+  barred = (scheme.min_sep - 1) * scheme.expected_participation_rate
+  mean = others * (1.0 - barred)
+  spread = _TABLE_WINDOW_SD * (others * barred * (1.0 - barred)) ** 0.5
+  base = max(0, int(mean - spread))
+  top = min(others, int(mean + spread) + 1)
+  return binomial32.binomial32_tables(float(scheme.sampling_prob), others, base_count=base,
+                                      max_extra=top - base)
+
+
+def rest_batch_sizes32(keys: jax.Array, params: TruncatedParams32, iterations: int,
+                       min_sep: int, warm_start: bool) -> jax.Array:
+  """``rest_batch_sizes`` in 32-bit code: r, int32 (N, n), of the same law (within the tables'
+  certified total variation per draw, ``binomial32``), from the same sub-streams.
+
+  The window path's words of every round are drawn before the scan (``RestStream.TABLE``); a
+  round with a pool outside the window (cold-start rounds, far tails) draws the digit path's
+  words from its round key (``RestStream.ROUNDS`` + round), under the sampler's ``lax.cond``.
+  """
+  n, b = iterations, min_sep
+  num = keys.shape[0]
+  tables = params.batch_tables
+  rest_keys = _common.fold(keys, Stream.REST_BATCH_SIZES)
+  width = binomial32.window_words_per_draw(tables)
+  hi, lo = _common.stream_word_pairs(rest_keys, RestStream.TABLE, n * width)
+  hi, lo = (jnp.moveaxis(w.reshape(num, n, width), 1, 0) for w in (hi, lo))
+  round_keys = _common.fold(rest_keys, RestStream.ROUNDS)
+  full = binomial32.words_per_draw(tables)
+  others = jnp.broadcast_to(params.others, (num,)).astype(jnp.int32)
+
+  def draw(xs, pools):
+    i, hi_i, lo_i = xs
+    return binomial32.binomial32(
+        hi_i, lo_i, pools, tables,
+        fallback_words=lambda: jax.vmap(lambda k: word_pairs(jax.random.fold_in(k, i), full))(
+            round_keys))
+
+  rounds = (jnp.arange(n, dtype=jnp.uint32), hi, lo)
+  if b == 1:
+    return lax.scan(lambda _, xs: (None, draw(xs, others)), None, rounds)[1].T
+  if warm_start:
+    history = history32.stationary_history32(keys, params.history, b)  # column k − 1: round −k
+    slots = (-jnp.arange(1, b)) % (b - 1)
+    buffer = jnp.zeros((b - 1, num), jnp.int32).at[slots].set(history.T)
+  else:
+    buffer = jnp.zeros((b - 1, num), jnp.int32)
+
+  def step(carry, xs):
+    buffer, blocked, leaving = carry
+    i = xs[0].astype(jnp.int32)
+    draws = draw(xs, others - blocked)
+    buffer = lax.dynamic_update_index_in_dim(buffer, draws, i % (b - 1), axis=0)
+    upcoming = lax.dynamic_index_in_dim(buffer, (i + 1) % (b - 1), keepdims=False)
+    return (buffer, blocked + draws - leaving, upcoming), draws
+  return lax.scan(step, (buffer, jnp.sum(buffer, axis=0), buffer[0]), rounds)[1].T
+
+
+def _survival_thresholds(rest: jax.Array, bound: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(hi, lo) uint32 of T(r) = ⌊Y − ½⌋ rounded so that W ≤ T(r) ⟺ (W + ½)·(r + 1) < B·2⁶⁴,
+  Y = B·2⁶⁴/(r + 1), for r ≥ B (so Y < 2⁶⁴): the float64 program's survival test
+  (W + ½)·2⁻⁶⁴·(r + 1) < B in exact integers.
+
+  Y = q + f with q = ⌊Y⌋ by 64 steps of binary long division (the remainder stays below
+  r + 1 < 2³¹, so 2·remainder fits in uint32); W + ½ < Y ⟺ W ≤ q − 1 + [f > ½], f > ½ ⟺
+  2·remainder > r + 1.
+  """
+  divisor = (rest + 1).astype(jnp.uint32)
+  remainder = jnp.broadcast_to(bound.astype(jnp.uint32), divisor.shape)
+  quotient = [jnp.zeros_like(divisor), jnp.zeros_like(divisor)]  # hi, lo
+  for half in range(2):
+    word = quotient[half]
+    for _ in range(32):
+      remainder = remainder * jnp.uint32(2)
+      bit = remainder >= divisor
+      remainder = jnp.where(bit, remainder - divisor, remainder)
+      word = word * jnp.uint32(2) + bit.astype(jnp.uint32)
+    quotient[half] = word
+  q_hi, q_lo = quotient
+  round_up = (remainder * jnp.uint32(2) > divisor).astype(jnp.uint32)
+  # T = q − 1 + round_up, a 64-bit subtraction of (1 − round_up) ∈ {0, 1} with borrow (q ≥ 2³³).
+  borrow = ((q_lo == 0) & (round_up == 0)).astype(jnp.uint32)
+  return q_hi - borrow, q_lo - (jnp.uint32(1) - round_up)
+
+
+def truncated_weights32(x: jax.Array, rest: jax.Array, keys: jax.Array,
+                        params: TruncatedParams32, direction: str) -> jax.Array:
+  """``truncated_weights`` in 32-bit code: the same survival words, compared exactly (int8)."""
+  n = x.shape[1]
+  bound = params.truncated_batch_size
+  truncation = rest >= bound
+  candidates = x & truncation
+
+  def survivors():
+    hi, lo = _common.stream_word_pairs(keys, Stream.SURVIVAL, n)
+    t_hi, t_lo = _survival_thresholds(jnp.maximum(rest, bound), bound)
+    return candidates & _common.words_at_most(hi, lo, t_hi, t_lo)
+
+  kept = lax.cond(jnp.any(candidates), survivors, lambda: candidates)
+  if direction == Direction.ADD:
+    return jnp.where(kept, -1, 0).astype(jnp.int8)
+  return jnp.where(kept, 2, jnp.where(x & ~truncation, 1, 0)).astype(jnp.int8)
+
+
+def log_ratio_with_margin32(d: jax.Array, norms: jax.Array, rest: jax.Array,
+                            params: TruncatedParams32, noise_multiplier: jax.Array,
+                            kappa: jax.Array, product_error: jax.Array, min_sep: int,
+                            warm_start: bool) -> tuple[jax.Array, jax.Array]:
+  """32-bit program: (L̂, η) of truncated b-min-sep with |L̂ − L| ≤ η (``margin`` step 10).
+
+  As ``log_ratio``: a^P_i and a^Q_i (mixtures in truncated rounds) run the recursion of Eq. (1)
+  separately and L = ln P/R − ln Q/R; each recursion's margin is ``bminsep.log_ratio_with_margin``
+  with the per-round δ of its a_i (``margin.truncated_round_errors``), plus the subtraction's
+  rounding. A block without a truncated round takes the untruncated recursion (a^Q ≡ 0, exact).
+  """
+  base, constants = params.base, params.margin
+  truncation = rest >= params.truncated_batch_size
+  # The values use the device's 1/(2σ̂²), as every kernel; κ ≥ 1/(2σ²) enters only the bounds.
+  scale = _common.inverse_two_variance(noise_multiplier, d.dtype)
+  ell_one = (2.0 * d - norms) * scale
+
+  def untruncated():
+    delta, ratio_max = margin.ratio_bounds(d, product_error, kappa, constants)
+    return bminsep.log_ratio_with_margin(ell_one, delta, ratio_max, base.chain, constants,
+                                         min_sep, warm_start)
+
+  def mixtures():
+    count = (rest + 1).astype(jnp.float32)
+    log_t = params.log_truncated_batch_size - jnp.log(count)
+    log_not_t = jnp.log((rest + 1 - params.truncated_batch_size).astype(jnp.float32) / count)
+    ell_two = (4.0 * d - 4.0 * norms) * scale
+    ell_minus_one = (-2.0 * d - norms) * scale
+    a_p = jnp.where(truncation, jnp.logaddexp(log_t + ell_two, log_not_t), ell_one)
+    a_q = jnp.where(truncation, jnp.logaddexp(log_t + ell_minus_one, log_not_t), 0.0)
+    (delta_p, max_p), (delta_q, max_q) = margin.truncated_round_errors(
+        d, product_error, kappa, constants, truncation, params.log_truncated_batch_size,
+        log_t, log_not_t, a_p, a_q)
+    loss_p, eta_p = bminsep.log_ratio_with_margin(a_p, delta_p, max_p, base.chain, constants,
+                                                  min_sep, warm_start)
+    loss_q, eta_q = bminsep.log_ratio_with_margin(a_q, delta_q, max_q, base.chain, constants,
+                                                  min_sep, warm_start)
+    losses = loss_p - loss_q
+    return losses, eta_p + eta_q + 1.01 * margin.UNIT_ROUNDOFF * jnp.abs(losses)
+
+  return lax.cond(jnp.any(truncation), mixtures, untruncated)
+
+
 @register
 @dataclasses.dataclass(frozen=True)
 class TruncatedBMinSepKernel(SchemeKernel):
@@ -407,8 +589,21 @@ class TruncatedBMinSepKernel(SchemeKernel):
   def max_sensitivity_squared(cls, scheme, strategy) -> float:
     return bminsep.BMinSepKernel.max_sensitivity_squared(scheme, strategy)
 
-  def params(self, mechanism) -> TruncatedParams:
+  serves_32bit = True
+
+  def params(self, mechanism) -> TruncatedParams | TruncatedParams32:
     scheme = mechanism.scheme
+    if self.dtype == 'float32':
+      p = float(scheme.sampling_prob)
+      base = bminsep.BMinSepKernel(self.iterations, self.min_sep, self.warm_start,
+                                   self.dtype).params(mechanism)
+      return TruncatedParams32(
+          base, margin.margin_constants(_common.rounding_shape(mechanism), p, multiplicity=2),
+          batch_tables32(scheme),
+          history32.history_tables32(p, self.min_sep, scheme.dataset_size)
+          if self.warm_start else None,
+          np.int32(scheme.truncated_batch_size), np.int32(scheme.dataset_size - 1),
+          np.float32(np.log(scheme.truncated_batch_size)))
     return TruncatedParams(
         jnp.asarray(float(scheme.sampling_prob), jnp.float64),
         jnp.asarray(scheme.truncated_batch_size, jnp.int64),
@@ -425,11 +620,27 @@ class TruncatedBMinSepKernel(SchemeKernel):
   def batch_sizes_of(self, info) -> jax.Array:
     return info.rest_batch_sizes
 
+  def law_error(self, params) -> float:
+    """Host: the certified total variation per sample of the 32-bit program's batch sizes
+    (n draws) and history (``binomial32``, ``history32``); 0 in float64."""
+    if self.dtype != 'float32':
+      return 0.0
+    error = self.iterations * binomial32.total_variation_bound(params.batch_tables)
+    if params.history is not None:
+        error += history32.history_total_variation(params.history)
+    return float(np.nextafter(error * (1.0 + 2.0**-40), np.inf))
+
   def sample_mean(self, keys, params, view, direction):
-    rest = rest_batch_sizes(keys, params, self.iterations, self.min_sep, self.warm_start)
-    x = bminsep.participation(keys, params.sampling_prob, self.iterations, self.min_sep,
-                              self.warm_start)
-    weights = truncated_weights(x, rest, keys, params, direction)
+    if self.dtype == 'float32':
+      rest = rest_batch_sizes32(keys, params, self.iterations, self.min_sep, self.warm_start)
+      x = bminsep.participation32(keys, params.base, self.iterations, self.min_sep,
+                                  self.warm_start)
+      weights = truncated_weights32(x, rest, keys, params, direction)
+    else:
+      rest = rest_batch_sizes(keys, params, self.iterations, self.min_sep, self.warm_start)
+      x = bminsep.participation(keys, params.sampling_prob, self.iterations, self.min_sep,
+                                self.warm_start)
+      weights = truncated_weights(x, rest, keys, params, direction)
     if direction == Direction.REMOVE:
       return view.separated_mean(weights, self.dtype), TruncatedInfo(rest)
     # x^Q is 0 outside truncated rounds: most blocks of ``add`` have no mean at all.
@@ -438,6 +649,13 @@ class TruncatedBMinSepKernel(SchemeKernel):
     zero = jax.eval_shape(mean)
     return (lax.cond(jnp.any(weights != 0), mean, lambda: jnp.zeros(zero.shape, zero.dtype)),
             TruncatedInfo(rest))
+
+  def log_ratio_with_margin(self, d, params, noise_multiplier, kappa, view, info, direction,
+                            product_error):
+    """32-bit program: (L̂, η) per sample (``margin`` proof step 10)."""
+    norms = view.charge(direction, self.iterations).astype(d.dtype)[None, :]
+    return log_ratio_with_margin32(d, norms, info.rest_batch_sizes, params, noise_multiplier,
+                                   kappa, product_error, self.min_sep, self.warm_start)
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     norms = view.charge(direction, self.iterations).astype(d.dtype)[None, :]
