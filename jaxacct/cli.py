@@ -145,7 +145,7 @@ def _check_budget(args, raw) -> None:
   mechanism, _ = _plan_mechanism(raw)
   if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
     return
-  plan = _capacity_plan(args, raw)
+  plan = _capacity_plan(args, raw, precisions=())  # the budget is the run precision's
   if sharding.is_leader():
     _print_plan(plan, file=sys.stderr)
   _refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_here'], '')
@@ -369,15 +369,16 @@ def _plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
   return MatrixMechanism(scheme, config_lib.matrix_from(raw, scheme.iterations), sigma), None
 
 
-def _capacity_plan(args, raw) -> dict:
-  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/plan.py``)."""
+def _capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
+  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/plan.py``), timed
+  for ``precisions`` (the run's own precision is always among them)."""
   cal = _calibration_section(raw)
   mechanism, note = _plan_mechanism(raw)
   options = {k: cal[k] for k in ('num_samples', 'base_delta', 'estimation_samples',
                                  'num_candidates') if k in cal}
   run = _run_precision(raw, mechanism).precision
   plans, refusal = {}, None
-  for name in ('float64', 'float32'):
+  for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
     try:
       plans[name] = plan_lib.capacity_plan(
           mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
@@ -393,7 +394,8 @@ def _capacity_plan(args, raw) -> dict:
 
 
 def _plan(args, raw) -> dict:
-  payload = _capacity_plan(args, raw)
+  payload = _capacity_plan(args, raw, ('float64', 'float32') if args.precision == 'both'
+                           else (args.precision,))
   folder = _output_dir(args, raw)
   _write(report.write_json, folder, 'plan.json', payload)
   payload['report'] = str(folder)
@@ -812,6 +814,9 @@ def main(argv: list[str] | None = None) -> int:
                        help='project to N devices (default: the devices here)')
       sub.add_argument('--samples-per-second', type=float, metavar='R',
                        help='one-σ samples/s per device, instead of measuring here')
+      sub.add_argument('--precision', choices=('both', 'float64', 'float32'), default='both',
+                       help='the device programs to time (default both; each compiles once, '
+                            'the float32 one of a large truncated scheme in minutes on a CPU)')
     sub.add_argument('config')
     sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                      help='override a config value, e.g. --set monte_carlo.num_samples=1000')
