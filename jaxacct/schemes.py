@@ -47,6 +47,8 @@ import dataclasses
 import math
 from typing import ClassVar, Literal
 
+import numpy as np
+
 from jaxacct import _validate
 
 Partition = Literal['independent', 'equal_split']
@@ -97,6 +99,15 @@ class SamplingScheme(abc.ABC):
   def conjectural(self) -> bool:
     """True when the scheme's Monte Carlo accounting rests on an unproven conjecture."""
     return False
+
+  @abc.abstractmethod
+  def max_sensitivity_squared(self, strategy) -> float:
+    """max over the scheme's participation patterns x of ‖C·x‖² (host; the EVR fallback's Δ²).
+
+    Exact for C ≥ 0 with a band no longer than the scheme's separation; for a dense
+    ``LowerTriangular`` the strategy's App. B bound (seed 000). Truncation does not change it
+    (``deterministic.pld.max_sensitivity_squared`` explains why).
+    """
 
   @property
   def truncates(self) -> bool:
@@ -185,6 +196,10 @@ class Poisson(SamplingScheme):
   min_sep: ClassVar[int] = 1
   warm_start: ClassVar[bool] = False  # b = 1: every example is always eligible
 
+  def max_sensitivity_squared(self, strategy) -> float:
+    # Every round (r = 1): ‖C·1‖², or the App. B bound for a dense C.
+    return strategy.separated_sensitivity_squared(1, self.iterations)
+
   @property
   def expected_participation_rate(self) -> float:
     return float(self.sampling_prob)
@@ -245,6 +260,11 @@ class BMinSep(SamplingScheme):
       raise TypeError(f'warm_start must be a bool, got {self.warm_start!r}')
     _check_truncation(self)
 
+  def max_sensitivity_squared(self, strategy) -> float:
+    # Participations b apart in every b-th round from round 0: with C ≥ 0 and a band of
+    # length ≤ b (or the App. B bound for a dense C) the worst pattern.
+    return strategy.separated_sensitivity_squared(self.min_sep, self.iterations)
+
   @property
   def expected_participation_rate(self) -> float:
     """p₀ = p / (1 + (b − 1)p) (seed 000 §4, renewal argument)."""
@@ -302,6 +322,12 @@ class BallsInBins(SamplingScheme):
       raise ValueError('BallsInBins has no truncated accountant: truncated_batch_size and '
                        'dataset_size must be None (truncation is supported for Poisson, BMinSep '
                        "and CyclicPoisson(partition='equal_split'))")
+
+  def max_sensitivity_squared(self, strategy) -> float:
+    # The example is in every round of one bin: max_j ‖m_j‖² over the bins' modes.
+    modes = np.asarray(strategy.kernel_view(self).phase_modes(self.iterations,
+                                                              self.cycle_length))
+    return float(np.max(np.sum(modes**2, axis=1)))
 
   @property
   def expected_participation_rate(self) -> float:
@@ -374,6 +400,11 @@ class CyclicPoisson(SamplingScheme):
           "truncated_batch_size needs partition='equal_split' for CyclicPoisson: with random "
           "phases ('independent') the group sizes are random and no truncated accountant is "
           'valid (seed 001 covers fixed, public group sizes)')
+
+  def max_sensitivity_squared(self, strategy) -> float:
+    # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
+    norms = np.asarray(strategy.column_squared_norms(self.iterations))
+    return float(np.sum(norms[::self.cycle_length]))
 
   @property
   def expected_participation_rate(self) -> float:
@@ -464,6 +495,11 @@ class MultiAttributionBMinSep(SamplingScheme):
     """p_u = 1 − (1 − p)^{k_u}: an available user takes part in a round (Theorem 6.1)."""
     return -math.expm1(self.max_examples_per_user * math.log1p(-float(self.sampling_prob))) \
         if self.sampling_prob < 1 else 1.0
+
+  def max_sensitivity_squared(self, strategy) -> float:
+    # Up to k_u examples of the user in a round, rounds b apart; C ≥ 0, so all-k_u is the max.
+    k = self.max_examples_per_user
+    return float(k * k * strategy.separated_sensitivity_squared(self.min_sep, self.iterations))
 
   @property
   def expected_participation_rate(self) -> float:

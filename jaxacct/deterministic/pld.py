@@ -28,7 +28,6 @@ from scipy import special
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import BandedToeplitz
-from jaxacct.montecarlo import kernels
 
 
 @scoped_x64
@@ -45,10 +44,10 @@ def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
 
   For a dense ``LowerTriangular`` C (Poisson: r = 1; BMinSep: r = min_sep) it
   is the upper bound ``lower_triangular.sensitivity_bound_squared`` (seed 000
-  App. B), exact for r = 1. Each scheme family's formula is its kernel's
-  ``max_sensitivity_squared`` (``montecarlo/kernels``).
+  App. B), exact for r = 1. Each scheme family's formula is its
+  ``SamplingScheme.max_sensitivity_squared`` (``schemes.py``).
   """
-  return kernels.max_sensitivity_squared(scheme, matrix)
+  return scheme.max_sensitivity_squared(matrix)
 
 
 def gaussian_delta(noise_multiplier: float, sensitivity: float, epsilon: float) -> float:

@@ -67,8 +67,8 @@ def test_bminsep_with_min_sep_one_is_poisson_bitwise(warm_start):
     np.testing.assert_array_equal(
         jaxacct.sample_privacy_losses(jax.random.key(1), poisson, 50, direction),
         jaxacct.sample_privacy_losses(jax.random.key(1), bminsep, 50, direction))
-  assert (kernels.max_sensitivity_squared(poisson.scheme, poisson.matrix)
-          == kernels.max_sensitivity_squared(bminsep.scheme, bminsep.matrix))
+  assert (poisson.scheme.max_sensitivity_squared(poisson.matrix)
+          == bminsep.scheme.max_sensitivity_squared(bminsep.matrix))
 
 
 @pytest.mark.parametrize('matrix', [jaxacct.BandedToeplitz([1.0, 0.5, 0.25]),

@@ -14,7 +14,7 @@ module                              schemes
 ==================================  =================================================
 
 Where the code runs: the kernels' device functions are JAX (un-jitted; ``sampling.py`` jits
-them); ``build``, ``params`` and ``max_sensitivity_squared`` run on the host.
+them); ``build`` and ``params`` run on the host.
 """
 
 from jaxacct.montecarlo.kernels import balls_in_bins as balls_in_bins
@@ -26,4 +26,3 @@ from jaxacct.montecarlo.kernels.base import NoInfo as NoInfo
 from jaxacct.montecarlo.kernels.base import SchemeKernel as SchemeKernel
 from jaxacct.montecarlo.kernels.base import kernel_class as kernel_class
 from jaxacct.montecarlo.kernels.base import kernel_for as kernel_for
-from jaxacct.montecarlo.kernels.base import max_sensitivity_squared as max_sensitivity_squared

@@ -135,12 +135,6 @@ class BallsInBinsKernel(SchemeKernel):
   def build(cls, mechanism, dtype: np.dtype) -> 'BallsInBinsKernel':
     return cls(mechanism.iterations, mechanism.scheme.cycle_length, dtype.name)
 
-  @classmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    # The example is in every round of one bin: max_j ‖m_j‖².
-    modes = np.asarray(strategy.kernel_view(scheme).phase_modes(scheme.iterations,
-                                                                scheme.cycle_length))
-    return float(np.max(np.sum(modes**2, axis=1)))
 
   serves_32bit = True
 

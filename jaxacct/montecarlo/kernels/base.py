@@ -11,7 +11,6 @@ fields of a mechanism — it is passed to ``jax.jit`` as a static argument — a
   adversary also sees, e.g. the other examples' batch sizes under truncation; an empty
   ``NoInfo`` otherwise);
 - ``log_ratio(d, params, sigma, view, info, direction)``: ln P(y)/Q(y) from d = Cᵀy;
-- ``max_sensitivity_squared(scheme, strategy)``: max_x ‖C·x‖² for the EVR fallback;
 - its random sub-streams (``jaxacct.conventions.Stream``), listed in its module docstring.
 
 The strategy matrix reaches a kernel only through its view (``jaxacct.strategy``), so a
@@ -75,11 +74,6 @@ class SchemeKernel(abc.ABC):
   @abc.abstractmethod
   def build(cls, mechanism, dtype: np.dtype) -> 'SchemeKernel':
     """The static kernel of ``mechanism`` with kernel arithmetic in ``dtype``."""
-
-  @classmethod
-  @abc.abstractmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    """max over the scheme's participation patterns x of ‖C·x‖² (or an upper bound)."""
 
   @abc.abstractmethod
   def params(self, mechanism) -> Any:
@@ -202,12 +196,3 @@ def kernel_for(mechanism, dtype: np.dtype) -> SchemeKernel:
   """The static kernel of ``mechanism`` (raises before any compute if none accounts it)."""
   return kernel_class(mechanism.scheme).build(mechanism, np.dtype(dtype))
 
-
-def max_sensitivity_squared(scheme, strategy) -> float:
-  """max_x ‖C·x‖² over ``scheme``'s participation patterns (an upper bound for inexact C).
-
-  Asked of the scheme family's first registered kernel even when its Monte Carlo kernel
-  refuses the scheme (a truncated cyclic Poisson scheme still has a sensitivity), because
-  truncation does not change it (see ``deterministic.pld.max_sensitivity_squared``).
-  """
-  return _kernels_of(scheme)[0].max_sensitivity_squared(scheme, strategy)

@@ -593,11 +593,6 @@ class BMinSepKernel(SchemeKernel):
     warm = scheme.warm_start and b > 1
     return cls(mechanism.iterations, b, warm, dtype.name)
 
-  @classmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    # Participations b apart in every b-th round from round 0: with C ≥ 0 and m ≤ b (or the
-    # App. B bound for dense C) the worst pattern.
-    return strategy.separated_sensitivity_squared(scheme.min_sep, scheme.iterations)
 
   serves_32bit = True
 

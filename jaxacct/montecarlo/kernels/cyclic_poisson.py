@@ -141,11 +141,6 @@ class CyclicPoissonKernel(SchemeKernel):
     scheme = mechanism.scheme
     return cls(mechanism.iterations, scheme.cycle_length, scheme.partition, dtype.name)
 
-  @classmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).
-    norms = np.asarray(strategy.column_squared_norms(scheme.iterations))
-    return float(np.sum(norms[::scheme.cycle_length]))
 
   serves_32bit = True
 

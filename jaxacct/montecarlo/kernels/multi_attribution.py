@@ -238,12 +238,6 @@ class MultiAttributionKernel(SchemeKernel):
       return bminsep.BMinSepKernel(mechanism.iterations, scheme.min_sep, False, dtype.name)
     return cls(mechanism.iterations, scheme.min_sep, scheme.max_examples_per_user, dtype.name)
 
-  @classmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    # Up to k_u examples of the user in a round, rounds b apart; C ≥ 0, so all-k_u is the max.
-    k = scheme.max_examples_per_user
-    return float(k * k * strategy.separated_sensitivity_squared(scheme.min_sep,
-                                                                scheme.iterations))
 
   serves_32bit = True
 

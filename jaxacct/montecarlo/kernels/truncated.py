@@ -585,9 +585,6 @@ class TruncatedBMinSepKernel(SchemeKernel):
     b = scheme.min_sep
     return cls(mechanism.iterations, b, scheme.warm_start and b > 1, dtype.name)
 
-  @classmethod
-  def max_sensitivity_squared(cls, scheme, strategy) -> float:
-    return bminsep.BMinSepKernel.max_sensitivity_squared(scheme, strategy)
 
   serves_32bit = True
 
