@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import os
 import pathlib
 import shutil
@@ -800,7 +801,28 @@ def _initialize_distributed(args) -> None:
         'SLURM, Open MPI)') from None
 
 
+class _StderrLog(logging.Handler):
+  """Shows a library log line on the stderr of the moment (not the one at installation)."""
+
+  def emit(self, record: logging.LogRecord) -> None:
+    print(self.format(record), file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
+  """The ``jaxacct`` command; returns its exit code. The library logs (it never prints): while
+  the command runs, its INFO lines are shown on stderr."""
+  logger, handler = logging.getLogger('jaxacct'), _StderrLog()
+  level = logger.level
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  try:
+    return _main(argv)
+  finally:
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def _main(argv: list[str] | None) -> int:
   parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
   commands = parser.add_subparsers(dest='command', required=True)
   for name, help_text in (('estimate', 'Monte Carlo δ̂(ε), both directions'),

@@ -93,6 +93,7 @@ Schema (every key below; unknown keys are errors that name the key and the valid
 from __future__ import annotations
 
 import copy
+import logging
 import pathlib
 from typing import Any
 
@@ -109,6 +110,7 @@ from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_roo
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
 from jaxacct.mechanism import MatrixMechanism
 
+_LOG = logging.getLogger(__name__)
 _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
             'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson,
             'multi_attribution': schemes.MultiAttributionBMinSep}
@@ -352,9 +354,9 @@ def attribution_sampling_prob(raw: dict) -> float:
   """p of a config's multi-attribution run: graph → contribution bounding → p for the batch size.
 
   The graph is synthetic (``synthetic_power_law_graph``); every step is seeded,
-  so the result is reproducible and public. A summary goes to stderr.
+  so the result is reproducible and public. A summary is logged (logger ``jaxacct.config``,
+  INFO; the CLI shows it on stderr).
   """
-  import sys
   from jaxacct.batching import attribution, multi_attribution
   cfg, scheme_cfg = raw['attribution'], raw['scheme']
   for key in ('num_examples', 'num_users', 'expected_batch_size'):
@@ -369,10 +371,10 @@ def attribution_sampling_prob(raw: dict) -> float:
       bounded.graph, expected_batch_size=cfg['expected_batch_size'],
       min_sep=scheme_cfg.get('min_sep', 1), rng=seed,
       exclusion=scheme_cfg.get('exclusion', 'sampled'))
-  print(f'attribution: {graph.num_examples:,} examples, {graph.num_users:,} users; kept '
-        f'{bounded.num_kept:,} after bounding to {bounded.max_examples_per_user} per user; '
-        f'sampling_prob {p:.6g} for expected batch {cfg["expected_batch_size"]}',
-        file=sys.stderr)
+  _LOG.info('attribution: %s examples, %s users; kept %s after bounding to %s per user; '
+            'sampling_prob %.6g for expected batch %s', f'{graph.num_examples:,}',
+            f'{graph.num_users:,}', f'{bounded.num_kept:,}', bounded.max_examples_per_user, p,
+            cfg['expected_batch_size'])
   return p
 
 

@@ -1,4 +1,5 @@
-"""Run reports: a JSON record and PNG plots (host code; matplotlib, Agg backend)."""
+"""Run reports: a JSON record and PNG plots (host code; matplotlib figures drawn without pyplot,
+so the process's backend and figure state are untouched)."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ if TYPE_CHECKING:  # the report module stays importable without the JAX engine
   from jaxacct.montecarlo.calibration import CalibrationRecord
 
 
-def _plt():
-  import matplotlib
-  matplotlib.use('Agg')
-  import matplotlib.pyplot as plt
-  return plt
+def _figure(figsize, ncols: int = 1, **options):
+  """(figure, axes) of a ``matplotlib.figure.Figure`` made directly: no pyplot, so the
+  process's backend and pyplot's figure registry are left as they are (nothing to close)."""
+  from matplotlib.figure import Figure  # host only, and only when a figure is drawn
+  fig = Figure(figsize=figsize)
+  return fig, fig.subplots(1, ncols, **options)
 
 
 def _save_figure(fig, path: pathlib.Path) -> None:
@@ -88,9 +90,8 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
   to the plotted range (a lower edge ≤ 0 is drawn at the axis floor), the target and released
   (ε, δ) and the verification threshold when given. Points with δ̂ = 0 (no sample's loss
   above ε) are not drawn; below 3/N nothing is resolved."""
-  plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = _figure((7, 4.5))
   eps = np.asarray(epsilons, float)
   means = [np.asarray(delta_hat[d], float) for d in DIRECTIONS]
   reference = [v for v in (threshold, None if released is None else released[1]) if v]
@@ -116,7 +117,6 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
   fig.tight_layout()
   path = folder / name
   _save_figure(fig, path)
-  plt.close(fig)
   return path
 
 
@@ -124,9 +124,8 @@ def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str, *,
                      released=None, point_label: str = 'released') -> pathlib.Path:
   """A proven δ(ε) curve (deterministic accountant, max over directions) on a log scale, down
   to 10⁻⁶ of the target δ (or 10⁻²⁰): smaller δ are of no use to a reader."""
-  plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
-  fig, ax = plt.subplots(figsize=(7, 4.5))
+  fig, ax = _figure((7, 4.5))
   eps, deltas = np.asarray(epsilons, float), np.asarray(deltas, float)
   shown = deltas > 0
   ax.plot(eps[shown], deltas[shown], color='tab:blue', label='proven δ(ε), max over directions')
@@ -147,7 +146,6 @@ def plot_delta_curve(folder: pathlib.Path, epsilons, deltas, title: str, *,
   fig.tight_layout()
   path = folder / 'delta.png'
   _save_figure(fig, path)
-  plt.close(fig)
   return path
 
 
@@ -162,8 +160,7 @@ def curve_epsilons(epsilons, released: float | None = None, points: int = 61) ->
 def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
                     chosen: float, title: str = '') -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""
-  plt = _plt()
-  fig, ax = plt.subplots(figsize=(6, 4))
+  fig, ax = _figure((6, 4))
   shown = [record.base_delta]
   for i, sweep in enumerate(record.sweeps):
     sigmas, values = np.asarray(sweep.sigmas), np.asarray(sweep.delta_hat)
@@ -189,18 +186,15 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
   fig.tight_layout()
   path = folder / 'candidates.png'
   _save_figure(fig, path)
-  plt.close(fig)
   return path
 
 
 def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.Path:
   """Histogram of the individual ε against the worst case (and the filter's guarantee); with
   a filter, the active examples per epoch beside it (seed 004 Figs 1, 6)."""
-  plt = _plt()
   folder.mkdir(parents=True, exist_ok=True)
   filtering = summary['active_per_epoch'] is not None and summary['filter_epsilon'] is not None
-  fig, axes = plt.subplots(1, 2 if filtering else 1, figsize=(10 if filtering else 6, 4),
-                           squeeze=False)
+  fig, axes = _figure((10 if filtering else 6, 4), 2 if filtering else 1, squeeze=False)
   ax = axes[0, 0]
   epsilons = np.asarray(summary['epsilons'])
   ax.hist(epsilons, bins=40, color='tab:blue', alpha=0.8,
@@ -224,5 +218,4 @@ def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.
   fig.tight_layout()
   path = folder / 'individual_epsilons.png'
   _save_figure(fig, path)
-  plt.close(fig)
   return path
