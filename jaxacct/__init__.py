@@ -14,6 +14,9 @@ from jaxacct.deterministic.accountant import mechanism_pld as mechanism_pld
 from jaxacct.deterministic.pld import cyclic_poisson_pld as cyclic_poisson_pld
 from jaxacct.deterministic.truncated_poisson import truncated_poisson_pld as truncated_poisson_pld
 from jaxacct.deterministic.truncated_poisson import truncation_regimes as truncation_regimes
+from jaxacct.errors import InputError as InputError
+from jaxacct.errors import InputTypeError as InputTypeError
+from jaxacct.errors import MissingExtraError as MissingExtraError
 from jaxacct.guarantee import Guarantee as Guarantee
 from jaxacct.lower_triangular import banded_inverse_square_root as banded_inverse_square_root
 from jaxacct.lower_triangular import LowerTriangular as LowerTriangular
@@ -55,8 +58,11 @@ __all__ = [
     'epsilon_for_delta',
     'estimate_delta',
     'Guarantee',
+    'InputError',
+    'InputTypeError',
     'LowerTriangular',
     'MatrixMechanism',
+    'MissingExtraError',
     'mechanism_pld',
     'MultiAttributionBMinSep',
     'minimum_samples',

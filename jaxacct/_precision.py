@@ -13,6 +13,7 @@ from typing import Any, Callable, TypeVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxacct.errors import InputError
 
 F = TypeVar('F', bound=Callable[..., Any])
 
@@ -49,9 +50,9 @@ def kernel_dtype(dtype: Any) -> np.dtype:
   try:
     resolved = np.dtype(dtype)
   except TypeError as exc:
-    raise ValueError(f'dtype must be jnp.float64 or jnp.float32, got {dtype!r}') from exc
+    raise InputError(f'dtype must be jnp.float64 or jnp.float32, got {dtype!r}') from exc
   if resolved not in KERNEL_DTYPES:
-    raise ValueError(f'dtype must be jnp.float64 or jnp.float32, got {dtype!r}')
+    raise InputError(f'dtype must be jnp.float64 or jnp.float32, got {dtype!r}')
   return resolved
 
 

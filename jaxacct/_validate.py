@@ -12,6 +12,7 @@ import numbers
 from typing import Any
 
 import numpy as np
+from jaxacct.errors import InputError, InputTypeError
 
 
 def _is_integer(value: Any) -> bool:
@@ -21,11 +22,11 @@ def _is_integer(value: Any) -> bool:
 def integer_at_least(name: str, value: Any, minimum: int) -> int:
   """Returns ``value`` as ``int`` if it is an integer ``>= minimum``."""
   if isinstance(value, (float, np.floating)) and float(value).is_integer():
-    raise TypeError(f'{name} must be an integer >= {minimum}, got the float {value!r}')
+    raise InputTypeError(f'{name} must be an integer >= {minimum}, got the float {value!r}')
   if not _is_integer(value):
-    raise TypeError(f'{name} must be an integer >= {minimum}, got {value!r}')
+    raise InputTypeError(f'{name} must be an integer >= {minimum}, got {value!r}')
   if value < minimum:
-    raise ValueError(f'{name} must be an integer >= {minimum}, got {value}')
+    raise InputError(f'{name} must be an integer >= {minimum}, got {value}')
   return int(value)
 
 
@@ -38,10 +39,10 @@ def real_number(name: str, value: Any) -> float:
         return float(value)
     except ImportError:  # pragma: no cover
       pass
-    raise TypeError(f'{name} must be a real number, got {value!r}')
+    raise InputTypeError(f'{name} must be a real number, got {value!r}')
   array = np.asarray(value)
   if array.shape != ():
-    raise ValueError(f'{name} must be a scalar, got an array of shape {array.shape}')
+    raise InputError(f'{name} must be a scalar, got an array of shape {array.shape}')
   return float(array)
 
 
@@ -51,7 +52,7 @@ def probability(name: str, value: Any, *, allow_zero: bool = False) -> float:
   low_ok = value >= 0.0 if allow_zero else value > 0.0
   if not (math.isfinite(value) and low_ok and value <= 1.0):
     interval = '[0, 1]' if allow_zero else '(0, 1]'
-    raise ValueError(f'{name} must be in {interval}, got {value}')
+    raise InputError(f'{name} must be in {interval}, got {value}')
   return value
 
 
@@ -59,7 +60,7 @@ def positive_finite(name: str, value: Any) -> float:
   """Checks ``0 < value < inf``."""
   value = real_number(name, value)
   if not (math.isfinite(value) and value > 0.0):
-    raise ValueError(f'{name} must be finite and > 0, got {value}')
+    raise InputError(f'{name} must be finite and > 0, got {value}')
   return value
 
 
@@ -67,14 +68,14 @@ def finite_real(name: str, value: Any) -> float:
   """Checks that ``value`` is a finite real scalar."""
   value = real_number(name, value)
   if not math.isfinite(value):
-    raise ValueError(f'{name} must be finite, got {value}')
+    raise InputError(f'{name} must be finite, got {value}')
   return value
 
 
 def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
   """Checks that ``value`` is one of the ``allowed`` strings."""
   if value not in allowed:
-    raise ValueError(f'{name} must be one of {", ".join(map(repr, allowed))}, got {value!r}')
+    raise InputError(f'{name} must be one of {", ".join(map(repr, allowed))}, got {value!r}')
   return value
 
 
@@ -87,13 +88,13 @@ def band_coefficients(name: str, values: Any) -> np.ndarray:
   """
   array = np.asarray(values, dtype=np.float64)
   if array.ndim != 1:
-    raise ValueError(f'{name} must be a 1-D array, got shape {array.shape}')
+    raise InputError(f'{name} must be a 1-D array, got shape {array.shape}')
   if array.size == 0:
-    raise ValueError(f'{name} must be non-empty')
+    raise InputError(f'{name} must be non-empty')
   if not np.all(np.isfinite(array)):
-    raise ValueError(f'{name} must contain only finite values (no NaN or inf), got {array}')
+    raise InputError(f'{name} must contain only finite values (no NaN or inf), got {array}')
   if np.any(array < 0):
-    raise ValueError(f'{name} must be entrywise non-negative, got {array}')
+    raise InputError(f'{name} must be entrywise non-negative, got {array}')
   if not array[0] > 0:
-    raise ValueError(f'{name}[0] must be > 0 (otherwise C is singular), got {array[0]}')
+    raise InputError(f'{name}[0] must be > 0 (otherwise C is singular), got {array[0]}')
   return array

@@ -51,6 +51,7 @@ import numpy as np
 import tqdm
 
 from jaxacct import config as config_lib
+from jaxacct.errors import InputError
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import base as deterministic_base
@@ -716,29 +717,13 @@ def _print_human(command: str, payload: dict) -> None:
   print(f'report: {payload["report"]}')
 
 
-_PACKAGE = pathlib.Path(__file__).resolve().parent
-
-
 def is_bad_input(error: BaseException) -> bool:
-  """True when ``error`` is the library refusing its input, not a failure of the library.
-
-  Bad input: a ``ConfigError``; a ValueError, TypeError or ImportError raised by a ``raise``
-  statement of a jaxacct frame (every argument check of the library raises these, naming
-  the argument and its range, and a missing extra raises ImportError with the install
-  command); an OSError (a file that is missing or cannot be written). The same exception
-  types raised inside a dependency (NumPy, JAX, dp_accounting) or by an operation of jaxacct
-  itself (a call with wrong arguments, ``int('x')``: a bug) are internal errors.
-  """
-  if isinstance(error, (config_lib.ConfigError, OSError)):
-    return True
-  if not isinstance(error, (ValueError, TypeError, ImportError)):
-    return False
-  frames = traceback.extract_tb(error.__traceback__)
-  if not frames:
-    return False
-  last = frames[-1]
-  return (_PACKAGE in pathlib.Path(last.filename).resolve().parents
-          and (last.line or '').lstrip().startswith('raise '))
+  """True when ``error`` is the library refusing its input, not a failure of the library: a
+  ``jaxacct.InputError`` (every argument, config, file and ledger check raises one, naming the
+  argument and its range; a missing extra raises ``MissingExtraError`` with the install
+  command) or an ``OSError`` (a file that is missing or cannot be written). Anything else,
+  a ValueError from NumPy or JAX included, is an internal error."""
+  return isinstance(error, (InputError, OSError))
 
 
 def _report_error(error: BaseException, *, debug: bool) -> int:

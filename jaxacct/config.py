@@ -109,6 +109,7 @@ from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_roo
                                       optimize_banded_inverse)
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
 _SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
@@ -139,7 +140,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
   """A configuration that cannot be turned into a run (the message is one line)."""
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 from jaxacct.conventions import ADJACENCIES, METHODS, PROVEN_METHODS, Adjacency, Method
+from jaxacct.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,11 +66,11 @@ class Guarantee:
 
   def __post_init__(self):
     if self.method not in METHODS:
-      raise ValueError(f'method must be one of {", ".join(METHODS)}, got {self.method!r}')
+      raise InputError(f'method must be one of {", ".join(METHODS)}, got {self.method!r}')
     if self.precision not in ('float64', 'float32'):
-      raise ValueError(f'precision must be "float64" or "float32", got {self.precision!r}')
+      raise InputError(f'precision must be "float64" or "float32", got {self.precision!r}')
     if self.adjacency not in ADJACENCIES:
-      raise ValueError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {self.adjacency!r}')
+      raise InputError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {self.adjacency!r}')
     # Plain strings inside, whatever enum or str was passed: equality, hashing and JSON agree.
     object.__setattr__(self, 'method', Method(self.method).value)
     object.__setattr__(self, 'adjacency', Adjacency(self.adjacency).value)

@@ -39,6 +39,7 @@ from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import minimize_lbfgs, toeplitz_solve
 from jaxacct.strategy import RoundingShape, Strategy
+from jaxacct.errors import InputError, InputTypeError
 
 __all__ = [
     'LowerTriangular',
@@ -54,25 +55,25 @@ __all__ = [
 
 def _entries(values: Any) -> np.ndarray:
   if isinstance(values, jax.core.Tracer):
-    raise TypeError('LowerTriangular(entries) needs concrete values, got a tracer; construct it '
+    raise InputTypeError('LowerTriangular(entries) needs concrete values, got a tracer; construct it '
                     'outside jit/vmap/grad and pass it in as a pytree argument')
   array = np.array(values, dtype=np.float64)
   if array.ndim != 2 or array.shape[0] != array.shape[1] or array.shape[0] == 0:
-    raise ValueError(f'entries must be a non-empty square n×n matrix, got shape {array.shape}')
+    raise InputError(f'entries must be a non-empty square n×n matrix, got shape {array.shape}')
   if not np.all(np.isfinite(array)):
-    raise ValueError('entries must be finite (no NaN or inf)')
+    raise InputError('entries must be finite (no NaN or inf)')
   if np.any(array < 0):
     i, j = np.argwhere(array < 0)[0]
-    raise ValueError(f'entries must be non-negative (App. B drops non-negative cross terms), got '
+    raise InputError(f'entries must be non-negative (App. B drops non-negative cross terms), got '
                      f'C[{i}, {j}] = {array[i, j]}')
   upper = np.triu(array, 1)
   if np.any(upper != 0):
     i, j = np.argwhere(upper != 0)[0]
-    raise ValueError(f'entries must be lower-triangular, got C[{i}, {j}] = {array[i, j]} above '
+    raise InputError(f'entries must be lower-triangular, got C[{i}, {j}] = {array[i, j]} above '
                      'the diagonal')
   if np.any(np.diag(array) <= 0):
     i = int(np.argmin(np.diag(array)))
-    raise ValueError(f'entries must have a positive diagonal (C must be invertible), got '
+    raise InputError(f'entries must have a positive diagonal (C must be invertible), got '
                      f'C[{i}, {i}] = {array[i, i]}')
   array.setflags(write=False)
   return array
@@ -124,7 +125,7 @@ class LowerTriangular(Strategy):
     if iterations is not None:
       n = _validate.integer_at_least('iterations', iterations, 1)
       if n != self.iterations:
-        raise ValueError(f'iterations must equal the size of C ({self.iterations}), got {n}')
+        raise InputError(f'iterations must equal the size of C ({self.iterations}), got {n}')
 
   @scoped_x64
   def column_squared_norms(self, iterations: int | None = None) -> jax.Array:
@@ -157,15 +158,15 @@ class LowerTriangular(Strategy):
     """App. B bounds the loss of the r-min-sep chain (Poisson r = 1, BMinSep r = min_sep);
     fixed-bin balls-in-bins is exact with any C."""
     if scheme.min_sep_chain is None and not isinstance(scheme, schemes.BallsInBins):
-      raise ValueError(
+      raise InputError(
           f'a LowerTriangular strategy is accounted by the r-min-sep bounds of seed 000 App. B, '
           f'for Poisson or BMinSep(min_sep=r) schemes, or exactly for BallsInBins; got '
           f'{type(scheme).__name__}')
     if scheme.truncates:
-      raise ValueError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
+      raise InputError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
                        'App. D assumes banded C); drop truncated_batch_size or use BandedToeplitz')
     if self.iterations != scheme.iterations:
-      raise ValueError(f'the LowerTriangular matrix is {self.iterations}×{self.iterations} but '
+      raise InputError(f'the LowerTriangular matrix is {self.iterations}×{self.iterations} but '
                        f'the scheme has iterations = {scheme.iterations}; they must be equal')
 
   def kernel_view(self, scheme) -> 'RMinSepTerms | PhaseModes':
@@ -182,7 +183,7 @@ class LowerTriangular(Strategy):
     """((1,), h) when C⁻¹ is banded Toeplitz with band h (BISR, BandInvMF), else TypeError."""
     band = self.inverse_band()
     if band is None:
-      raise TypeError('training streams C⁻¹Z when C or C⁻¹ is banded Toeplitz; this '
+      raise InputTypeError('training streams C⁻¹Z when C or C⁻¹ is banded Toeplitz; this '
                       'LowerTriangular is not Toeplitz, so its C⁻¹ has no band to stream')
     return np.ones(1), band
 
@@ -225,9 +226,9 @@ class LowerTriangular(Strategy):
     n = _validate.integer_at_least('iterations', iterations, 1)
     band = np.asarray(inverse_band, dtype=np.float64)
     if band.ndim != 1 or band.size == 0 or not np.all(np.isfinite(band)):
-      raise ValueError(f'inverse_band must be a non-empty finite 1-D array, got {inverse_band!r}')
+      raise InputError(f'inverse_band must be a non-empty finite 1-D array, got {inverse_band!r}')
     if band[0] <= 0 or np.any(band[1:] > 0):
-      raise ValueError('inverse_band must have h[0] > 0 and h[k] <= 0 for k >= 1 (so that '
+      raise InputError('inverse_band must have h[0] > 0 and h[k] <= 0 for k >= 1 (so that '
                        f'C = H⁻¹ is non-negative), got {band.tolist()}')
     with jax.enable_x64(True):
       column = np.asarray(toeplitz_solve(jnp.asarray(band), jnp.eye(1, n, dtype=jnp.float64)[0]))
@@ -508,7 +509,7 @@ def banded_inverse_square_root(iterations: int, bands: int) -> LowerTriangular:
   n = _validate.integer_at_least('iterations', iterations, 1)
   m = _validate.integer_at_least('bands', bands, 1)
   if m > n:
-    raise ValueError(f'bands must be in [1, iterations={n}], got {m}')
+    raise InputError(f'bands must be in [1, iterations={n}], got {m}')
   return LowerTriangular.from_inverse_band(square_root_inverse_band(m), n)
 
 
@@ -569,7 +570,7 @@ def optimize_banded_inverse(iterations: int, bands: int, *, min_sep: int | None 
   n = _validate.integer_at_least('iterations', iterations, 1)
   m = _validate.integer_at_least('bands', bands, 1)
   if m > n:
-    raise ValueError(f'bands must be in [1, iterations={n}], got {m}')
+    raise InputError(f'bands must be in [1, iterations={n}], got {m}')
   r = None if min_sep is None else _validate.integer_at_least('min_sep', min_sep, 1)
   steps = _validate.integer_at_least('max_steps', max_steps, 1)
   band = square_root_inverse_band(m)

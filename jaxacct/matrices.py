@@ -51,6 +51,7 @@ from jax import lax
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64 as _scoped_x64
 from jaxacct.strategy import RoundingShape, Strategy
+from jaxacct.errors import InputError, InputTypeError
 
 __all__ = [
     'BandedToeplitz',
@@ -76,9 +77,9 @@ def _coefficients(name: str, values: Any) -> jax.Array:
     values = values.c_col
   if _is_tracer(values):
     if values.ndim != 1:
-      raise ValueError(f'{name} must be a 1-D array, got shape {values.shape}')
+      raise InputError(f'{name} must be a 1-D array, got shape {values.shape}')
     if values.shape[0] == 0:
-      raise ValueError(f'{name} must be non-empty')
+      raise InputError(f'{name} must be non-empty')
     if not jnp.issubdtype(values.dtype, jnp.floating):
       values = values.astype(float)  # default float dtype of the caller
     return values
@@ -322,7 +323,7 @@ class BandedToeplitz(Strategy):
 
   def __post_init__(self):
     if _is_tracer(self.c_col):
-      raise TypeError(
+      raise InputTypeError(
           'BandedToeplitz(c_col) needs concrete values, got a tracer; construct it '
           'outside jit/vmap/grad and pass it in as a pytree argument')
     array = np.array(_validate.band_coefficients('c_col', self.c_col), dtype=np.float64)
@@ -415,7 +416,7 @@ class BandedToeplitz(Strategy):
       return
     if scheme.min_sep_chain == 1 and not scheme.truncates:
       return
-    raise ValueError(
+    raise InputError(
         f'c_col must have at most {scheme.band_limit_name} = {scheme.max_band_length} entries '
         f'for {type(scheme).__name__} (columns of consecutive participations would overlap and '
         f'the exact recursion would be wrong), got len(c_col) = {self.num_bands}; only '
@@ -423,7 +424,7 @@ class BandedToeplitz(Strategy):
 
   def kernel_view(self, scheme) -> BandedView:
     if self.overlaps_under(scheme):
-      raise ValueError(
+      raise InputError(
           f'Monte Carlo accounting needs len(c_col) <= {scheme.band_limit_name} = '
           f'{scheme.max_band_length} for {type(scheme).__name__}, got {self.num_bands} bands: '
           'account this mechanism with the deterministic accountant "mmcc", or pass '
@@ -595,7 +596,7 @@ def min_sep_sensitivity_squared(c_col: Any, min_sep: int, iterations: int) -> ja
   b = _validate.integer_at_least('min_sep', min_sep, 1)
   c = _coefficients('c_col', c_col)
   if c.shape[0] > b:
-    raise ValueError(
+    raise InputError(
         f'len(c_col) must be <= min_sep (bands may not exceed the min-sep, '
         f'spec 000 §0), got len(c_col)={c.shape[0]} and min_sep={b}')
   return _min_sep_sensitivity_squared(c, b, n)
@@ -703,12 +704,12 @@ def optimize_banded_toeplitz(
   n = _iterations(iterations)
   m = _validate.integer_at_least('bands', bands, 1)
   if m > n:
-    raise ValueError(f'bands must be in [1, iterations={n}], got {m}')
+    raise InputError(f'bands must be in [1, iterations={n}], got {m}')
   b = None
   if min_sep is not None:
     b = _validate.integer_at_least('min_sep', min_sep, 1)
     if b < m:
-      raise ValueError(f'min_sep must be >= bands={m} (or None), got {b}')
+      raise InputError(f'min_sep must be >= bands={m} (or None), got {b}')
   steps = _validate.integer_at_least('max_steps', max_steps, 1)
   if m == 1:
     return np.ones(1)

@@ -23,6 +23,7 @@ from jaxacct.conventions import DIRECTIONS as DIRECTIONS
 from jaxacct.conventions import Direction as Direction
 from jaxacct.schemes import SamplingScheme
 from jaxacct.strategy import Strategy, check_strategy
+from jaxacct.errors import InputError, InputTypeError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +56,10 @@ class MatrixMechanism:
 
   def __post_init__(self):
     if not isinstance(self.scheme, SamplingScheme):
-      raise TypeError(f'scheme must be a jaxacct sampling scheme, got {self.scheme!r}')
+      raise InputTypeError(f'scheme must be a jaxacct sampling scheme, got {self.scheme!r}')
     check_strategy(self.matrix)
     if _validate.real_number('noise_multiplier', self.noise_multiplier) == 0.0:
-      raise ValueError('noise_multiplier σ = 0 is not differentially private (no noise); '
+      raise InputError('noise_multiplier σ = 0 is not differentially private (no noise); '
                        'pass σ > 0')
     _validate.positive_finite('noise_multiplier', self.noise_multiplier)
     self.matrix.check_scheme(self.scheme)

@@ -50,6 +50,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from jaxacct import _validate
+from jaxacct.errors import InputError, InputTypeError
 
 Partition = Literal['independent', 'equal_split']
 
@@ -126,14 +127,14 @@ def _check_truncation(scheme) -> None:
   name = type(scheme).__name__
   if size is None:
     if dataset is not None:
-      raise ValueError(
+      raise InputError(
           f'dataset_size is public information of {name} only when batches are truncated; pass '
           'truncated_batch_size too, or leave dataset_size=None (use from_expected_batch_size to '
           'derive sampling_prob from a dataset size)')
     return
   _validate.integer_at_least('truncated_batch_size', size, 1)
   if dataset is None:
-    raise ValueError(
+    raise InputError(
         f'dataset_size is required when truncated_batch_size is set ({name} with B = {size}): the '
         'truncated accountants depend on it, so it is public (zero-out adjacency); '
         'truncated_batch_size >= dataset_size means no truncation')
@@ -144,7 +145,7 @@ def _expected_rate(expected_batch_size, dataset_size) -> float:
   expected_batch_size = _validate.positive_finite('expected_batch_size', expected_batch_size)
   dataset_size = _validate.integer_at_least('dataset_size', dataset_size, 1)
   if expected_batch_size > dataset_size:
-    raise ValueError(
+    raise InputError(
         f'expected_batch_size must be <= dataset_size ({dataset_size}), got {expected_batch_size}')
   return expected_batch_size / dataset_size
 
@@ -162,7 +163,7 @@ def _rate_within_period(expected_batch_size, dataset_size, period, period_name: 
   rate = _expected_rate(expected_batch_size, dataset_size)
   period = _validate.integer_at_least(period_name, period, 1)
   if rate * period > 1.0 + 1e-12:
-    raise ValueError(
+    raise InputError(
         f'expected_batch_size must be <= dataset_size / {period_name} = {dataset_size / period} '
         f'for {scheme_name} (p must stay <= 1), got {expected_batch_size}')
   return rate, period
@@ -257,7 +258,7 @@ class BMinSep(SamplingScheme):
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('min_sep', self.min_sep, 1)
     if not isinstance(self.warm_start, bool):
-      raise TypeError(f'warm_start must be a bool, got {self.warm_start!r}')
+      raise InputTypeError(f'warm_start must be a bool, got {self.warm_start!r}')
     _check_truncation(self)
 
   def max_sensitivity_squared(self, strategy) -> float:
@@ -319,7 +320,7 @@ class BallsInBins(SamplingScheme):
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('cycle_length', self.cycle_length, 1)
     if self.truncated_batch_size is not None or self.dataset_size is not None:
-      raise ValueError('BallsInBins has no truncated accountant: truncated_batch_size and '
+      raise InputError('BallsInBins has no truncated accountant: truncated_batch_size and '
                        'dataset_size must be None (truncation is supported for Poisson, BMinSep '
                        "and CyclicPoisson(partition='equal_split'))")
 
@@ -344,7 +345,7 @@ class BallsInBins(SamplingScheme):
     rate = _expected_rate(expected_batch_size, dataset_size)
     cycle = round(1.0 / rate)
     if not math.isclose(cycle * rate, 1.0, rel_tol=1e-9):
-      raise ValueError(
+      raise InputError(
           'expected_batch_size must divide dataset_size for balls-in-bins '
           f'(T = dataset_size / expected_batch_size must be an integer), got {dataset_size}'
           f' / {expected_batch_size} = {1.0 / rate}')
@@ -396,7 +397,7 @@ class CyclicPoisson(SamplingScheme):
     _validate.one_of('partition', self.partition, self.PARTITIONS)
     _check_truncation(self)
     if self.truncates and self.partition != 'equal_split':
-      raise ValueError(
+      raise InputError(
           "truncated_batch_size needs partition='equal_split' for CyclicPoisson: with random "
           "phases ('independent') the group sizes are random and no truncated accountant is "
           'valid (seed 001 covers fixed, public group sizes)')
@@ -484,7 +485,7 @@ class MultiAttributionBMinSep(SamplingScheme):
     _validate.integer_at_least('max_examples_per_user', self.max_examples_per_user, 1)
     _validate.one_of('exclusion', self.exclusion, self.EXCLUSIONS)
     if not isinstance(self.accept_conjecture_6_2, bool):
-      raise TypeError(f'accept_conjecture_6_2 must be a bool, got {self.accept_conjecture_6_2!r}')
+      raise InputTypeError(f'accept_conjecture_6_2 must be a bool, got {self.accept_conjecture_6_2!r}')
 
   @property
   def conjectural(self) -> bool:

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 
 import jax
 import numpy as np
+from jaxacct.errors import InputTypeError
 
 
 class RoundingShape(NamedTuple):
@@ -146,6 +147,6 @@ class Strategy(abc.ABC):
 def check_strategy(matrix: Any) -> Strategy:
   """Raises TypeError unless ``matrix`` is a jaxacct strategy matrix."""
   if not isinstance(matrix, Strategy):
-    raise TypeError(f'matrix must be a jaxacct.BandedToeplitz or jaxacct.LowerTriangular, got '
+    raise InputTypeError(f'matrix must be a jaxacct.BandedToeplitz or jaxacct.LowerTriangular, got '
                     f'{matrix!r}')
   return matrix

@@ -234,10 +234,18 @@ def test_internal_errors_exit_1_with_traceback_behind_debug(monkeypatch, capsys,
 
 def test_bad_input_is_told_apart_from_a_bug():
   import jaxacct
-  try:
+  with pytest.raises(jaxacct.InputError) as caught:  # also a ValueError, for callers' except
     jaxacct.Poisson(sampling_prob=2.0, iterations=3)
-  except ValueError as error:
-    assert cli.is_bad_input(error)
+  assert isinstance(caught.value, ValueError) and cli.is_bad_input(caught.value)
+  with pytest.raises(jaxacct.InputTypeError) as caught:
+    jaxacct.Poisson(sampling_prob=0.5, iterations=3.5)
+  assert isinstance(caught.value, TypeError) and cli.is_bad_input(caught.value)
+  from jaxacct.deterministic import base as deterministic_base
+  from jaxacct.montecarlo import checkpoint, ledger, plan
+  for error in (config_lib.ConfigError, checkpoint.CheckpointError, ledger.LedgerError,
+                plan.OverBudgetError, deterministic_base.UnsupportedMechanismError,
+                jaxacct.MissingExtraError):
+    assert issubclass(error, jaxacct.InputError), error
   try:
     _numpy_failure()
   except ValueError as error:

@@ -52,6 +52,7 @@ import numpy as np
 import scipy.sparse
 
 from jaxacct import _validate
+from jaxacct.errors import InputError, InputTypeError
 
 # Multiply-adds of A·Aᵀ per row block: bounds the peak memory of the product
 # (≈ 12 bytes per multiply-add for scipy's output arrays, so ≈ 100 MB).
@@ -64,28 +65,28 @@ def _id_array(name: str, values: Any) -> np.ndarray:
   """Returns ``values`` as a 1-D int64 array of non-negative ids."""
   array = np.asarray(values)
   if array.ndim != 1:
-    raise ValueError(f'{name} must be a 1-D sequence of integer ids, got shape {array.shape}')
+    raise InputError(f'{name} must be a 1-D sequence of integer ids, got shape {array.shape}')
   if array.size == 0:
     return np.zeros(0, dtype=np.int64)
   if array.dtype == np.bool_ or array.dtype.kind not in 'iu':
-    raise TypeError(f'{name} must hold integers, got dtype {array.dtype}')
+    raise InputTypeError(f'{name} must hold integers, got dtype {array.dtype}')
   if array.dtype.kind == 'i' and array.min() < 0:
     position = int(np.argmax(array < 0))
-    raise ValueError(f'{name} must be >= 0, got {array[position]} at position {position}')
+    raise InputError(f'{name} must be >= 0, got {array[position]} at position {position}')
   return array.astype(np.int64, copy=False)
 
 
 def _check_below(name: str, ids: np.ndarray, bound: int, bound_name: str) -> None:
   if ids.size and ids.max() >= bound:
     position = int(np.argmax(ids >= bound))
-    raise ValueError(f'{name} must be in [0, {bound_name}) = [0, {bound}), '
+    raise InputError(f'{name} must be in [0, {bound_name}) = [0, {bound}), '
                      f'got {ids[position]} at position {position}')
 
 
 def _index(name: str, value: Any, size: int, size_name: str) -> int:
   value = _validate.integer_at_least(name, value, 0)
   if value >= size:
-    raise ValueError(f'{name} must be in [0, {size_name}) = [0, {size}), got {value}')
+    raise InputError(f'{name} must be in [0, {size_name}) = [0, {size}), got {value}')
   return value
 
 
@@ -99,9 +100,9 @@ def _as_generator(rng: Any) -> np.random.Generator:
     return rng
   if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
     if rng < 0:
-      raise ValueError(f'rng must be a non-negative int seed or a Generator, got {rng}')
+      raise InputError(f'rng must be a non-negative int seed or a Generator, got {rng}')
     return np.random.default_rng(int(rng))
-  raise TypeError('rng must be a numpy.random.Generator or a non-negative int seed, got '
+  raise InputTypeError('rng must be a numpy.random.Generator or a non-negative int seed, got '
                   f'{rng!r} (there is no default: pass a seed so the selection is reproducible)')
 
 
@@ -145,20 +146,20 @@ class AttributionGraph:
     indptr = np.array(_id_array('indptr', self.indptr), dtype=np.int64)
     users = np.array(_id_array('users', self.users), dtype=np.int64)
     if indptr.size == 0 or indptr[0] != 0 or indptr[-1] != users.size:
-      raise ValueError('indptr must have num_examples + 1 entries, start at 0 and end at '
+      raise InputError('indptr must have num_examples + 1 entries, start at 0 and end at '
                        f'len(users) = {users.size}, got {indptr[:3]}…{indptr[-3:]}')
     degrees = np.diff(indptr)
     if np.any(degrees < 0):
-      raise ValueError('indptr must be non-decreasing')
+      raise InputError('indptr must be non-decreasing')
     _check_below('users', users, num_users, 'num_users')
     row_start = np.zeros(users.size, dtype=bool)
     row_start[indptr[:-1][degrees > 0]] = True
     if np.any((np.diff(users) <= 0) & ~row_start[1:]):
-      raise ValueError('users must be strictly increasing within each example (sorted, no '
+      raise InputError('users must be strictly increasing within each example (sorted, no '
                        'repeats); from_user_lists and from_edges sort and de-duplicate')
     if not self.allow_unattributed and np.any(degrees == 0):
       empty = np.flatnonzero(degrees == 0)
-      raise ValueError(
+      raise InputError(
           f'{empty.size} example(s) have no users, e.g. {empty[:10].tolist()}; no user\'s '
           'bound covers an unattributed example (fixed-graph adjacency never replaces it). '
           'Pass allow_unattributed=True if that is intended.')
@@ -180,7 +181,7 @@ class AttributionGraph:
       lists = list(user_lists)
       lengths = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
     except TypeError as error:
-      raise TypeError('user_lists must be a sequence holding one sequence of user ids per '
+      raise InputTypeError('user_lists must be a sequence holding one sequence of user ids per '
                       f'example, got {type(user_lists).__name__}: {error}') from error
     flat = _id_array('user_lists (flattened)', list(itertools.chain.from_iterable(lists)))
     examples = np.repeat(np.arange(len(lists), dtype=np.int64), lengths)
@@ -201,7 +202,7 @@ class AttributionGraph:
     examples = _id_array('example_ids', example_ids)
     users = _id_array('user_ids', user_ids)
     if examples.shape != users.shape:
-      raise ValueError('example_ids and user_ids must have the same length, got '
+      raise InputError('example_ids and user_ids must have the same length, got '
                        f'{examples.size} and {users.size}')
     if num_examples is None:
       num_examples = int(examples.max()) + 1 if examples.size else 0
@@ -329,7 +330,7 @@ class AttributionGraph:
             (np.ones(rows.size, dtype=np.int32), (rows, rows + start)), shape=block.shape)
       block.sort_indices()
       if total + block.nnz > max_entries:
-        raise ValueError(f'the neighbourhood matrix has more than max_entries={max_entries} '
+        raise InputError(f'the neighbourhood matrix has more than max_entries={max_entries} '
                          f'entries (neighbourhood_cost = {self.neighbourhood_cost}); raise '
                          'max_entries, bound contributions first, or use neighbourhood_sizes')
       indptr_parts.append(block.indptr[1:].astype(np.int64) + total)
@@ -349,7 +350,7 @@ class AttributionGraph:
     ids = _id_array('example_ids', example_ids)
     _check_below('example_ids', ids, self.num_examples, 'num_examples')
     if np.unique(ids).size != ids.size:
-      raise ValueError('example_ids must be distinct')
+      raise InputError('example_ids must be distinct')
     lengths = self.example_degrees[ids]
     indptr = np.zeros(ids.size + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])
@@ -411,7 +412,7 @@ class BoundedAttribution:
     found = positions < self.num_kept
     found[found] = self.kept_example_ids[positions[found]] == ids[found]
     if not np.all(found):
-      raise ValueError(f'original_ids holds dropped examples, e.g. {ids[~found][:10].tolist()}')
+      raise InputError(f'original_ids holds dropped examples, e.g. {ids[~found][:10].tolist()}')
     return positions
 
 
@@ -454,7 +455,7 @@ def bound_contributions(graph: AttributionGraph, *, max_examples_per_user: int,
     k = 1, ascending |U(e)|, ties by id); seed 000 §6.1 (k_u), App. C (k_e).
   """
   if not isinstance(graph, AttributionGraph):
-    raise TypeError(f'graph must be an AttributionGraph, got {type(graph).__name__}')
+    raise InputTypeError(f'graph must be an AttributionGraph, got {type(graph).__name__}')
   k_u = _validate.integer_at_least('max_examples_per_user', max_examples_per_user, 1)
   k_e = (None if max_neighbourhood_size is None else
          _validate.integer_at_least('max_neighbourhood_size', max_neighbourhood_size, 1))
@@ -531,7 +532,7 @@ def rule_of_thumb_max_neighbourhood_size(*, min_sep: int, sampling_prob: float) 
   p = _validate.probability('sampling_prob', sampling_prob)
   b_p = b * p
   if b_p >= 1:
-    raise ValueError('the rule of thumb b·p·k_e < 1 needs min_sep·sampling_prob < 1 (it assumes '
+    raise InputError('the rule of thumb b·p·k_e < 1 needs min_sep·sampling_prob < 1 (it assumes '
                      f'1/p ≫ b), got {b}·{p} = {b_p}')
   k_e = math.floor(1 / b_p)
   return k_e - 1 if b_p * k_e >= 1 else k_e

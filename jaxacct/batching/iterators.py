@@ -44,6 +44,7 @@ import numpy as np
 from jaxacct import _validate, schemes
 from jaxacct.batching.attribution import AttributionGraph
 from jaxacct.batching.multi_attribution import multi_attribution_batches
+from jaxacct.errors import InputError, InputTypeError
 
 
 class Batch(NamedTuple):
@@ -66,7 +67,7 @@ def _generator(rng) -> np.random.Generator:
     return rng
   if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
     return np.random.default_rng(int(rng))
-  raise TypeError(f'rng must be a np.random.Generator or a non-negative int seed, got {rng!r}')
+  raise InputTypeError(f'rng must be a np.random.Generator or a non-negative int seed, got {rng!r}')
 
 
 def _seed_sequence(generator: np.random.Generator) -> np.random.SeedSequence:
@@ -265,27 +266,27 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
     2508.15089, §2 (truncation by a uniformly random subset).
   """
   if type(scheme) not in _ROUND_SAMPLERS:
-    raise TypeError(f'scheme must be a jaxacct sampling scheme, got {scheme!r}')
+    raise InputTypeError(f'scheme must be a jaxacct sampling scheme, got {scheme!r}')
   m = _validate.integer_at_least('dataset_size', dataset_size, 1)
   generator = _generator(rng)
   if scheme.truncates:
     if m != scheme.dataset_size:
-      raise ValueError(f'dataset_size must equal the truncated scheme\'s public dataset_size = '
+      raise InputError(f'dataset_size must equal the truncated scheme\'s public dataset_size = '
                        f'{scheme.dataset_size} (its guarantee is for that size), got {m}')
     if batch_size is not None and batch_size != scheme.truncated_batch_size:
-      raise ValueError(f'batch_size must be None or truncated_batch_size = '
+      raise InputError(f'batch_size must be None or truncated_batch_size = '
                        f'{scheme.truncated_batch_size} for a truncating scheme, got {batch_size}')
     batch_size = scheme.truncated_batch_size
   elif batch_size is not None:
     batch_size = _validate.integer_at_least('batch_size', batch_size, 1)
   if isinstance(scheme, schemes.MultiAttributionBMinSep):
     if not isinstance(graph, AttributionGraph):
-      raise TypeError('MultiAttributionBMinSep batches need graph=AttributionGraph (after '
+      raise InputTypeError('MultiAttributionBMinSep batches need graph=AttributionGraph (after '
                       f'contribution bounding), got {graph!r}')
     if graph.num_examples != m:
-      raise ValueError(f'dataset_size must equal graph.num_examples = {graph.num_examples}, '
+      raise InputError(f'dataset_size must equal graph.num_examples = {graph.num_examples}, '
                        f'got {m}')
   elif isinstance(scheme, (schemes.BallsInBins, schemes.CyclicPoisson)) and m < scheme.cycle_length:
-    raise ValueError(f'dataset_size must be >= cycle_length = {scheme.cycle_length} (every bin '
+    raise InputError(f'dataset_size must be >= cycle_length = {scheme.cycle_length} (every bin '
                      f'or group needs examples), got {m}')
   return BatchIterator(scheme, m, _seed_sequence(generator), batch_size, graph)

@@ -25,6 +25,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.batching.attribution import AttributionGraph
+from jaxacct.errors import InputError, InputTypeError
 
 Exclusion = Literal['sampled', 'participated']
 EXCLUSIONS: tuple[str, ...] = ('sampled', 'participated')
@@ -51,7 +52,7 @@ def multi_attribution_batches(graph: AttributionGraph, *, sampling_prob: float, 
     Dong & Ganesh, arXiv 2602.09338v2, §6.2 (Algorithms 3 and 4), §6.4.
   """
   if not isinstance(graph, AttributionGraph):
-    raise TypeError(f'graph must be a jaxacct.AttributionGraph, got {graph!r}')
+    raise InputTypeError(f'graph must be a jaxacct.AttributionGraph, got {graph!r}')
   p = _validate.probability('sampling_prob', sampling_prob)
   b = _validate.integer_at_least('min_sep', min_sep, 1)
   n = _validate.integer_at_least('iterations', iterations, 1)
@@ -60,7 +61,7 @@ def multi_attribution_batches(graph: AttributionGraph, *, sampling_prob: float, 
   if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
     rng = np.random.default_rng(_validate.integer_at_least('rng', rng, 0))
   if not isinstance(rng, np.random.Generator):
-    raise TypeError(f'rng must be a np.random.Generator or an int seed, got {rng!r}')
+    raise InputTypeError(f'rng must be a np.random.Generator or an int seed, got {rng!r}')
   return _rounds(graph, p, b, n, rng, exclusion, burn_in)
 
 
@@ -133,7 +134,7 @@ def sampling_prob_for_batch_size(graph: AttributionGraph, *, expected_batch_size
       break
     low, best = float(high), max(best, size)
   else:
-    raise ValueError(f'expected_batch_size must be <= {best:.1f} (the largest mean batch over '
+    raise InputError(f'expected_batch_size must be <= {best:.1f} (the largest mean batch over '
                      f'sampling_prob in [1e-6, 1] on this graph with min_sep = {min_sep}), got '
                      f'{target}')
   high = float(high)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from jaxacct.conventions import DIRECTIONS, Direction
+from jaxacct.errors import InputError
 
 
 def direction_pmf(pld, direction: str):
@@ -21,7 +22,7 @@ def direction_pmf(pld, direction: str):
     ValueError: another direction.
   """
   if direction not in DIRECTIONS:
-    raise ValueError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))}, got '
+    raise InputError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))}, got '
                      f'{direction!r}')
   # pylint: disable=protected-access  # see the module docstring
   return pld._pmf_remove if direction == Direction.REMOVE else pld._pmf_add

@@ -35,6 +35,7 @@ from jaxacct.deterministic.base import DeterministicAccountant, UnsupportedMecha
 from jaxacct.deterministic.pld_accountant import mechanism_pld as mechanism_pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.errors import InputTypeError
 
 AUTO = 'auto'
 
@@ -57,7 +58,7 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
   known = {name for a in every for name in a.option_names()}
   unknown = [name for name in options if name not in known]
   if unknown:
-    raise TypeError(f'unexpected option {", ".join(map(repr, unknown))}: no registered '
+    raise InputTypeError(f'unexpected option {", ".join(map(repr, unknown))}: no registered '
                     f'deterministic accountant takes it (they take: {", ".join(sorted(known))})')
   chosen, reasons = [], []
   for candidate in every:
@@ -75,7 +76,7 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
   ignored = [name for name in options if name not in used]
   if ignored:
     owners = [a.name for a in every if set(ignored) & set(a.option_names())]
-    raise TypeError(
+    raise InputTypeError(
         f'option {", ".join(map(repr, ignored))} is not taken by any accountant that supports '
         f'this mechanism ({", ".join(c.name for c, _ in chosen)}); it is an option of '
         f'{", ".join(owners)}, which does not support it (pass accountant= explicitly to see why)')

@@ -47,13 +47,14 @@ from jaxacct import _validate
 from jaxacct.conventions import ADJACENCIES, DIRECTIONS, Adjacency, Direction, Method
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.errors import InputError, InputTypeError
 
 MONTE_CARLO_HINT = 'the Monte Carlo accountant (jaxacct.estimate_delta / calibrate_noise_multiplier)'
 RESERVED_NAMES = ('auto', 'monte_carlo')  # accountant choices that are not registry entries
 MIN_TOLERANCE = 1e-12  # the finest relative σ tolerance any accountant promises
 
 
-class UnsupportedMechanismError(ValueError):
+class UnsupportedMechanismError(InputError):
   """An accountant was asked about a mechanism (or adjacency) it does not cover."""
 
 
@@ -61,7 +62,7 @@ class UnsupportedMechanismError(ValueError):
 def check_mechanism(mechanism) -> MatrixMechanism:
   """A ``MatrixMechanism`` (TypeError otherwise)."""
   if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
   return mechanism
 
 
@@ -69,7 +70,7 @@ def check_epsilon(epsilon) -> float:
   """ε: a finite real ≥ 0."""
   value = _validate.real_number('epsilon', epsilon)
   if not (math.isfinite(value) and value >= 0.0):
-    raise ValueError(f'epsilon must be finite and >= 0, got {value}')
+    raise InputError(f'epsilon must be finite and >= 0, got {value}')
   return value
 
 
@@ -77,7 +78,7 @@ def check_delta(delta) -> float:
   """δ ∈ (0, 1) (open: δ = 1 says nothing and δ = 0 needs ε = ∞ for a Gaussian mechanism)."""
   value = _validate.real_number('delta', delta)
   if not (math.isfinite(value) and 0.0 < value < 1.0):
-    raise ValueError(f'delta must be in (0, 1), got {value}')
+    raise InputError(f'delta must be in (0, 1), got {value}')
   return value
 
 
@@ -86,7 +87,7 @@ def check_direction(direction) -> str | None:
   if direction is None:
     return None
   if direction not in DIRECTIONS:
-    raise ValueError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))} or None (the '
+    raise InputError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))} or None (the '
                      f'maximum over both), got {direction!r}')
   return Direction(direction).value
 
@@ -95,7 +96,7 @@ def check_tolerance(tolerance) -> float:
   """Relative σ tolerance in [1e-12, 0.5)."""
   value = _validate.real_number('tolerance', tolerance)
   if not (math.isfinite(value) and MIN_TOLERANCE <= value < 0.5):
-    raise ValueError(f'tolerance must be in [{MIN_TOLERANCE:g}, 0.5), got {value}')
+    raise InputError(f'tolerance must be in [{MIN_TOLERANCE:g}, 0.5), got {value}')
   return value
 
 
@@ -292,7 +293,7 @@ class DeterministicAccountant(abc.ABC):
     specs = {'adjacency': ADJACENCY, **self.options}
     unknown = [name for name in options if name not in specs]
     if unknown:
-      raise TypeError(f'accountant {self.name!r} got an unexpected option '
+      raise InputTypeError(f'accountant {self.name!r} got an unexpected option '
                       f'{", ".join(map(repr, unknown))}; it takes: {", ".join(specs)}')
     return {name: spec.check(options[name]) if name in options else spec.default
             for name, spec in specs.items()}
@@ -329,14 +330,14 @@ class AccountantRegistry:
     """
     instance = accountant() if isinstance(accountant, type) else accountant
     if not isinstance(instance, DeterministicAccountant):
-      raise TypeError(f'register expects a DeterministicAccountant (class or instance), got '
+      raise InputTypeError(f'register expects a DeterministicAccountant (class or instance), got '
                       f'{accountant!r}')
     name = instance.name
     if not (isinstance(name, str) and name.isidentifier()) or name in RESERVED_NAMES:
-      raise ValueError(f'an accountant name must be an identifier other than '
+      raise InputError(f'an accountant name must be an identifier other than '
                        f'{", ".join(RESERVED_NAMES)}, got {name!r}')
     if name in self._accountants:
-      raise ValueError(f'a deterministic accountant named {name!r} is already registered '
+      raise InputError(f'a deterministic accountant named {name!r} is already registered '
                        f'({self._accountants[name]!r})')
     self._accountants[name] = instance
     return accountant
@@ -344,11 +345,11 @@ class AccountantRegistry:
   def get(self, name: str) -> DeterministicAccountant:
     """The accountant registered as ``name``; ValueError listing the registered names if none."""
     if not isinstance(name, str):
-      raise TypeError(f'accountant must be a name (str), got {name!r}')
+      raise InputTypeError(f'accountant must be a name (str), got {name!r}')
     try:
       return self._accountants[name]
     except KeyError:
-      raise ValueError(f'unknown deterministic accountant {name!r}; registered: '
+      raise InputError(f'unknown deterministic accountant {name!r}; registered: '
                        f'{", ".join(self._accountants) or "none"}') from None
 
   def available(self) -> tuple[str, ...]:

@@ -57,6 +57,7 @@ from jaxacct.conventions import DIRECTIONS, Direction
 from jaxacct.deterministic import mixture_pld, random_allocation, renyi
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import DeterministicAccountant, Option, register
+from jaxacct.errors import InputError
 
 TEMPERATURES = (math.inf, 10**-1, 10**-0.5, 1.0, 10**0.5, 10.0)
 _BISECTIONS = 60
@@ -351,7 +352,7 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
   def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
     if delta <= bad_event:
-      raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the bad '
+      raise InputError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the bad '
                        'event alone may cost δ_E); seed 002 takes δ_E = δ/2')
     means = random_allocation.slot_means(probe.scheme, probe.matrix)
 

@@ -24,6 +24,7 @@ from jaxacct import _validate
 from jaxacct.conventions import Direction
 from jaxacct.deterministic import _pmfs
 from jaxacct.deterministic.base import PrivacyCurve
+from jaxacct.errors import InputError
 
 
 def merged(means: np.ndarray, log_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +196,7 @@ def check_bad_event_delta(value):
     return None
   value = _validate.real_number('bad_event_delta', value)
   if not 0.0 < value < 1.0:
-    raise ValueError(f'bad_event_delta must be in (0, 1), got {value}')
+    raise InputError(f'bad_event_delta must be in (0, 1), got {value}')
   return value
 
 

@@ -63,6 +63,7 @@ from jaxacct.conventions import DIRECTIONS, Adjacency
 from jaxacct.deterministic import mixture_pld, pld
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import DeterministicAccountant, Option, register
+from jaxacct.errors import InputError
 
 DEFAULT_DISCRETIZATION = 1e-3  # Δ₁, the PLD grid
 DEFAULT_SENSITIVITY_STEPS = 100  # Δ₂ = max C / 100 unless given
@@ -427,7 +428,7 @@ class MMCCAccountant(DeterministicAccountant):
   def _sigma(self, probe, epsilon, delta, tolerance, options, progress=None):
     bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
     if delta <= bad_event:
-      raise ValueError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
+      raise InputError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
                        'bounds alone may fail with probability δ₁); seed 003 takes δ₁ = δ/2')
     entries, sampling_prob, step = self._inputs(probe, options)
     discretization = options['value_discretization_interval']

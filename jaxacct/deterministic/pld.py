@@ -28,6 +28,7 @@ from scipy import special
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import BandedToeplitz
+from jaxacct.errors import InputError, InputTypeError
 
 
 @scoped_x64
@@ -181,9 +182,9 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
   """
   from dp_accounting.pld import privacy_loss_distribution as pld_lib
   if not isinstance(scheme, schemes.CyclicPoisson):
-    raise TypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+    raise InputTypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
   if not isinstance(matrix, BandedToeplitz):
-    raise TypeError(f'matrix must be a jaxacct.BandedToeplitz (the cyclic-Poisson reduction needs '
+    raise InputTypeError(f'matrix must be a jaxacct.BandedToeplitz (the cyclic-Poisson reduction needs '
                     f'banded columns), got {matrix!r}')
   if scheme.truncates:
     from jaxacct.deterministic import truncated_poisson  # local: only truncating schemes need it
@@ -191,7 +192,7 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
         scheme, matrix, noise_multiplier, adjacency='zero_out',
         value_discretization_interval=value_discretization_interval)
   if matrix.num_bands > scheme.cycle_length:
-    raise ValueError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
+    raise InputError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
                      f'got {matrix.num_bands}')
   sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
   column_norm = float(matrix.max_column_norm(scheme.iterations))

@@ -50,6 +50,7 @@ from jaxacct.deterministic import random_allocation
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import (DeterministicAccountant, Option, PrivacyCurve, check_delta,
                                         register)
+from jaxacct.errors import InputError, InputTypeError
 
 DEFAULT_ALPHA_MAX = 256
 DEFAULT_MAX_TRANSITIONS = 300_000
@@ -149,7 +150,7 @@ class RemoveRecursion:
 
   def __init__(self, slots: int, bandwidth: int, alpha_max: int):
     if not 1 <= bandwidth <= slots // 2 + 1:
-      raise ValueError(f'bandwidth must be in [1, {slots // 2 + 1}] for b = {slots}, '
+      raise InputError(f'bandwidth must be in [1, {slots // 2 + 1}] for b = {slots}, '
                        f'got {bandwidth}')
     self.slots, self.bandwidth, self.alpha_max = slots, bandwidth, alpha_max
     width = bandwidth - 1
@@ -392,10 +393,10 @@ def _check_bandwidths(value):
   try:
     values = [_validate.integer_at_least('bandwidths', v, 1) for v in value]
   except TypeError:
-    raise TypeError(f'bandwidths must be None or a sequence of integers >= 1, got {value!r}') \
+    raise InputTypeError(f'bandwidths must be None or a sequence of integers >= 1, got {value!r}') \
         from None
   if not values:
-    raise ValueError('bandwidths must not be empty (None picks a ladder)')
+    raise InputError('bandwidths must not be empty (None picks a ladder)')
   return tuple(sorted(set(values)))
 
 
@@ -404,7 +405,7 @@ def _check_alpha_max(value):
     return None
   value = _validate.integer_at_least('alpha_max', value, 2)
   if value > _ALPHA_LIMIT:
-    raise ValueError(f'alpha_max must be in [2, {_ALPHA_LIMIT}], got {value}')
+    raise InputError(f'alpha_max must be in [2, {_ALPHA_LIMIT}], got {value}')
   return value
 
 
@@ -461,7 +462,7 @@ class RenyiPlan:
         if explicit:
           order = 2 if top < 2 else alpha_max
           need = transitions_per_slot(p, order)
-          raise ValueError(
+          raise InputError(
               f'bandwidth {p} at alpha = {order} needs C({order + 2 * p}, {2 * p}) = {need:.3g} '
               f'recursion transitions per slot (about {need * 26 / 2**20:.3g} MiB), above '
               f'max_transitions = {max_transitions}; use a smaller alpha_max, a smaller '

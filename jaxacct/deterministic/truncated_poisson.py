@@ -49,6 +49,7 @@ from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.deterministic import _pmfs
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.matrices import BandedToeplitz
+from jaxacct.errors import InputError, InputTypeError
 
 DIRECTIONS = ('remove', 'add', 'max')  # one_step_delta's direction argument ('max': both)
 # Grid ends: beyond mean ± Z·σ each component has mass 0.5·e⁻⁵⁰ (dp_accounting's default truncation).
@@ -67,7 +68,7 @@ def _pld_lib():
 def _check_sigma(value) -> float:
   value = _validate.real_number('noise_multiplier', value)
   if value == 0.0:
-    raise ValueError('noise_multiplier σ = 0 is not differentially private (no noise); pass σ > 0')
+    raise InputError('noise_multiplier σ = 0 is not differentially private (no noise); pass σ > 0')
   return _validate.positive_finite('noise_multiplier', value)
 
 
@@ -332,7 +333,7 @@ def dominating_pair(adjacency: str, regime: int, rate: float,
   """
   adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
   if regime not in (1, 2):
-    raise ValueError(f'regime must be 1 or 2, got {regime!r}')
+    raise InputError(f'regime must be 1 or 2, got {regime!r}')
   rate = _validate.probability('rate', rate)
   sigma = _check_sigma(noise_multiplier)
   shift = float(regime)  # the example moves the sum by 1 (r = 1) or by x₁ − π(B), norm ≤ 2 (r = 2)
@@ -494,7 +495,7 @@ def truncated_poisson_delta(dataset_size: int, sampling_prob: float, truncated_b
 def _check_target(epsilon, delta) -> tuple[float, float]:
   epsilon = _validate.finite_real('epsilon', epsilon)
   if epsilon < 0:
-    raise ValueError(f'epsilon must be >= 0, got {epsilon}')
+    raise InputError(f'epsilon must be >= 0, got {epsilon}')
   return epsilon, _validate.probability('delta', delta)
 
 
@@ -586,12 +587,12 @@ def calibrate_truncated_batch_size(
   epsilon, delta = _check_target(epsilon, delta)
   ordered = sorted({_validate.integer_at_least('candidates', b, 1) for b in candidates})
   if not ordered:
-    raise ValueError('candidates must contain at least one batch size')
+    raise InputError('candidates must contain at least one batch size')
   cache: dict = {}
   for b in ordered:
     if _meets(_composed(_round_pld(n, p, b, sigma, adjacency, d, cache), t), epsilon, delta):
       return b
-  raise ValueError(f'no truncated_batch_size in candidates ({ordered[0]}..{ordered[-1]}) meets '
+  raise InputError(f'no truncated_batch_size in candidates ({ordered[0]}..{ordered[-1]}) meets '
                    f'epsilon = {epsilon} at delta = {delta}')
 
 
@@ -658,21 +659,21 @@ def truncated_cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplie
     NeurIPS 2023 (cyclic-Poisson reduction).
   """
   if not isinstance(scheme, schemes.CyclicPoisson):
-    raise TypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+    raise InputTypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
   adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
   if adjacency == 'add_remove':
-    raise ValueError(
+    raise InputError(
         "adjacency='add_remove' is not supported for truncated cyclic Poisson: removing an example "
         'changes the dataset size and hence the group sizes, which this reduction needs public and '
         "fixed; use 'zero_out' or 'replace_one'")
   if scheme.partition != 'equal_split':
-    raise ValueError("truncated cyclic Poisson needs partition='equal_split' (fixed, public group "
+    raise InputError("truncated cyclic Poisson needs partition='equal_split' (fixed, public group "
                      f'sizes), got partition={scheme.partition!r}')
   if scheme.truncated_batch_size is None:
-    raise ValueError('scheme has no truncated_batch_size; use jaxacct.deterministic.pld.'
+    raise InputError('scheme has no truncated_batch_size; use jaxacct.deterministic.pld.'
                      'cyclic_poisson_pld for untruncated cyclic Poisson')
   if matrix.num_bands > scheme.cycle_length:
-    raise ValueError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
+    raise InputError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
                      f'got {matrix.num_bands}')
   sigma = _check_sigma(noise_multiplier)
   d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)

@@ -42,6 +42,7 @@ from jaxacct import _validate
 from jaxacct.deterministic.base import check_delta
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.individual import gdp, grid_composition
+from jaxacct.errors import InputError
 
 METHODS = ('pld', 'rdp', 'gdp')
 ORDERS = np.concatenate([np.linspace(1.05, 2.0, 20), np.linspace(2.1, 10.0, 80),
@@ -66,7 +67,7 @@ def check_ratios(clipped_norm_ratios) -> np.ndarray:
   """(num_examples, iterations) float64 ratios c/C in [0, 1] (ValueError naming the problem)."""
   shape = np.shape(clipped_norm_ratios)
   if len(shape) != 2 or 0 in shape:
-    raise ValueError(f'clipped_norm_ratios must have shape (num_examples, iterations) with both '
+    raise InputError(f'clipped_norm_ratios must have shape (num_examples, iterations) with both '
                      f'> 0, got shape {shape}')
   return gdp.check_ratio_values(clipped_norm_ratios)
 
@@ -195,7 +196,7 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
     return _rdp_epsilons(squares[:, None] * ORDERS[None, :], delta)
   table_bytes = ratios.shape[0] * options['grid_size'] * 8
   if table_bytes > MAX_TABLE_BYTES:
-    raise ValueError(
+    raise InputError(
         f'clipped_norm_ratios has {ratios.shape[0]:,} examples: their bucket counts (num_examples '
         f'× grid_size = {options["grid_size"]}) need {table_bytes / 2**30:.1f} GiB, over '
         f'{MAX_TABLE_BYTES / 2**30:.0f} GiB; pass the examples in batches (each ε_i depends only '
@@ -215,7 +216,7 @@ def _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, in
                                                           value_discretization_interval),
                  max_fft_size=_validate.integer_at_least('max_fft_size', max_fft_size, 16))
   if options['inflation'] <= 1.0:
-    raise ValueError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
+    raise InputError(f'inflation must be > 1 (the grid runs from σ to σ·inflation), got '
                      f'{inflation}')
   if options['method'] == 'pld':
     # One step's PLD spans ≈ (2·z·σ + 1)/σ² in loss (sensitivity 1, z s.d. of the noise each
@@ -224,14 +225,14 @@ def _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, in
     sigma = options['sigma']
     points = (2.0 * _PLD_TAIL_SD * sigma + 1.0) / (sigma * sigma * options['discretization'])
     if points * 8 > MAX_TABLE_BYTES:
-      raise ValueError(
+      raise InputError(
           f'noise_multiplier = {noise_multiplier} is too small for method="pld": one step\'s '
           f'privacy-loss distribution spans ~{points:.3g} lattice points at '
           f'value_discretization_interval = {value_discretization_interval} '
           f'({points * 8 / 2**30:.0f} GiB); use method="rdp", or a larger '
           'value_discretization_interval')
   if options['method'] == 'gdp' and options['sampling_prob'] < 1.0:
-    raise ValueError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
+    raise InputError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
                      f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '
                      '(seed 004 §3.3); use method="pld" or "rdp"')
   return options
@@ -273,6 +274,6 @@ def epsilons_from_counts(counts, *, sampling_prob: float, noise_multiplier: floa
   counts = np.asarray(counts)
   if (counts.ndim != 2 or counts.shape[1] != options['grid_size']
       or not np.issubdtype(counts.dtype, np.integer) or np.any(counts < 0)):
-    raise ValueError(f'counts must be a (num_examples, grid_size = {grid_size}) array of '
+    raise InputError(f'counts must be a (num_examples, grid_size = {grid_size}) array of '
                      f'non-negative integers, got shape {counts.shape} and dtype {counts.dtype}')
   return _epsilons_of_counts(counts.astype(np.int64), **options)

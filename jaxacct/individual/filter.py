@@ -31,6 +31,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.individual import gdp
+from jaxacct.errors import InputError
 
 _SLACK = 1e-10
 
@@ -80,7 +81,7 @@ class GDPFilter:
       clipped_norm_ratios: (num_examples,) r = min(‖g‖, C)/C ∈ [0, 1] at the step's parameters.
     """
     if np.shape(clipped_norm_ratios) != state.spent.shape:
-      raise ValueError(f'clipped_norm_ratios must have shape {state.spent.shape} (one per '
+      raise InputError(f'clipped_norm_ratios must have shape {state.spent.shape} (one per '
                        f'example), got {np.shape(clipped_norm_ratios)}')
     ratios = gdp.check_ratio_values(clipped_norm_ratios)
     charge = (ratios / self.noise_multiplier) ** 2

@@ -25,6 +25,7 @@ from scipy import special
 
 from jaxacct import _validate
 from jaxacct.deterministic.base import check_delta
+from jaxacct.errors import InputError
 
 _BISECTIONS = 200  # far more than float64 needs: the loops stop at 1e-12 relative
 
@@ -32,7 +33,7 @@ _BISECTIONS = 200  # far more than float64 needs: the loops stop at 1e-12 relati
 def _check_mu(mu) -> np.ndarray:
   values = np.asarray(mu, dtype=np.float64)
   if not np.all(np.isfinite(values)) or np.any(values < 0):
-    raise ValueError(f'mu must be finite and >= 0, got {mu!r}')
+    raise InputError(f'mu must be finite and >= 0, got {mu!r}')
   return values
 
 
@@ -41,12 +42,12 @@ def check_ratio_values(ratios) -> np.ndarray:
   try:
     values = np.asarray(ratios, dtype=np.float64)
   except (TypeError, ValueError):
-    raise ValueError(f'clipped_norm_ratios must be an array of numbers in [0, 1], got '
+    raise InputError(f'clipped_norm_ratios must be an array of numbers in [0, 1], got '
                      f'{type(ratios).__name__} of dtype {np.asarray(ratios).dtype}') from None
   if not np.all(np.isfinite(values)):
-    raise ValueError('clipped_norm_ratios contains NaN or inf')
+    raise InputError('clipped_norm_ratios contains NaN or inf')
   if np.any(values < 0) or np.any(values > 1):
-    raise ValueError(f'clipped_norm_ratios must be in [0, 1] (clip before accounting: c = '
+    raise InputError(f'clipped_norm_ratios must be in [0, 1] (clip before accounting: c = '
                      f'min(‖g‖, C), ratio c/C), got values in [{values.min()}, {values.max()}]')
   return values
 
@@ -68,7 +69,7 @@ def gdp_delta(mu, epsilon) -> np.ndarray:
   mu = _check_mu(mu)
   epsilon = np.asarray(epsilon, dtype=np.float64)
   if not np.all(np.isfinite(epsilon)) or np.any(epsilon < 0):
-    raise ValueError(f'epsilon must be finite and >= 0, got {epsilon!r}')
+    raise InputError(f'epsilon must be finite and >= 0, got {epsilon!r}')
   mu, epsilon = np.broadcast_arrays(mu, epsilon)
   safe = np.where(mu > 0, mu, 1.0)
   return np.where(mu > 0, np.exp(_log_delta(safe, epsilon)), 0.0)

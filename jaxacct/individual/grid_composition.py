@@ -45,6 +45,7 @@ from scipy import special
 
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.deterministic import _pmfs
+from jaxacct.errors import InputError
 
 ROUNDOFF_ALLOWANCE = 1e-11
 """Absolute δ added per composition for FFT round-off (measured ≤ 1e-13 at n = 2²⁰)."""
@@ -87,7 +88,7 @@ def bucket_pmfs(sampling_prob: float, sigmas: tuple, discretization: float,
   """
   from dp_accounting.pld import privacy_loss_distribution
   if direction not in DIRECTIONS:
-    raise ValueError(f'direction must be one of {DIRECTIONS}, got {direction!r}')
+    raise InputError(f'direction must be one of {DIRECTIONS}, got {direction!r}')
   lower, probs, log_finite, log_mgf = [], [], [], []
   for sigma in sigmas:
     pld = privacy_loss_distribution.from_gaussian_mechanism(
@@ -156,7 +157,7 @@ def _epsilons_from_window(pmf: np.ndarray, start: np.ndarray, delta_left: np.nda
   """
   rows, n = pmf.shape
   if n * discretization > 1400:  # e^{±nΔ/2} must stay finite
-    raise ValueError(f'the FFT window spans {n * discretization:.4g} nats of privacy loss: the '
+    raise InputError(f'the FFT window spans {n * discretization:.4g} nats of privacy loss: the '
                      'individual losses are too large for this route (ε in the hundreds)')
   index = np.arange(rows)
   zero = -start  # the last atom with ℓ ≤ 0 (w_i ≤ 0, so it is in the window)
@@ -235,7 +236,7 @@ def composed_epsilons(counts: np.ndarray, table: BucketPMFs, delta: float, *,
   width = int(np.max(end - start)) + 1
   n = _fft_size(max(width, 2))
   if n > max_fft_size:
-    raise ValueError(
+    raise InputError(
         f'the composed PLD needs an FFT window of {n} points (loss range '
         f'{np.min(start) * table.discretization:.3g} … {np.max(end) * table.discretization:.3g} '
         f'at step {table.discretization:g}) but max_fft_size = {max_fft_size}: raise '

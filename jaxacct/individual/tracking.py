@@ -43,6 +43,7 @@ import numpy as np
 from jaxacct import _validate, schemes
 from jaxacct.individual import epsilons as epsilons_lib
 from jaxacct.individual import gdp
+from jaxacct.errors import InputError, InputTypeError
 
 UNITS = 1 << 29
 """Fixed-point units of the full-batch budget (2²⁹ units = U; int32 holds spent + any charge)."""
@@ -83,13 +84,13 @@ class IndividualAccountant:
     _validate.integer_at_least('grid_size', self.grid_size, 2)
     _validate.positive_finite('inflation', self.inflation)
     if self.inflation <= 1.0:
-      raise ValueError(f'inflation must be > 1, got {self.inflation}')
+      raise InputError(f'inflation must be > 1, got {self.inflation}')
     if self.tracked is not None:
       tracked = np.asarray(self.tracked)
       if tracked.ndim != 1 or tracked.size == 0 or not np.issubdtype(tracked.dtype, np.integer):
-        raise ValueError('tracked must be a non-empty sequence of dataset indices')
+        raise InputError('tracked must be a non-empty sequence of dataset indices')
       if np.unique(tracked).size != tracked.size or np.min(tracked) < 0:
-        raise ValueError('tracked must hold distinct non-negative dataset indices')
+        raise InputError('tracked must hold distinct non-negative dataset indices')
 
   @classmethod
   def with_filter_for(cls, *, epsilon: float, delta: float, **options) -> 'IndividualAccountant':
@@ -179,11 +180,11 @@ class Tracking:
   def check_state(self, state) -> None:
     """Raises unless ``state`` is an ``IndividualState`` of this tracking's shapes."""
     if not isinstance(state, IndividualState):
-      raise TypeError(f'individual_state must be a jaxacct.individual.IndividualState, got '
+      raise InputTypeError(f'individual_state must be a jaxacct.individual.IndividualState, got '
                       f'{type(state).__name__}')
     expected = jax.tree_util.tree_map(np.shape, self.init())
     if jax.tree_util.tree_map(np.shape, state) != expected:
-      raise ValueError(f'individual_state has shapes {jax.tree_util.tree_map(np.shape, state)} '
+      raise InputError(f'individual_state has shapes {jax.tree_util.tree_map(np.shape, state)} '
                        f'but this run needs {expected}: it is from another run or accountant')
 
   # ---------------------------------------------------------------- host readout
@@ -252,7 +253,7 @@ def check_parameter_precision(params) -> None:
   for leaf in jax.tree_util.tree_leaves(params):
     dtype = jnp.asarray(leaf).dtype
     if jnp.issubdtype(dtype, jnp.floating) and jnp.finfo(dtype).bits < 32:
-      raise ValueError(f'individual accounting needs float32 or float64 parameters, got {dtype}: '
+      raise InputError(f'individual accounting needs float32 or float64 parameters, got {dtype}: '
                        'its rounding of the clipped gradients exceeds the 2⁻¹² margin the '
                        'recorded ratios carry')
 
@@ -260,22 +261,22 @@ def check_parameter_precision(params) -> None:
 def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Tracking:
   """Checks that ``accountant`` applies to ``mechanism`` (module docstring) and binds it."""
   if not isinstance(accountant, IndividualAccountant):
-    raise TypeError(f'individual must be a jaxacct.individual.IndividualAccountant, got '
+    raise InputTypeError(f'individual must be a jaxacct.individual.IndividualAccountant, got '
                     f'{accountant!r}')
   scheme = mechanism.scheme
   if not isinstance(scheme, schemes.Poisson) or scheme.truncated_batch_size is not None:
-    raise ValueError(f'individual accounting covers untruncated Poisson sampling (DP-SGD) and '
+    raise InputError(f'individual accounting covers untruncated Poisson sampling (DP-SGD) and '
                      f'full batches (Poisson with sampling_prob = 1), not {scheme!r} (seed 004 '
                      'analyses only these)')
   c_col, inverse_band = mechanism.matrix.noise_bands()
   if len(c_col) != 1 or len(inverse_band) != 1:
-    raise ValueError('individual accounting needs independent noise (a one-band strategy, '
+    raise InputError('individual accounting needs independent noise (a one-band strategy, '
                      'DP-SGD/DP-GD): with banded C a dropped example\'s earlier rows still '
                      'enter later releases, and the filter has no proof for that (seed 004 §5)')
   sigma = mechanism.noise_multiplier / abs(float(c_col[0]) / float(inverse_band[0]))
   full_batch = scheme.sampling_prob == 1.0
   if accountant.filter_budget is not None and not full_batch:
-    raise ValueError(f'filter_budget needs full-batch training (sampling_prob = 1, got '
+    raise InputError(f'filter_budget needs full-batch training (sampling_prob = 1, got '
                      f'{scheme.sampling_prob}): a subsampled step has no useful per-step GDP '
                      'parameter (seed 004 §3.3); record without a filter')
   if full_batch or accountant.tracked is None:  # the filter must cover every example
@@ -283,7 +284,7 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
   else:
     tracked = np.asarray(accountant.tracked, np.int64)
     if np.max(tracked) >= dataset_size:
-      raise ValueError(f'tracked holds index {np.max(tracked)} but the dataset has '
+      raise InputError(f'tracked holds index {np.max(tracked)} but the dataset has '
                        f'{dataset_size} examples')
   if accountant.filter_budget is not None:
     unit = accountant.filter_budget**2 / UNITS

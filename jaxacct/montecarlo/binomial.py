@@ -57,6 +57,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jaxacct.errors import InputError
 
 ATTEMPTS = 3  # unrolled BTRS proposals per draw (each accepted w.p. ≳ 0.9 when the mean is > 10)
 INVERSION_MAX_MEAN = 10.0
@@ -321,7 +322,7 @@ def inversion_rows(base_counts, probs, max_extras) -> InversionRows:
   base_counts = np.asarray(base_counts, np.int64)
   probs = np.asarray(probs, np.float64)
   if np.any(probs > 0.5):
-    raise ValueError('inversion rows need probabilities <= 1/2')
+    raise InputError('inversion rows need probabilities <= 1/2')
   first, cdf = _cdf_rows(base_counts, probs)
   return InversionRows(base_counts, probs, first, cdf, np.asarray(max_extras, np.int64))
 

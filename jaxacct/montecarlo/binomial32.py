@@ -72,6 +72,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct import _validate
+from jaxacct.errors import InputError, InputTypeError
 
 MAX_COUNT = (1 << 31) - 1  # counts are int32 on device
 MAX_TABLE_BYTES = 64 << 20
@@ -234,25 +235,25 @@ def binomial32_tables(prob, max_count, *, base_count=None, max_extra=None,
   prob = _validate.probability('prob', prob, allow_zero=True)
   max_count = _validate.integer_at_least('max_count', max_count, 0)
   if max_count > MAX_COUNT:
-    raise ValueError(f'max_count must be at most 2**31 - 1 = {MAX_COUNT} (counts are int32 on '
+    raise InputError(f'max_count must be at most 2**31 - 1 = {MAX_COUNT} (counts are int32 on '
                      f'device), got {max_count}')
   if (base_count is None) != (max_extra is None):
-    raise ValueError('base_count and max_extra must be given together (a window) or not at all, '
+    raise InputError('base_count and max_extra must be given together (a window) or not at all, '
                      f'got base_count={base_count!r}, max_extra={max_extra!r}')
   if base_count is None:
     if window_digit_bits is not None:
-      raise ValueError('window_digit_bits needs a window (base_count and max_extra)')
+      raise InputError('window_digit_bits needs a window (base_count and max_extra)')
   else:
     base_count = _validate.integer_at_least('base_count', base_count, 0)
     max_extra = _validate.integer_at_least('max_extra', max_extra, 0)
     if base_count + max_extra > max_count:
-      raise ValueError(f'base_count + max_extra must be at most max_count = {max_count}, got '
+      raise InputError(f'base_count + max_extra must be at most max_count = {max_count}, got '
                        f'{base_count} + {max_extra}')
     if window_digit_bits is None:
       window_digit_bits = default_window_digit_bits(max_extra)
     window_digit_bits = _validate.integer_at_least('window_digit_bits', window_digit_bits, 1)
     if window_digit_bits > 12:
-      raise ValueError(f'window_digit_bits must be in [1, 12], got {window_digit_bits}')
+      raise InputError(f'window_digit_bits must be in [1, 12], got {window_digit_bits}')
   max_table_bytes = _validate.integer_at_least('max_table_bytes', max_table_bytes, 1)
   return _tables(prob, max_count, base_count, max_extra, window_digit_bits, max_table_bytes)
 
@@ -271,7 +272,7 @@ def _tables(prob: float, max_count: int, base_count: int | None, max_extra: int 
   unique = sorted(set(counts))
 
   def refuse(size):
-    raise ValueError(
+    raise InputError(
         f'tables for prob={prob}, max_count={max_count}, base_count={base_count}, '
         f'max_extra={max_extra} would take {size} bytes, over max_table_bytes={max_table_bytes}: '
         'lower max_count (or max_extra, window_digit_bits)')
@@ -438,15 +439,15 @@ def binomial32(hi: jax.Array, lo: jax.Array, counts: jax.Array, tables: Binomial
   windowed = bool(tables.base_hi)
   for name, value in (('hi', hi), ('lo', lo)):
     if value.dtype != jnp.uint32 or value.ndim != 2:
-      raise TypeError(f'{name} must be a uint32 (N, words) array, got {value.dtype} '
+      raise InputTypeError(f'{name} must be a uint32 (N, words) array, got {value.dtype} '
                       f'{value.shape}')
   if counts.dtype != jnp.int32 or counts.ndim != 1:
-    raise TypeError(f'counts must be an int32 (N,) array, got {counts.dtype} {counts.shape}')
+    raise InputTypeError(f'counts must be an int32 (N,) array, got {counts.dtype} {counts.shape}')
   if fallback_words is not None and not windowed:
-    raise ValueError('fallback_words needs tables with a window (base_count, max_extra)')
+    raise InputError('fallback_words needs tables with a window (base_count, max_extra)')
   width = window_words_per_draw(tables) if fallback_words is not None else words_per_draw(tables)
   if hi.shape != lo.shape or hi.shape != (counts.shape[0], width):
-    raise ValueError(f'hi and lo must have shape (N, {width}) with N = counts.shape[0] = '
+    raise InputError(f'hi and lo must have shape (N, {width}) with N = counts.shape[0] = '
                      f'{counts.shape[0]}, got hi {hi.shape}, lo {lo.shape}')
   valid = counts >= 0
   if digits < 31:

@@ -36,6 +36,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
+from jaxacct.errors import InputError
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
 
@@ -200,7 +201,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
   grid_ratio = _validate.real_number('grid_ratio', grid_ratio)
   if not 1.0 < grid_ratio <= 2.0:
-    raise ValueError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
+    raise InputError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
   max_seconds = plan_lib.check_max_seconds(max_seconds)

@@ -40,6 +40,7 @@ from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +67,9 @@ class SigmaSweep:
 def _check_sigmas(noise_multipliers) -> np.ndarray:
   sigmas = np.asarray(noise_multipliers, dtype=np.float64)
   if sigmas.ndim != 1 or sigmas.size == 0:
-    raise ValueError(f'noise_multipliers must be a non-empty 1-D list, got {noise_multipliers!r}')
+    raise InputError(f'noise_multipliers must be a non-empty 1-D list, got {noise_multipliers!r}')
   if not np.all(np.isfinite(sigmas) & (sigmas > 0)):
-    raise ValueError(f'noise_multipliers must be finite and > 0, got {sigmas.tolist()}')
+    raise InputError(f'noise_multipliers must be finite and > 0, got {sigmas.tolist()}')
   return sigmas
 
 

@@ -36,12 +36,13 @@ from jaxacct import _files
 from jaxacct._version import __version__
 from jaxacct.montecarlo import sharding
 from jaxacct.montecarlo.stream import StreamState
+from jaxacct.errors import InputError, InputTypeError
 
 FORMAT = 1
 FILE_NAME = 'checkpoint.json'
 
 
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
   """A checkpoint that cannot be used: another run's, corrupt, or not writable."""
 
 
@@ -73,7 +74,7 @@ class Checkpoint:
 
   def __init__(self, directory, fingerprint: dict, *, interval_seconds: float = 60.0):
     if not (isinstance(interval_seconds, (int, float)) and interval_seconds > 0):
-      raise ValueError(f'interval_seconds must be > 0, got {interval_seconds!r}')
+      raise InputError(f'interval_seconds must be > 0, got {interval_seconds!r}')
     self.directory = pathlib.Path(directory)
     self.path = self.directory / FILE_NAME
     self.interval_seconds = float(interval_seconds)
@@ -271,5 +272,5 @@ def open_checkpoint(directory, fingerprint: dict,
   if directory is None:
     return None
   if not isinstance(directory, (str, os.PathLike)):
-    raise TypeError(f'checkpoint must be a directory path, got {directory!r}')
+    raise InputTypeError(f'checkpoint must be a directory path, got {directory!r}')
   return Checkpoint(directory, fingerprint, interval_seconds=interval_seconds)

@@ -46,6 +46,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
 from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
+from jaxacct.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,10 +155,10 @@ def delta_from_losses(epsilon: float, losses, counts=None) -> float:
   epsilon = _validate.finite_real('epsilon', epsilon)
   values = np.asarray(losses, dtype=np.float64).ravel()
   if values.size == 0:
-    raise ValueError('losses must be non-empty')
+    raise InputError('losses must be non-empty')
   weights = np.ones_like(values) if counts is None else np.asarray(counts, np.float64).ravel()
   if weights.shape != values.shape or np.any(weights < 0):
-    raise ValueError('counts must be non-negative and match losses in length')
+    raise InputError('counts must be non-negative and match losses in length')
   return float(np.dot(weights, _terms_np(epsilon, values)) / weights.sum())
 
 
@@ -172,9 +173,9 @@ def fingerprint(mechanism, kernel, epsilons, edges, block_size, purpose, key_dat
 def check_epsilons(epsilons) -> np.ndarray:
   grid = np.asarray(epsilons, dtype=np.float64)
   if grid.ndim != 1 or grid.size == 0:
-    raise ValueError(f'epsilons must be a non-empty 1-D list of numbers, got {epsilons!r}')
+    raise InputError(f'epsilons must be a non-empty 1-D list of numbers, got {epsilons!r}')
   if not np.all(np.isfinite(grid)):
-    raise ValueError(f'epsilons must be finite, got {grid.tolist()}')
+    raise InputError(f'epsilons must be finite, got {grid.tolist()}')
   return grid
 
 
@@ -183,9 +184,9 @@ def _check_edges(histogram_edges):
     return None
   edges = np.asarray(histogram_edges, dtype=np.float64)
   if edges.ndim != 1 or edges.size == 0 or not np.all(np.isfinite(edges)):
-    raise ValueError('histogram_edges must be a non-empty 1-D list of finite numbers')
+    raise InputError('histogram_edges must be a non-empty 1-D list of finite numbers')
   if np.any(np.diff(edges) <= 0):
-    raise ValueError('histogram_edges must be strictly increasing')
+    raise InputError('histogram_edges must be strictly increasing')
   return tuple(edges.tolist())
 
 
@@ -280,13 +281,13 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
     totals = stream.BlockSums.zeros(1, grid.size, bins)
   else:
     if state.fingerprint != run_fingerprint:
-      raise ValueError('state was produced by a different run (mechanism, epsilons, key, '
+      raise InputError('state was produced by a different run (mechanism, epsilons, key, '
                        'purpose, dtype, block_size or histogram_edges differ); cannot resume')
     if state.num_samples % block_size:
-      raise ValueError(f'cannot resume from num_samples = {state.num_samples}, which is not a '
+      raise InputError(f'cannot resume from num_samples = {state.num_samples}, which is not a '
                        f'multiple of block_size = {block_size}')
     if num_samples < state.num_samples:
-      raise ValueError(f'num_samples must be >= the resumed state\'s {state.num_samples}, '
+      raise InputError(f'num_samples must be >= the resumed state\'s {state.num_samples}, '
                        f'got {num_samples}')
     first_block = state.num_samples // block_size
     totals = stream.BlockSums.from_dict({

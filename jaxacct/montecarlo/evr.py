@@ -39,6 +39,7 @@ import scipy.special
 
 from jaxacct import _validate
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.errors import InputError
 
 # ---------------------------------------------------------------------------
 # Bernoulli KL divergence
@@ -96,7 +97,7 @@ def _kl_unchecked(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _check_unit_interval_array(name: str, value: Any) -> np.ndarray:
   array = np.asarray(value, dtype=np.float64)
   if not np.all((array >= 0.0) & (array <= 1.0)):  # also rejects NaN
-    raise ValueError(f'{name} must be in [0, 1], got {value!r}')
+    raise InputError(f'{name} must be in [0, 1], got {value!r}')
   return array
 
 
@@ -141,7 +142,7 @@ def _num_samples(value: Any) -> int:
 def _open_unit(name: str, value: Any) -> float:
   value = _validate.real_number(name, value)
   if not (math.isfinite(value) and 0.0 < value < 1.0):
-    raise ValueError(f'{name} must be in (0, 1), got {value}')
+    raise InputError(f'{name} must be in (0, 1), got {value}')
   return value
 
 
@@ -195,7 +196,7 @@ def hoeffding(num_samples: int, tau: float, delta: float) -> float:
   delta = _validate.probability('delta', delta)
   tau = _validate.finite_real('tau', tau)
   if not 1.0 <= tau <= 1.0 / delta:
-    raise ValueError(f'tau must be in [1, 1/delta] = [1, {1.0 / delta}], got {tau}')
+    raise InputError(f'tau must be in [1, 1/delta] = [1, {1.0 / delta}], got {tau}')
   kl = float(_kl_unchecked(np.float64(delta), np.float64(min(tau * delta, 1.0))))
   return float(math.exp(-n * kl)) if math.isfinite(kl) else 0.0
 
@@ -275,7 +276,7 @@ def overall_delta_at(num_samples: int, base_delta: float, tau: float) -> float:
   base = _open_unit('base_delta', base_delta)
   tau = _validate.finite_real('tau', tau)
   if not 1.0 <= tau <= 1.0 / base:
-    raise ValueError(f'tau must be in [1, 1/base_delta] = [1, {1.0 / base}], got {tau}')
+    raise InputError(f'tau must be in [1, 1/base_delta] = [1, {1.0 / base}], got {tau}')
   return min(float(_objective(float(n), base, np.float64(tau - 1.0))), 1.0)
 
 
@@ -337,7 +338,7 @@ def _smallest_n(predicate, start: int) -> int:
   while not predicate(hi):
     lo, hi = hi, 2 * hi
     if hi > _MAX_SAMPLES:
-      raise ValueError(f'more than {_MAX_SAMPLES} samples would be needed')
+      raise InputError(f'more than {_MAX_SAMPLES} samples would be needed')
   while hi - lo > 1:
     mid = (lo + hi) // 2
     if predicate(mid):
@@ -397,7 +398,7 @@ def base_delta(num_samples: int, target_delta: float) -> float:
       return lo
   any_base = _smallest_n(lambda m: _infimum_overall_delta(m) < target, math.floor(1.0 / target))
   half = minimum_samples(target / 2.0, target)
-  raise ValueError(
+  raise InputError(
       f'num_samples={n} is too small for target_delta={target}: no base_delta in (0, '
       f'{target}) gives overall_delta <= target_delta (the infimum over base_delta is '
       f'{_infimum_overall_delta(n):.6g}). At least {any_base} samples are needed for any '
@@ -426,13 +427,13 @@ def minimum_samples(base_delta: float, target_delta: float) -> int:
   base = _open_unit('base_delta', base_delta)
   target = _open_unit('target_delta', target_delta)
   if not base < target:
-    raise ValueError(
+    raise InputError(
         f'base_delta must be < target_delta (overall_delta >= base_delta always), got '
         f'base_delta={base}, target_delta={target}')
   try:
     return _smallest_n(lambda n: _minimise(n, base)[0] <= target, math.floor(1.0 / target))
   except ValueError as error:
-    raise ValueError(
+    raise InputError(
         f'base_delta={base} is too close to target_delta={target}: {error}') from None
 
 
@@ -448,7 +449,7 @@ def resolve_sample_size(target_delta: float, num_samples: int | None,
   if base_delta_value is not None:
     base = _open_unit('base_delta', base_delta_value)
     if base >= target:
-      raise ValueError(f'base_delta must be < delta = {target}, got {base}')
+      raise InputError(f'base_delta must be < delta = {target}, got {base}')
   if num_samples is None:
     base = target / 2 if base_delta_value is None else base
     n = minimum_samples(base, target)
@@ -458,7 +459,7 @@ def resolve_sample_size(target_delta: float, num_samples: int | None,
   if base_delta_value is None:
     return n, base_delta(n, target)
   if overall_delta(n, base) > target:
-    raise ValueError(
+    raise InputError(
         f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}: '
         f'at least {minimum_samples(base, target)} samples are needed')
   return n, base

@@ -26,6 +26,7 @@ import numpy as np
 from jax.extend.random import threefry_2x32
 
 from jaxacct.conventions import DirectionStream, Purpose
+from jaxacct.errors import InputError, InputTypeError
 
 KEY_BLOCK_BITS = 20
 KEY_BLOCK_SIZE = 1 << KEY_BLOCK_BITS
@@ -37,11 +38,11 @@ def canonicalize_key(key) -> jax.Array:
   """Returns a typed JAX key; converts a legacy ``uint32[2]`` key; rejects anything else."""
   if isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
     if key.shape != ():
-      raise ValueError(f'key must be a single key (shape ()), got shape {key.shape}')
+      raise InputError(f'key must be a single key (shape ()), got shape {key.shape}')
     return key
   if isinstance(key, (jax.Array, np.ndarray)) and key.dtype == np.uint32 and key.shape == (2,):
     return jax.random.wrap_key_data(jnp.asarray(key))
-  raise TypeError(
+  raise InputTypeError(
       f'key must be a JAX PRNG key, got {key!r}; create one with jax.random.key(seed)')
 
 
@@ -59,7 +60,7 @@ def check_num_samples(num_samples) -> int:
   from jaxacct import _validate  # local: keys stays importable on its own
   num_samples = _validate.integer_at_least('num_samples', num_samples, 1)
   if num_samples > MAX_SAMPLE_INDEX:
-    raise ValueError(f'num_samples must be <= 2**52 (keys would repeat beyond), got {num_samples}')
+    raise InputError(f'num_samples must be <= 2**52 (keys would repeat beyond), got {num_samples}')
   return num_samples
 
 

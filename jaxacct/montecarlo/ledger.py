@@ -39,6 +39,7 @@ from typing import Callable, Iterator
 from jaxacct import _files
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import sharding
+from jaxacct.errors import InputError, InputTypeError
 
 FORMAT = 1
 ENVIRONMENT_VARIABLE = 'JAXACCT_LEDGER'
@@ -56,7 +57,7 @@ def default_path() -> pathlib.Path:
   return pathlib.Path(state) / 'jaxacct' / 'ledger.json'
 
 
-class LedgerError(ValueError):
+class LedgerError(InputError):
   """A ledger file that cannot be used (corrupt, or its lock cannot be taken)."""
 
 
@@ -91,7 +92,7 @@ class VerificationLedger:
     seen = self._runs.get(guarantee_id, [])
     new_run = run not in seen
     if new_run and len(seen) >= attempt:
-      raise ValueError(
+      raise InputError(
           f'this mechanism was already verified {len(seen)} time(s) at the same (epsilon, '
           f'delta) with other keys or settings; re-running verification until it passes voids '
           f'the guarantee. Declare the run with attempt={len(seen) + 1} to charge a union '
@@ -135,7 +136,7 @@ class FileLedger(VerificationLedger):
   def __init__(self, path, *, lock_timeout: float = 60.0):
     super().__init__()
     if not isinstance(path, (str, os.PathLike)):
-      raise TypeError(f'ledger path must be a file path, got {path!r}')
+      raise InputTypeError(f'ledger path must be a file path, got {path!r}')
     self.path = pathlib.Path(path)
     self.lock_timeout = float(lock_timeout)
     if self.path.is_dir():
@@ -226,4 +227,4 @@ def ledger_from(ledger) -> VerificationLedger:
     opened = []
     sharding.on_leader(lambda: opened.append(FileLedger(ledger)))
     return opened[0] if opened else VerificationLedger()
-  raise TypeError(f'ledger must be a VerificationLedger, a file path or None, got {ledger!r}')
+  raise InputTypeError(f'ledger must be a VerificationLedger, a file path or None, got {ledger!r}')

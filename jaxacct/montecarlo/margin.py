@@ -114,6 +114,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxacct.errors import InputError
 
 UNIT_ROUNDOFF = 2.0**-24
 """u of float32 (round to nearest)."""
@@ -168,7 +169,7 @@ def gamma(k: float) -> float:
   """γ_k = k·u/(1 − k·u), the relative error bound of k float32 roundings (Higham §3.1)."""
   ku = k * UNIT_ROUNDOFF
   if ku >= 0.5:
-    raise ValueError(f'{k} roundings exceed the float32 error analysis (k·u ≥ 1/2)')
+    raise InputError(f'{k} roundings exceed the float32 error analysis (k·u ≥ 1/2)')
   return ku / (1.0 - ku)
 
 

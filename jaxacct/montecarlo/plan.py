@@ -40,6 +40,7 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import evr, kernels, program32, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.errors import InputError
 
 SWEEP_CANDIDATES = 16  # σ per estimation sweep (calibration.py)
 MIN_SWEEPS = 2
@@ -122,7 +123,7 @@ def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size
   return cost, memory
 
 
-class OverBudgetError(ValueError):
+class OverBudgetError(InputError):
   """A run projected (from a timed call) to take longer than the caller's ``max_seconds``.
 
   Attributes: run (what was refused), seconds (its projected wall time here), max_seconds.
@@ -212,10 +213,10 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     target_devices = mesh.size
   target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
   if precision not in ('float64', 'float32'):
-    raise ValueError(f'precision must be "float64" or "float32", got {precision!r}')
+    raise InputError(f'precision must be "float64" or "float32", got {precision!r}')
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
-    raise ValueError('precision="float32" cannot serve this mechanism: '
+    raise InputError('precision="float32" cannot serve this mechanism: '
                      + program32.refusal(mechanism, kernel))
   block_size = sampling.default_block_size(kernel.iterations)
   if samples_per_second is not None:

@@ -20,6 +20,7 @@ import numpy as np
 
 from jaxacct._precision import kernel_dtype
 from jaxacct.montecarlo import kernels, plan, program32, sharding
+from jaxacct.errors import InputError
 
 PRECISIONS = ('auto', 'float32', 'float64')
 ACCELERATORS = ('gpu', 'tpu', 'cuda', 'rocm')
@@ -43,7 +44,7 @@ class PrecisionChoice:
 def check_precision(precision) -> str:
   """``precision`` if it is one of ``PRECISIONS``, else ValueError naming the argument."""
   if not isinstance(precision, str) or precision not in PRECISIONS:
-    raise ValueError(f'precision must be one of {", ".join(map(repr, PRECISIONS))}, '
+    raise InputError(f'precision must be one of {", ".join(map(repr, PRECISIONS))}, '
                      f'got {precision!r}')
   return precision
 
@@ -58,7 +59,7 @@ def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
   resolved = kernel_dtype(dtype)
   if precision is not None:
     if resolved != np.float64:
-      raise ValueError(f'give dtype or precision, not both (dtype={dtype!r}, '
+      raise InputError(f'give dtype or precision, not both (dtype={dtype!r}, '
                        f'precision={precision!r})')
     return choose(precision, mechanism)
   if resolved == np.float64:
@@ -83,7 +84,7 @@ def choose(precision: str, mechanism) -> PrecisionChoice:
   refused = program32.refusal(mechanism, kernels.kernel_for(mechanism, np.dtype(np.float32)))
   if precision == 'float32':
     if refused is not None:
-      raise ValueError(f'precision="float32" cannot serve this mechanism: {refused}')
+      raise InputError(f'precision="float32" cannot serve this mechanism: {refused}')
     return PrecisionChoice('float32', 'requested')
   if refused is not None:
     return PrecisionChoice('float64', f'auto: {refused}')

@@ -51,6 +51,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import margin, noise
 from jaxacct.montecarlo.kernels import SchemeKernel, _common
 from jaxacct.montecarlo.sharding import SampleMesh, compiled_memory, per_device
+from jaxacct.errors import InputError
 
 PRECISIONS = ('float64', 'float32')
 MAX_ITERATIONS = 1 << 19
@@ -78,7 +79,7 @@ def check_float32_kernel(mechanism, kernel: SchemeKernel) -> None:
     return
   reason = refusal(mechanism, kernel)
   if reason is not None:
-    raise ValueError(f'float32 cannot serve this mechanism: {reason}')
+    raise InputError(f'float32 cannot serve this mechanism: {reason}')
 
 
 def serves(mechanism, kernel: SchemeKernel) -> bool:

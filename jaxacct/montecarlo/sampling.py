@@ -38,6 +38,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import kernels, noise, program32
 from jaxacct.montecarlo import sharding as sharding_lib
 from jaxacct.montecarlo.kernels import SchemeKernel
+from jaxacct.errors import InputError, InputTypeError
 
 # Samples per block. Every compiled kernel evaluates whole blocks of one fixed
 # shape (lax.map over blocks), because XLA's floating-point code for an array
@@ -199,7 +200,7 @@ def loss_of_outputs(y, info, params, sigma, view, *, kernel: SchemeKernel, direc
 
 def check_mechanism(mechanism) -> MatrixMechanism:
   if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
   return mechanism
 
 
@@ -318,7 +319,7 @@ def sample_truncated_privacy_losses(key, mechanism: MatrixMechanism, num_samples
   """
   stream_key, kernel, num_samples = _prepare(key, mechanism, num_samples, direction, dtype)
   if not kernel.releases_batch_sizes:
-    raise ValueError(
+    raise InputError(
         f'sample_truncated_privacy_losses needs a truncated scheme (truncated_batch_size < '
         f'dataset_size), got {mechanism.scheme!r}; use sample_privacy_losses')
   losses_, rest = _collect(stream_key, mechanism, kernel, num_samples, direction, keep_info=True)
@@ -369,12 +370,12 @@ def _check_outputs(name: str, value, shape: tuple[int, int], integer: bool) -> j
   kind_ok = (jnp.issubdtype(array.dtype, jnp.integer) if integer else
              jnp.issubdtype(array.dtype, jnp.floating) or jnp.issubdtype(array.dtype, jnp.integer))
   if not kind_ok:
-    raise TypeError(f'{name} must be an {"integer" if integer else "real"} array, '
+    raise InputTypeError(f'{name} must be an {"integer" if integer else "real"} array, '
                     f'got dtype {array.dtype}')
   if array.ndim != 2 or array.shape[1] != shape[1] or array.shape[0] < 1 or (
       shape[0] and array.shape[0] != shape[0]):
     rows = shape[0] or 'N >= 1'
-    raise ValueError(f'{name} must have shape (num_samples, iterations) = ({rows}, {shape[1]}), '
+    raise InputError(f'{name} must have shape (num_samples, iterations) = ({rows}, {shape[1]}), '
                      f'got {tuple(array.shape)}')
   return array
 
@@ -411,7 +412,7 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
   y = _check_outputs('y', y, (0, n), integer=False).astype(jnp.float64)
   truncated = kernel.releases_batch_sizes
   if truncated != (rest_batch_sizes is not None):
-    raise ValueError(
+    raise InputError(
         f'rest_batch_sizes is required for truncated schemes and only for them; '
         f'{type(mechanism.scheme).__name__} ' + ('truncates: pass the batch sizes r drawn with y'
                                                   if truncated else
@@ -421,7 +422,7 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     rest = _check_outputs('rest_batch_sizes', rest_batch_sizes, y.shape, integer=True)
     others = mechanism.scheme.dataset_size - 1
     if bool(jnp.any((rest < 0) | (rest > others))):
-      raise ValueError(f'rest_batch_sizes must be in [0, dataset_size - 1 = {others}]')
+      raise InputError(f'rest_batch_sizes must be in [0, dataset_size - 1 = {others}]')
     rest = rest.astype(jnp.int32)
   params, sigma, view = traced_params(mechanism, kernel)
   num_samples = y.shape[0]

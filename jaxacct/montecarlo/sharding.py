@@ -23,6 +23,7 @@ import jax
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxacct.errors import InputError
 
 SAMPLE_AXIS = 'samples'
 
@@ -148,5 +149,5 @@ def on_leader(compute):
   if error is not None:
     raise error
   if 'error' in outcome:
-    raise ValueError(outcome['error'])
+    raise InputError(outcome['error'])
   return outcome['value']

@@ -42,6 +42,7 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import program32, sampling, sharding
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.errors import InputError
 
 Progress = Callable[[int, int, str], None]
 """``progress(samples_done, samples_total, stage)``: the public progress callback."""
@@ -137,34 +138,34 @@ class BlockSums:
     """The accumulator of ``to_dict``'s form; ValueError naming the field when a table is
     missing, has another shape than ``like``'s, or holds a negative or non-finite value."""
     if not isinstance(record, dict):
-      raise ValueError(f'totals must be a mapping, got {type(record).__name__}')
+      raise InputError(f'totals must be a mapping, got {type(record).__name__}')
 
     def arrays(name, dtype, optional):
       table = record.get(name)
       if table is None:
         if optional:
           return None
-        raise ValueError(f'totals.{name} is missing')
+        raise InputError(f'totals.{name} is missing')
       if name == 'counts' and like is not None and like.counts is None:
-        raise ValueError('totals.counts is present, but this run keeps no histogram')
+        raise InputError('totals.counts is present, but this run keeps no histogram')
       if not isinstance(table, dict) or set(table) != set(DIRECTIONS):
-        raise ValueError(f'totals.{name} must map {" and ".join(DIRECTIONS)} to arrays')
+        raise InputError(f'totals.{name} must map {" and ".join(DIRECTIONS)} to arrays')
       result = {}
       for d in DIRECTIONS:
         try:
           values = np.asarray(table[d], np.float64)
         except (TypeError, ValueError):
-          raise ValueError(f'totals.{name}.{d} must be an array of numbers') from None
+          raise InputError(f'totals.{name}.{d} must be an array of numbers') from None
         reference = None if like is None else getattr(like, name)
         shape = None if reference is None else reference[d].shape
         if name == 'margins' and like is not None:
           shape = (like.sums[d].shape[0],)
         if shape is not None and values.shape != shape:
-          raise ValueError(f'totals.{name}.{d} has shape {values.shape}, this run {shape}')
+          raise InputError(f'totals.{name}.{d} has shape {values.shape}, this run {shape}')
         if not np.all(np.isfinite(values)) or np.any(values < 0):
-          raise ValueError(f'totals.{name}.{d} must hold finite values >= 0')
+          raise InputError(f'totals.{name}.{d} must hold finite values >= 0')
         if dtype == np.int64 and np.any(values != np.floor(values)):
-          raise ValueError(f'totals.{name}.{d} must hold integers')
+          raise InputError(f'totals.{name}.{d} must hold integers')
         result[d] = values.astype(dtype)
       return result
 
@@ -318,16 +319,16 @@ class StreamState:
     """The state of ``to_dict``'s form, checked (types, ranges, the shapes of ``like``'s
     totals); ValueError naming the field. The block's range is checked by ``accumulate``."""
     if not isinstance(record, dict):
-      raise ValueError(f'stream must be a mapping, got {type(record).__name__}')
+      raise InputError(f'stream must be a mapping, got {type(record).__name__}')
     for name in ('totals', 'program', 'direction', 'block'):
       if name not in record:
-        raise ValueError(f'stream.{name} is missing')
+        raise InputError(f'stream.{name} is missing')
 
     def index(name, value, top=None):
       if (isinstance(value, bool) or not isinstance(value, int) or value < 0
           or (top is not None and value > top)):
         allowed = '>= 0' if top is None else f'in [0, {top}]'
-        raise ValueError(f'stream.{name} must be an integer {allowed}, got {value!r}')
+        raise InputError(f'stream.{name} must be an integer {allowed}, got {value!r}')
       return value
 
     block = record['block']
@@ -364,7 +365,7 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
     after_call: called with ``state`` after each call (a checkpoint hook).
   """
   if state.program > num_programs:
-    raise ValueError(f'the saved state (a checkpoint) is at program {state.program} of a run '
+    raise InputError(f'the saved state (a checkpoint) is at program {state.program} of a run '
                      f'of {num_programs}')
   if program_index < state.program:
     return  # finished before the run was resumed
@@ -377,7 +378,7 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
   resume_direction, resume_block = ((state.direction, state.block)
                                     if program_index == state.program else (0, None))
   if resume_block is not None and not first_block <= resume_block <= total_blocks:
-    raise ValueError(f'the saved state (a checkpoint) resumes at block {resume_block}, outside '
+    raise InputError(f'the saved state (a checkpoint) resumes at block {resume_block}, outside '
                      f'this run\'s blocks [{first_block}, {total_blocks}]')
   for index, direction in enumerate(DIRECTIONS):
     if index < resume_direction:

@@ -30,6 +30,7 @@ from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
+from jaxacct.errors import InputError, InputTypeError
 
 
 DEFAULT_FALLBACK = 'unamplified_gaussian'
@@ -48,7 +49,7 @@ def fallback_accountant(fallback) -> accountants.DeterministicAccountant:
   if isinstance(fallback, accountants.DeterministicAccountant):
     return fallback
   if not isinstance(fallback, str):
-    raise TypeError(f'fallback must be a deterministic accountant or its registered name '
+    raise InputTypeError(f'fallback must be a deterministic accountant or its registered name '
                     f'({", ".join(accountants.available())}), got {fallback!r}')
   return accountants.get(fallback)
 
@@ -58,7 +59,7 @@ def check_fallback(fallback: accountants.DeterministicAccountant,
   """ValueError unless ``fallback`` supports ``mechanism`` (zero-out adjacency)."""
   reason = fallback.supports(mechanism)
   if reason is not None:
-    raise ValueError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
+    raise InputError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
                      f'({reason}); the default fallback {DEFAULT_FALLBACK!r} covers every scheme')
 
 
@@ -117,7 +118,7 @@ def released_index(accepted) -> int:
   """
   outcomes = [bool(v) for v in accepted]
   if not outcomes:
-    raise ValueError('accepted must list at least one candidate')
+    raise InputError('accepted must list at least one candidate')
   index = len(outcomes) - 1
   while index > 0 and outcomes[index - 1]:
     index -= 1
@@ -186,20 +187,20 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   max_seconds = plan_lib.check_max_seconds(max_seconds)
   candidates = list(candidates)
   if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
-    raise ValueError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
+    raise InputError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
   first = candidates[0]
   if any(m.scheme != first.scheme or m.matrix != first.matrix for m in candidates):
-    raise ValueError('candidates must share one scheme and one strategy matrix')
+    raise InputError('candidates must share one scheme and one strategy matrix')
   sigmas = [float(m.noise_multiplier) for m in candidates]
   if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
-    raise ValueError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
+    raise InputError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
   choice = precision_lib.choose(precision, first)
   n, base = resolve_sample_size(delta, num_samples, base_delta)
   fallback = fallback_accountant(fallback)
   check_fallback(fallback, first)
   if fallback.delta_for_epsilon(candidates[-1], epsilon) > base:
     sigma_up = fallback.sigma(first.scheme, first.matrix, epsilon=epsilon, delta=base)
-    raise ValueError(
+    raise InputError(
         f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant '
         f'(fallback={fallback.name!r}): noise_multiplier must be >= {sigma_up}, got '
         f'{sigmas[-1]}')
@@ -223,7 +224,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   def within_delta(attempts):
     released = overall_delta(n, base, attempts=attempts)
     if released > delta:
-      raise ValueError(f'with attempt = {attempts} the overall delta {released} exceeds '
+      raise InputError(f'with attempt = {attempts} the overall delta {released} exceeds '
                        f'delta = {delta}; use more num_samples or a smaller base_delta')
 
   check_checkpoint_charge(saved, ledger)

@@ -40,6 +40,7 @@ from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.training.loop import train
+from jaxacct.errors import InputError, MissingExtraError
 
 NUM_CLASSES = 10
 
@@ -56,7 +57,7 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> DigitsData:
   try:
     from sklearn import datasets, model_selection
   except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the digits example needs scikit-learn: pip install 'jaxacct[train]'") from error
+    raise MissingExtraError("the digits example needs scikit-learn: pip install 'jaxacct[train]'") from error
   x, y = datasets.load_digits(return_X_y=True)
   x_train, x_test, y_train, y_test = model_selection.train_test_split(
       (x / 16.0).astype(np.float32), y.astype(np.int32), test_size=test_fraction,
@@ -192,4 +193,4 @@ def calibrated_mechanism(method: str, *, epsilon: float, delta: float, dataset_s
     result = calibrate_noise_multiplier(scheme, matrix, epsilon=epsilon, delta=delta,
                                         key=jax.random.key(seed))
     return result.mechanism, result.guarantee
-  raise ValueError(f'method must be one of {", ".join(METHODS)}, got {method!r}')
+  raise InputError(f'method must be one of {", ".join(METHODS)}, got {method!r}')

@@ -20,6 +20,7 @@ from jaxacct.strategy import check_strategy
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import sharding
 from jaxacct.training import step as step_lib
+from jaxacct.errors import InputError, InputTypeError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,32 +46,32 @@ class TrainResult:
   def individual_epsilons(self) -> np.ndarray:
     """Every tracked example's ε(δ) so far (``Tracking.epsilons``; seed 004)."""
     if self.tracking is None:
-      raise ValueError('this run had no individual accountant (train(..., individual=...))')
+      raise InputError('this run had no individual accountant (train(..., individual=...))')
     return self.tracking.epsilons(self.state.individual)
 
 
 def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool) -> int:
   if not isinstance(mechanism, MatrixMechanism):
-    raise TypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
   if not isinstance(batch_iterator, BatchIterator):
-    raise TypeError(f'batch_iterator must come from jaxacct.batching.batches, got '
+    raise InputTypeError(f'batch_iterator must come from jaxacct.batching.batches, got '
                     f'{batch_iterator!r}')
   if batch_iterator.scheme != mechanism.scheme:
-    raise ValueError('batch_iterator and mechanism disagree: the batches are sampled by '
+    raise InputError('batch_iterator and mechanism disagree: the batches are sampled by '
                      f'{batch_iterator.scheme!r} but the mechanism was accounted for '
                      f'{mechanism.scheme!r}; train with the scheme that was accounted')
   if batch_iterator.iterations != mechanism.iterations:
-    raise ValueError(f'batch_iterator has {batch_iterator.iterations} rounds but the mechanism '
+    raise InputError(f'batch_iterator has {batch_iterator.iterations} rounds but the mechanism '
                      f'{mechanism.iterations}')
   if batch_iterator.batch_size is None:
-    raise ValueError('batch_iterator needs a fixed batch_size (one XLA shape for every step)')
+    raise InputError('batch_iterator needs a fixed batch_size (one XLA shape for every step)')
   m = len(jax.tree_util.tree_leaves(inputs)[0])
   if m != batch_iterator.dataset_size:
-    raise ValueError(f'the data has {m} examples but batch_iterator was built for '
+    raise InputError(f'the data has {m} examples but batch_iterator was built for '
                      f'dataset_size = {batch_iterator.dataset_size}')
   _validate.positive_finite('clip_norm', clip_norm)
   if guarantee is not None and noise and guarantee.noise_multiplier != mechanism.noise_multiplier:
-    raise ValueError(f'guarantee is for σ = {guarantee.noise_multiplier}, the mechanism has σ = '
+    raise InputError(f'guarantee is for σ = {guarantee.noise_multiplier}, the mechanism has σ = '
                      f'{mechanism.noise_multiplier}')
   return m
 
@@ -86,23 +87,23 @@ def noise_bands(matrix) -> tuple[np.ndarray, np.ndarray]:
 
 def _check_resumed(state, band_lengths: tuple[int, int], iterations: int, tracking) -> None:
   if not isinstance(state, step_lib.TrainState):
-    raise TypeError(f'state must be a jaxacct.training.TrainState, got {type(state).__name__}')
+    raise InputTypeError(f'state must be a jaxacct.training.TrainState, got {type(state).__name__}')
   if tracking is None and state.individual is not None:
-    raise ValueError('state carries individual accounting but train() got no individual '
+    raise InputError('state carries individual accounting but train() got no individual '
                      'accountant: pass the one the run started with')
   if tracking is not None:
     if state.individual is None:
-      raise ValueError('train() got an individual accountant but the resumed state has no '
+      raise InputError('train() got an individual accountant but the resumed state has no '
                        'individual state: a run must account from its first step')
     tracking.check_state(state.individual)
   for name, history, length in (('w_history', state.noise.w_history, band_lengths[0]),
                                 ('z_history', state.noise.z_history, band_lengths[1])):
     rows = {int(leaf.shape[0]) for leaf in jax.tree_util.tree_leaves(history)}
     if rows and rows != {length - 1}:
-      raise ValueError(f'state.noise.{name} holds {rows.pop()} past rows but the strategy\'s bands '
+      raise InputError(f'state.noise.{name} holds {rows.pop()} past rows but the strategy\'s bands '
                        f'need {length - 1}: the state is from another mechanism')
   if not 0 <= int(state.step) <= iterations:
-    raise ValueError(f'state.step must be in [0, iterations = {iterations}], got {int(state.step)}')
+    raise InputError(f'state.step must be in [0, iterations = {iterations}], got {int(state.step)}')
 
 
 def _placement(devices, batch_size: int, state, traced):
@@ -111,7 +112,7 @@ def _placement(devices, batch_size: int, state, traced):
   if mesh.size == 1:
     return lambda tree: tree, state, traced
   if batch_size % mesh.size:
-    raise ValueError(f'the batch shape {batch_size} must be a multiple of the {mesh.size} devices '
+    raise InputError(f'the batch shape {batch_size} must be a multiple of the {mesh.size} devices '
                      'it is sharded over (choose batch_size accordingly, or pass devices=)')
   replicated = NamedSharding(mesh, PartitionSpec())
   batch_sharding = sharding.sample_sharding(mesh)
@@ -176,7 +177,7 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   step_lib.check_per_example_loss(loss_fn, params, inputs, labels)
   normalizer = mechanism.scheme.expected_participation_rate * m
   if normalizer < 1.0:
-    raise ValueError(f'the expected batch size p₀·m = {normalizer:.4g} is below one example: the '
+    raise InputError(f'the expected batch size p₀·m = {normalizer:.4g} is below one example: the '
                      'dataset is smaller than the scheme expects')
   c_col, inverse_band = (jnp.asarray(band, jnp.float32) for band in noise_bands(mechanism.matrix))
   band_lengths = (int(c_col.shape[0]), int(inverse_band.shape[0]))

@@ -24,6 +24,7 @@ import optax
 
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.training import noise as noise_lib
+from jaxacct.errors import InputError
 
 
 class TrainState(NamedTuple):
@@ -42,7 +43,7 @@ def check_per_example_loss(loss_fn: Callable, params: Any, inputs: Any, labels: 
   one = jax.tree_util.tree_map(lambda a: a[0], (inputs, labels))
   out = jax.eval_shape(loss_fn, params, *one)
   if not hasattr(out, 'shape') or out.shape != () or not jnp.issubdtype(out.dtype, jnp.floating):
-    raise ValueError(
+    raise InputError(
         f'loss_fn(params, x, y) must return a per-example real scalar for one example x (no '
         f'batch axis); got {out}. Per-example clipping needs one loss per example')
 

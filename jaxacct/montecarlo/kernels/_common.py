@@ -8,6 +8,7 @@ import numpy as np
 
 from jaxacct.conventions import Stream
 from jaxacct.montecarlo.keys import split_in_two32, word_pairs
+from jaxacct.errors import InputError
 
 
 def fold(keys: jax.Array, code: int) -> jax.Array:
@@ -155,7 +156,7 @@ def uniform_index32(keys: jax.Array, span: int) -> jax.Array:
   rule over bytes, r ← (256·r + byte) mod span, exact in uint32 for span < 2²⁴.
   """
   if not 1 <= span < 1 << 24:
-    raise ValueError(f'span must be in [1, 2**24) for the 32-bit program, got {span}')
+    raise InputError(f'span must be in [1, 2**24) for the 32-bit program, got {span}')
 
   def one(key):
     high_key, low_key = split_in_two32(key)

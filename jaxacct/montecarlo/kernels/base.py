@@ -37,6 +37,7 @@ from jax import lax
 
 from jaxacct.conventions import Direction
 from jaxacct.montecarlo import margin
+from jaxacct.errors import InputError, InputTypeError
 
 
 class NoInfo(NamedTuple):
@@ -164,11 +165,11 @@ _REGISTRY: dict[type, list[type[SchemeKernel]]] = {}
 def register(kernel: type[SchemeKernel]) -> type[SchemeKernel]:
   """Class decorator: registers ``kernel`` for each type in ``kernel.schemes``."""
   if not kernel.schemes:
-    raise TypeError(f'{kernel.__name__}.schemes must list the scheme classes it serves')
+    raise InputTypeError(f'{kernel.__name__}.schemes must list the scheme classes it serves')
   for scheme_type in kernel.schemes:
     entries = _REGISTRY.setdefault(scheme_type, [])
     if kernel in entries:
-      raise ValueError(f'{kernel.__name__} is already registered for {scheme_type.__name__}')
+      raise InputError(f'{kernel.__name__} is already registered for {scheme_type.__name__}')
     entries.append(kernel)
   return kernel
 
@@ -176,7 +177,7 @@ def register(kernel: type[SchemeKernel]) -> type[SchemeKernel]:
 def _kernels_of(scheme) -> list[type[SchemeKernel]]:
   kernels = _REGISTRY.get(type(scheme))
   if not kernels:
-    raise TypeError(f'no Monte Carlo kernel for scheme {type(scheme).__name__}')
+    raise InputTypeError(f'no Monte Carlo kernel for scheme {type(scheme).__name__}')
   return kernels
 
 
@@ -189,7 +190,7 @@ def kernel_class(scheme) -> type[SchemeKernel]:
     if reason is None:
       return kernel
     reasons.append(reason)
-  raise ValueError('; '.join(reasons))
+  raise InputError('; '.join(reasons))
 
 
 def kernel_for(mechanism, dtype: np.dtype) -> SchemeKernel:

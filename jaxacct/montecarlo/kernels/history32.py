@@ -97,6 +97,7 @@ from jaxacct.conventions import Stream
 from jaxacct.montecarlo import binomial32 as b32
 from jaxacct.montecarlo.kernels import _common
 from jaxacct.montecarlo.keys import word_pairs
+from jaxacct.errors import InputError, InputTypeError
 
 # Tags under the history key: the total, then one site per level.
 _TOTAL_TAG = 0
@@ -186,8 +187,8 @@ def _round_up(value: fractions.Fraction) -> float:
 def _checked_min_sep(min_sep) -> int:
   try:
     return _validate.integer_at_least('min_sep', min_sep, 2)
-  except ValueError as error:
-    raise ValueError(f'{error} (b = 1 has no warm-start history)') from None
+  except InputError as error:  # the same type (InputTypeError for a float)
+    raise type(error)(f'{error} (b = 1 has no warm-start history)') from None
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -216,7 +217,7 @@ def history_tables32(sampling_prob, min_sep, dataset_size) -> HistoryTables32:
   b = _checked_min_sep(min_sep)
   m = _validate.integer_at_least('dataset_size', dataset_size, 1)
   if m - 1 > b32.MAX_COUNT:
-    raise ValueError(f'dataset_size must be at most 2**31 = {b32.MAX_COUNT + 1} (counts are '
+    raise InputError(f'dataset_size must be at most 2**31 = {b32.MAX_COUNT + 1} (counts are '
                      f'int32 on device), got {m}')
   return _history_tables(p, b, m)
 
@@ -310,7 +311,7 @@ def _site_draws(site_keys: jax.Array, groups) -> list[jax.Array]:
 def _check_structure(tables: HistoryTables32, min_sep) -> tuple[tuple[int, ...], ...]:
   b = _checked_min_sep(min_sep)
   if not isinstance(tables, HistoryTables32):
-    raise TypeError(f'tables must be a HistoryTables32 (history_tables32), got {type(tables)}')
+    raise InputTypeError(f'tables must be a HistoryTables32 (history_tables32), got {type(tables)}')
   plan = _tree(b - 1)
   stored = tables.min_sep
   mismatch = (isinstance(stored, (np.ndarray, np.generic)) and int(stored) != b) or (
@@ -318,7 +319,7 @@ def _check_structure(tables: HistoryTables32, min_sep) -> tuple[tuple[int, ...],
       or any(len(level) != len(_split_sizes(sizes))
              for level, sizes in zip(tables.splits, plan)))
   if mismatch:
-    raise ValueError(f'min_sep = {b} does not match the tables (built for min_sep = '
+    raise InputError(f'min_sep = {b} does not match the tables (built for min_sep = '
                      f'{stored if isinstance(stored, (np.ndarray, np.generic)) else "?"})')
   return plan
 
@@ -344,7 +345,7 @@ def stationary_history32(keys: jax.Array, tables: HistoryTables32, min_sep: int)
   """
   plan = _check_structure(tables, min_sep)
   if not hasattr(keys, 'shape') or len(keys.shape) < 1:
-    raise ValueError(f'keys must be an (N,) array of keys, got {keys!r}')
+    raise InputError(f'keys must be an (N,) array of keys, got {keys!r}')
   num = keys.shape[0]
   history = _common.fold(keys, Stream.HISTORY)
   others = jnp.broadcast_to(jnp.asarray(tables.others, jnp.int32), (num, 1))
