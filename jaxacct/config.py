@@ -93,6 +93,7 @@ Schema (every key below; unknown keys are errors that name the key and the valid
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import pathlib
 from typing import Any
@@ -347,8 +348,17 @@ def scheme_from(raw: dict):
     if not hasattr(cls, 'from_expected_batch_size'):
       raise ConfigError(f'scheme.expected_batch_size is not available for {kind} (the batch size '
                         'depends on the attribution graph); give scheme.sampling_prob')
-    return cls.from_expected_batch_size(**scheme_cfg)
-  return cls(**scheme_cfg)
+    build = cls.from_expected_batch_size
+  else:
+    build = cls
+  # A key of another scheme family (e.g. min_sep after --set scheme.type=balls_in_bins) is a
+  # config error naming the key and the family, not a TypeError from the constructor.
+  accepted = set(inspect.signature(build).parameters)
+  for key in scheme_cfg:
+    if key not in accepted:
+      raise ConfigError(f'scheme.{key} is not a key of scheme.type {kind}; its keys: '
+                        f'{", ".join(["type", *sorted(accepted)])}')
+  return build(**scheme_cfg)
 
 
 def attribution_sampling_prob(raw: dict) -> float:

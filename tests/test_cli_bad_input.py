@@ -44,6 +44,9 @@ CASES = [
     ('estimate', QUICK, ['--set', 'scheme.iterations=0'], 'scheme.iterations'),
     ('estimate', QUICK, ['--set', 'scheme.iterations=12.5'], 'scheme.iterations'),
     ('estimate', QUICK, ['--set', 'scheme.type=shuffle'], 'scheme.type'),
+    # A key of another family (issue 30): named with the family, not a constructor TypeError.
+    ('estimate', QUICK, ['--set', 'scheme.type=balls_in_bins'],
+     'scheme.min_sep is not a key of scheme.type balls_in_bins'),
     ('estimate', QUICK, ['--set', 'scheme.min_sep=0'], 'scheme.min_sep'),
     ('estimate', QUICK, ['--set', 'scheme.warm_start=yes please'], 'scheme.warm_start'),
     ('estimate', QUICK, ['--set', 'scheme.expected_batch_size=-64'],
