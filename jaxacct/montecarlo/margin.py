@@ -20,8 +20,9 @@ approximations below are upper bounds, and every constant is rounded up).
 Assumptions, each checked by a test on this backend (``tests/montecarlo/test_program32.py``,
 ``benchmarks/accelerator.py``): IEEE float32 add/multiply, no flush of normal numbers;
 exp within ``EXP_ULPS``, log within ``LOG_ULPS`` (relative), expm1 within ``EXPM1_ULPS``,
-logaddexp(log q, v) within ``LOGADDEXP_ULPS``·u·(|r| + min(1, 2π)) with π = e^{v − r}
-(its exp and log1p terms scale with e^{−|Δ|} ≤ 2π), 1/x within ``DIVIDE_ULPS``;
+logaddexp(log q, v) within ``LOGADDEXP_ULPS``·u·(|r| + min(1, 2π)) + u|Δ|π with π = e^{v − r}
+and Δ = v − log q (its exp and log1p terms scale with e^{−|Δ|} ≤ 2π; the rounding of the
+internal difference Δ moves r by its derivative, ≤ π, times u|Δ|), 1/x within ``DIVIDE_ULPS``;
 float32 ``ndtri`` as stated in ``noise.py``.
 
 1. Noise. |ẑ − z| ≤ 8u(1 + |ẑ|) (``noise.NORMAL32_ERROR_ULPS``).
@@ -65,8 +66,8 @@ float32 ``ndtri`` as stated in ``noise.py``.
    with π(v + θ) ≤ e^{|θ|}π(v): |Σ g(v̂_i) − Σ g(v_i)| ≤ Σ_i e^{δ_i}δ_i·π̂_i, with δ_i the
    bound of step 5 for round i (Poisson has one band, so steps 3–5 hold per round with
    |ŷ_i|, |ẑ_i|, |d̂_i| in place of the maxima) (π̂_i = e^{v̂_i − ĝ_i}
-   evaluated in float32, inflated by 2⁻¹⁶), plus LOGADDEXP_ULPS·u·Σ(|ĝ_i| + 2π̂_i) for the
-   logaddexps and γ_{⌈log₂ n⌉}·Σ|ĝ_i| for the binary-tree sum (``_common.tree_sum``); the
+   evaluated in float32, inflated by 2⁻¹⁶), plus LOGADDEXP_ULPS·u·Σ(|ĝ_i| + 2π̂_i)
+   + 1.01u·Σ|Δ̂_i|π̂_i for the logaddexps and γ_{⌈log₂ n⌉}·Σ|ĝ_i| for the binary-tree sum (``_common.tree_sum``); the
    float32 sums Σπ̂ and Σ|ĝ| are inflated by 1 + γ_n (``poisson_error``).
 8. Sum: η = (6 or 7) + final_log_error, computed in float32 and inflated by 2⁻¹⁹ relative
    plus 2⁻²¹(|L̂| + |ε| + 1) for the roundings of the hockey-stick argument itself
@@ -265,12 +266,13 @@ def log_space_recursion_error(iterations: int, ratio_max: jax.Array, loss_magnit
                                   + 2.0 * loss_magnitude) + 8.0)
 
 
-def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, sums=None,
-                  terms_per_sum: int | None = None, summation_gamma: float | None = None
-                  ) -> jax.Array:
+def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, gaps: jax.Array,
+                  sums=None, terms_per_sum: int | None = None,
+                  summation_gamma: float | None = None) -> jax.Array:
   """Device: proof step 7, per sum: Σ_i e^{δ_i}δ_i·π̂_i + the logaddexps + the sum's rounding.
 
-  ``delta`` (N, n) or (N, 1), ``posterior`` π̂ and ``terms`` ĝ (N, n). By default the loss is
+  ``delta`` (N, n) or (N, 1), ``posterior`` π̂, ``terms`` ĝ and ``gaps`` |Δ̂| (N, n)
+  (``kernels/bminsep.poisson_terms32``). By default the loss is
   the binary-tree sum of all n terms (``_common.tree_sum``); ``sums`` maps (N, n) to (N, G)
   sums of ``terms_per_sum`` terms each computed with relative error ≤ ``summation_gamma``
   (cyclic Poisson: one sum per phase). The float32 sums of the bound are inflated by
@@ -288,8 +290,9 @@ def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, sums
   perturbation = sums(jnp.exp(delta) * delta * posterior) * (1.0 + 2.0**-16)
   magnitude = sums(jnp.abs(terms))
   weight = sums(posterior)
+  difference = sums(gaps * posterior) * (1.0 + 2.0**-16)  # |Δ̂ − Δ| ≤ u|Δ̂|: second order
   return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
-                    + float(summation_gamma) * magnitude)
+                    + 1.01 * u * difference + float(summation_gamma) * magnitude)
 
 
 def log_sum_exp_error(count: int, magnitude: jax.Array) -> jax.Array:
@@ -333,8 +336,8 @@ def truncated_round_errors(d: jax.Array, product_error: jax.Array, kappa: jax.Ar
   """Device: ((δ^P, Λ^P), (δ^Q, Λ^Q)) per round (N, n) for the truncated recursions' inputs
   â^P, â^Q (proof step 10): δ bounds |ln â_i − ln(p·e^{a_i})| as in step 5, Λ ≥ |â_i|.
 
-  ``log_b`` = ln B rounded to nearest; ``log_t`` = fl(ln B̂ − ln fl(r + 1)) and ``log_not_t`` =
-  ln fl(fl(r + 1 − B)/fl(r + 1)), as
+  ``log_b`` = ln B rounded to nearest; ``log_t`` = fl(ln B̂ − ln ĉ) and ``log_not_t`` =
+  ln fl(fl(r − B + 1)/ĉ) with ĉ = fl(fl(r) + 1), as
   computed by ``kernels/truncated.log_ratio_with_margin32``; ``truncation`` marks r ≥ B.
   """
   u = UNIT_ROUNDOFF
@@ -348,13 +351,13 @@ def truncated_round_errors(d: jax.Array, product_error: jax.Array, kappa: jax.Ar
              + 8.2 * u * magnitude)
     return error, magnitude
 
-  # ln t̂ = fl(ln B̂ − fl(ln fl(r + 1))): ln B̂ within u·ln B (host), r + 1 rounded once (≤ 1.01u
-  # after the log), the log within LOG_ULPS relative of ln fl(r + 1) ≤ ln B̂ + |ln t̂| (1 + 2u),
-  # the subtraction u|ln t̂|. ln(1 − t): three roundings (two integers, one division) before
-  # the log, then LOG_ULPS relative.
+  # ln t̂ = fl(ln B̂ − fl(ln ĉ)), ĉ = fl(fl(r) + 1) within 2.01u of r + 1 (≤ 2.02u after the
+  # log): ln B̂ within u·ln B (host), the log within LOG_ULPS relative of ln ĉ ≤ ln B̂ + |ln t̂|
+  # (1 + 2u), the subtraction u|ln t̂|. ln(1 − t) = ln fl(fl(r − B + 1)/ĉ): the exact integer
+  # rounded once, ĉ, one division (relative (3.01 + DIVIDE_ULPS)u), then LOG_ULPS relative.
   log_b = jnp.abs(log_b)
-  t_error = 1.02 * u * (log_b + 1.01 + LOG_ULPS * (log_b + jnp.abs(log_t)) + jnp.abs(log_t))
-  not_t_error = 1.02 * (2.0 + DIVIDE_ULPS) * u + 1.01 * LOG_ULPS * u * jnp.abs(log_not_t)
+  t_error = 1.02 * u * (log_b + 2.02 + LOG_ULPS * (log_b + jnp.abs(log_t)) + jnp.abs(log_t))
+  not_t_error = 1.02 * (3.01 + DIVIDE_ULPS) * u + 1.01 * LOG_ULPS * u * jnp.abs(log_not_t)
   log_p = jnp.abs(constants.log_p)
 
   def recursion_inputs(value, value_error):

@@ -205,3 +205,30 @@ def test_float32_estimate_of_a_truncated_scheme_is_close_to_float64():
     f32, f64 = runs[0], runs[1]
     spread = np.sqrt(f32.standard_error[d] ** 2 + f64.standard_error[d] ** 2)
     assert np.all(np.abs(f32.delta_hat[d] - f64.delta_hat[d]) <= 5 * spread + 1e-3)
+
+
+def test_the_largest_batch_sizes_give_finite_losses_within_the_margin():
+  """r up to 2³¹ − 1 (m = 2³¹, p = 1): r + 1 must not wrap in int32 (it made L̂ and η NaN)."""
+  mechanism = T_POISSON
+  kernel = _kernel32(mechanism)
+  params = kernel.params(mechanism)
+  rng = np.random.default_rng(3)
+  d = rng.normal(size=(4, 64)).astype(np.float32)
+  rest = np.full((4, 64), 3, np.int32)
+  rest[:, ::3] = 2**31 - 1
+  rest[1, ::5] = 2**24 + 1
+  rest[2, ::7] = 2**31 - 2
+  norms = np.ones((1, 64), np.float32)
+  sigma = np.float32(1.0)
+  kappa = np.float32(np.nextafter(np.float32(0.5), np.float32(1.0)))
+  error = np.full((4, 1), 1e-6, np.float32)
+  with program32.scope():
+    losses, margins = jax.jit(lambda d, r: truncated.log_ratio_with_margin32(
+        d, norms, r, params, sigma, kappa, error, 1, False))(d, rest)
+  assert np.all(np.isfinite(losses)) and np.all(np.isfinite(margins))
+  with jax.enable_x64(True):
+    params64 = kernels.kernel_for(mechanism, np.dtype(np.float64)).params(mechanism)
+    exact = np.asarray(truncated.log_ratio(
+        jnp.asarray(d, jnp.float64), jnp.asarray(norms, jnp.float64), jnp.asarray(rest),
+        params64, jnp.float64(1.0), 1, False))
+  assert np.all(np.abs(np.asarray(losses, np.float64) - exact) <= margins)

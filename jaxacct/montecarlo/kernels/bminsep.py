@@ -525,9 +525,9 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array
   num, n = ell.shape
   b = min_sep
   if b == 1:
-    g, posterior = poisson_terms32(ell, chain)
+    g, posterior, gap = poisson_terms32(ell, chain)
     losses = _common.tree_sum(g)
-    margins = margin.poisson_error(delta, posterior, g)
+    margins = margin.poisson_error(delta, posterior, g, gap)
   else:
     delta, ratio_max = jnp.max(delta, axis=1), jnp.max(ratio_max, axis=1)
     linear, in_range = linear_log_ratio(ell, chain.p, b, warm_start, chain)
@@ -544,12 +544,15 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array
   return losses, margins + margin.final_log_error(losses, b)
 
 
-def poisson_terms32(ell: jax.Array, chain: Chain32) -> tuple[jax.Array, jax.Array]:
-  """32-bit program: (ĝ_i = logaddexp(log q, ℓ_i + log p), π̂_i = e^{v̂_i − ĝ_i}), the per-round
-  Poisson terms and their posteriors (the derivative of g at v̂_i, ``margin`` proof step 7)."""
+def poisson_terms32(ell: jax.Array, chain: Chain32) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """32-bit program: (ĝ_i = logaddexp(log q, v̂_i), π̂_i = e^{v̂_i − ĝ_i}, |Δ̂_i|) with
+  v̂_i = ℓ_i + log p and Δ̂_i = v̂_i − log q: the per-round Poisson terms, their posteriors (the
+  derivative of g at v̂_i) and the logaddexp's internal difference (``margin`` proof step 7;
+  0 at p = 1, where log q = −∞ and ĝ = v̂ exactly)."""
   v = ell + chain.log_p
   g = jnp.logaddexp(chain.log_q, v)
-  return g, jnp.exp(v - g)
+  gap = jnp.where(jnp.isfinite(chain.log_q), jnp.abs(v - chain.log_q), 0.0)
+  return g, jnp.exp(v - g), gap
 
 
 class SamplingProbParams(NamedTuple):

@@ -104,11 +104,11 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, params: Params32, cy
   ``delta`` bounds |v̂_i − v_i| per round (N, n) or per sample (N, 1).
   """
   n = ell.shape[1]
-  terms, posterior = bminsep.poisson_terms32(ell, params.chain)
+  terms, posterior, gap = bminsep.poisson_terms32(ell, params.chain)
   per_sum = -(-n // cycle)
   by_phase = lambda values: _common.sum_by_phase(values, cycle)  # noqa: E731
   losses = by_phase(terms)
-  errors = margin.poisson_error(delta, posterior, terms, by_phase, per_sum,
+  errors = margin.poisson_error(delta, posterior, terms, gap, by_phase, per_sum,
                                 margin.gamma(per_sum))
   if partition == 'equal_split':
     return losses[:, 0], errors[:, 0]

@@ -539,9 +539,11 @@ def log_ratio_with_margin32(d: jax.Array, norms: jax.Array, rest: jax.Array,
                                          min_sep, warm_start)
 
   def mixtures():
-    count = (rest + 1).astype(jnp.float32)
+    # r + 1 formed in float32 (r ≤ m − 1 may be 2³¹ − 1, where int32 r + 1 wraps); r + 1 − B
+    # as (r − B) + 1 in int32, exact for r ≥ B (the rounds where it is used).
+    count = rest.astype(jnp.float32) + 1.0
     log_t = params.log_truncated_batch_size - jnp.log(count)
-    log_not_t = jnp.log((rest + 1 - params.truncated_batch_size).astype(jnp.float32) / count)
+    log_not_t = jnp.log(((rest - params.truncated_batch_size) + 1).astype(jnp.float32) / count)
     ell_two = (4.0 * d - 4.0 * norms) * scale
     ell_minus_one = (-2.0 * d - norms) * scale
     a_p = jnp.where(truncation, jnp.logaddexp(log_t + ell_two, log_not_t), ell_one)
