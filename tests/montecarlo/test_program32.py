@@ -475,6 +475,11 @@ def test_float32_elementary_functions_meet_the_margin_assumptions():
   with jax.enable_x64(False):
     logs = np.asarray(jax.jit(jnp.log)(near_one)).astype(np.float64)
   assert np.max(np.abs(logs - np.log(near_one.astype(np.float64)))) <= margin.LOG_ULPS * U
+  # Just below 1 (ln(1 − t) of a truncated round with r ≫ B): relative error ≤ LOG_ULPS.
+  below_one = np.concatenate([rng.uniform(0.999, 1.0, 1_000_000),
+                              1.0 - np.arange(1, 4097) * 2.0**-24]).astype(np.float32)
+  below_one = below_one[below_one < 1.0]
+  assert _relative_ulps(jnp.log, np.log, below_one) <= margin.LOG_ULPS
   small = rng.uniform(0.0, 0.5, 2_000_000)
   assert _relative_ulps(lambda v: jnp.log1p(-v), lambda v: np.log1p(-v), small[small > 1e-30]) \
       <= margin.LOG_ULPS
