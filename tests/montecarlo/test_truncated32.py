@@ -196,15 +196,21 @@ def test_margin_bounds_the_truncated_float32_error(family, sigmas):
 
 
 @pytest.mark.slow
-def test_float32_estimate_of_a_truncated_scheme_is_close_to_float64():
-  """Different batch-size draws (the same law), so the estimates agree within Monte Carlo
-  error, the float32 one carrying its margin and law error."""
-  runs = [jaxacct.estimate_delta(jax.random.key(4), T_WARM, EPS, 4096, precision=p,
+def test_float32_estimate_of_a_truncated_scheme_is_close_to_float64_and_carries_the_law_error():
+  """End to end (stream driver, block sums): the same law in both precisions, so the estimates
+  agree within Monte Carlo error; at ε = 60 every exact term is 0, and the float32 δ̂ is the
+  certified law error it adds to every term (``SchemeKernel.law_error``)."""
+  grid = EPS + [60.0]
+  runs = [jaxacct.estimate_delta(jax.random.key(4), T_POISSON, grid, 2048, precision=p,
                                  block_size=64) for p in ('float32', 'float64')]
+  params = _kernel32(T_POISSON).params(T_POISSON)
+  law_error = _kernel32(T_POISSON).law_error(params)
   for d in ('remove', 'add'):
     f32, f64 = runs[0], runs[1]
     spread = np.sqrt(f32.standard_error[d] ** 2 + f64.standard_error[d] ** 2)
     assert np.all(np.abs(f32.delta_hat[d] - f64.delta_hat[d]) <= 5 * spread + 1e-3)
+    assert f64.delta_hat[d][-1] == 0.0
+    assert law_error <= f32.delta_hat[d][-1] <= law_error * (1 + 1e-6)
 
 
 def test_the_largest_batch_sizes_give_finite_losses_within_the_margin():
