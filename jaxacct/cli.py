@@ -874,7 +874,11 @@ def _main(argv: list[str] | None) -> int:
     if (args.command != 'plan' and raw.get('accelerator_scale') and not args.force
         and jax.default_backend() == 'cpu'):
       if args.command == 'calibrate' and raw.get('calibration'):
-        _print_plan(_capacity_plan(args, raw), file=sys.stderr)
+        # The run precision's plan only: timing the 32-bit program too would compile it
+        # (minutes at this scale) just to refuse; `jaxacct plan` prints both.
+        _print_plan(_capacity_plan(args, raw, precisions=()), file=sys.stderr)
+        print(f'  accelerators run the float32 program: `jaxacct plan {args.config}` projects it',
+              file=sys.stderr)
       raise config_lib.ConfigError(
           f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass --force')
     payload = {'estimate': _estimate, 'calibrate': _calibrate, 'train': _train,
