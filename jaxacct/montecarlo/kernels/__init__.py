@@ -26,3 +26,4 @@ from jaxacct.montecarlo.kernels.base import NoInfo as NoInfo
 from jaxacct.montecarlo.kernels.base import SchemeKernel as SchemeKernel
 from jaxacct.montecarlo.kernels.base import kernel_class as kernel_class
 from jaxacct.montecarlo.kernels.base import kernel_for as kernel_for
+from jaxacct.montecarlo.kernels.base import registered as registered

@@ -174,6 +174,12 @@ def register(kernel: type[SchemeKernel]) -> type[SchemeKernel]:
   return kernel
 
 
+def registered() -> tuple[type[SchemeKernel], ...]:
+  """Every registered kernel class, once each, in registration order (the kernel contract
+  suite, ``tests/montecarlo/kernel_contract.py``, checks that each has its test class)."""
+  return tuple(dict.fromkeys(k for kernels in _REGISTRY.values() for k in kernels))
+
+
 def _kernels_of(scheme) -> list[type[SchemeKernel]]:
   kernels = _REGISTRY.get(type(scheme))
   if not kernels:
