@@ -34,25 +34,19 @@ from jaxacct.montecarlo.verification import verify as verify
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
 from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses
-from jaxacct.schemes import BallsInBins as BallsInBins
-from jaxacct.schemes import BMinSep as BMinSep
-from jaxacct.schemes import CyclicPoisson as CyclicPoisson
-from jaxacct.schemes import MultiAttributionBMinSep as MultiAttributionBMinSep
-from jaxacct.schemes import Poisson as Poisson
+from jaxacct import schemes as schemes
+from jaxacct.schemes import *  # every registered scheme family (Poisson, BMinSep, …)  # noqa: F401,F403
 
 __all__ = [
     'AttributionGraph',
-    'BallsInBins',
     'banded_inverse_square_root',
     'BandedToeplitz',
     'base_delta',
-    'BMinSep',
     'bound_contributions',
     'calibrate_deterministic',
     'calibrate_noise_multiplier',
     'Calibration',
     'cyclic_poisson_pld',
-    'CyclicPoisson',
     'DeltaEstimate',
     'delta_for_epsilon',
     'epsilon_for_delta',
@@ -64,16 +58,15 @@ __all__ = [
     'MatrixMechanism',
     'MissingExtraError',
     'mechanism_pld',
-    'MultiAttributionBMinSep',
     'minimum_samples',
     'optimize_banded_inverse',
     'overall_delta',
-    'Poisson',
     'privacy_loss',
     'sample_privacy_losses',
     'sample_truncated_privacy_losses',
     'truncated_poisson_pld',
     'truncation_regimes',
     'verify',
+    *schemes.__all__,  # every registered scheme family
 ]
 

@@ -4,19 +4,13 @@ Schema (every key below; unknown keys are errors that name the key and the valid
 
   scheme:                      # the sampling scheme (public information)
     type: bminsep | poisson | balls_in_bins | cyclic_poisson | multi_attribution
-    iterations: int
-    sampling_prob: float       # or expected_batch_size + dataset_size
-    expected_batch_size: float
-    dataset_size: int          # public (kept in the scheme) only with truncated_batch_size
-    truncated_batch_size: int  # fixed batch size B (pad / cut to a uniformly random subset)
-    min_sep: int               # bminsep
-    warm_start: bool           # bminsep (default true)
-    cycle_length: int          # balls_in_bins, cyclic_poisson
-    partition: independent | equal_split   # cyclic_poisson
-    max_examples_per_user: int # multi_attribution (k_u after contribution bounding; give
-                               # sampling_prob: the batch size depends on the graph)
-    exclusion: sampled | participated   # multi_attribution: Algorithm 3 (default) or 4
-    accept_conjecture_6_2: bool          # needed to account Algorithm 4 (results conjectural)
+                               # or any registered family (jaxacct.schemes.families())
+    <field>: value             # the family's dataclass fields (e.g. iterations, sampling_prob,
+                               # min_sep, warm_start, cycle_length, partition,
+                               # truncated_batch_size, dataset_size, max_examples_per_user,
+                               # exclusion, accept_conjecture_6_2: see the class docstrings),
+    expected_batch_size: float # or the parameters of its from_expected_batch_size (with
+                               # dataset_size: p from the expected batch size)
   strategy:                    # exactly one of c_col / square_root_bands / optimized_bands /
                                #   inverse_square_root_bands / optimized_inverse_bands
     c_col: [floats]
@@ -96,6 +90,8 @@ import copy
 import inspect
 import logging
 import pathlib
+import types
+import typing
 from typing import Any
 
 import numpy as np
@@ -113,13 +109,8 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
-_SCHEMES = {'bminsep': schemes.BMinSep, 'poisson': schemes.Poisson,
-            'balls_in_bins': schemes.BallsInBins, 'cyclic_poisson': schemes.CyclicPoisson,
-            'multi_attribution': schemes.MultiAttributionBMinSep}
 SCHEMA: dict[str, Any] = {
-    'scheme': ('type', 'iterations', 'sampling_prob', 'expected_batch_size', 'dataset_size',
-               'truncated_batch_size', 'min_sep', 'warm_start', 'cycle_length', 'partition',
-               'max_examples_per_user', 'exclusion', 'accept_conjecture_6_2'),
+    'scheme': None,  # 'type' and the registered families' fields: scheme_keys()
     'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize',
                  'inverse_square_root_bands', 'optimized_inverse_bands'),
     'noise_multiplier': None,
@@ -151,7 +142,7 @@ def _check(raw: Any) -> dict:
   for key, value in raw.items():
     if key not in SCHEMA:
       raise ConfigError(f'unknown key {key}; valid keys: {", ".join(SCHEMA)}')
-    allowed = SCHEMA[key]
+    allowed = scheme_keys() if key == 'scheme' else SCHEMA[key]
     if allowed is None:
       continue
     if not isinstance(value, dict):
@@ -242,19 +233,11 @@ def _reals(*, nonnegative: bool = False):
   return check
 
 
-_PROBABILITY = _real(0.0, 1.0, high_open=False)
 _DELTA = _real(0.0, 1.0)
 _POSITIVE = _real(0.0)
 _SEED = _integer(0)
 _COUNT = _integer(1)
 VALUE_TYPES: dict[str, Any] = {
-    'scheme.type': _choice(*_SCHEMES), 'scheme.iterations': _COUNT,
-    'scheme.sampling_prob': _PROBABILITY, 'scheme.expected_batch_size': _POSITIVE,
-    'scheme.dataset_size': _COUNT, 'scheme.truncated_batch_size': _COUNT,
-    'scheme.min_sep': _COUNT, 'scheme.warm_start': _boolean, 'scheme.cycle_length': _COUNT,
-    'scheme.partition': _choice('independent', 'equal_split'),
-    'scheme.max_examples_per_user': _COUNT, 'scheme.exclusion': _choice('sampled', 'participated'),
-    'scheme.accept_conjecture_6_2': _boolean,
     'strategy.c_col': _reals(), 'strategy.square_root_bands': _COUNT,
     'strategy.optimized_bands': _COUNT, 'strategy.normalize': _boolean,
     'strategy.inverse_square_root_bands': _COUNT, 'strategy.optimized_inverse_bands': _COUNT,
@@ -286,10 +269,48 @@ VALUE_TYPES: dict[str, Any] = {
     'accelerator_scale': _boolean, 'description': _text,
 }
 """The type and range of every config value, checked (and normalised: ``1e7`` → 10000000)
-when a config is loaded, before any compute; errors name the key."""
+when a config is loaded, before any compute; errors name the key. The scheme's values are
+typed by its family's annotations (``_scheme_value``) and ranged by its constructor."""
+
+
+def scheme_keys() -> tuple[str, ...]:
+  """The keys of the scheme section: ``type`` and every registered family's config fields."""
+  keys = {'type': None}
+  for family in schemes.families().values():
+    keys.update(dict.fromkeys(schemes.config_fields(family)))
+  return tuple(keys)
+
+
+def _scheme_value(path: str, annotation: Any, value: Any):
+  """``value`` coerced to a family field's annotated type (int, float, bool, a Literal, or
+  optional ones); its range is the scheme constructor's to check (``scheme_from``)."""
+  allowed = [a for a in typing.get_args(annotation) if a is not type(None)] if isinstance(
+      annotation, types.UnionType) else [annotation]
+  if len(allowed) != 1:
+    return value  # e.g. a field that must stay None: the constructor says why
+  kind = allowed[0]
+  if typing.get_origin(kind) is typing.Literal:
+    return _choice(*typing.get_args(kind))(path, value)
+  if kind is bool:
+    return _boolean(path, value)
+  if kind is int:
+    return _integer(-_MAX_INT)(path, value)
+  if kind is float:
+    return _real(-np.inf)(path, value)
+  return value
 
 
 def _checked_values(raw: dict) -> dict:
+  scheme = raw.get('scheme')
+  if isinstance(scheme, dict) and 'type' in scheme:
+    families = schemes.families()
+    if scheme['type'] not in families:
+      raise ConfigError(f'scheme.type must be one of {", ".join(families)}, got '
+                        f'{scheme["type"]!r}')
+    fields = schemes.config_fields(families[scheme['type']])
+    for sub, item in scheme.items():
+      if sub in fields and item is not None:
+        scheme[sub] = _scheme_value(f'scheme.{sub}', fields[sub], item)
   for key, value in raw.items():
     if isinstance(value, dict) and SCHEMA[key] is not None:
       for sub, item in value.items():
@@ -337,11 +358,12 @@ def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
 def scheme_from(raw: dict):
   scheme_cfg = dict(raw['scheme'])
   kind = scheme_cfg.pop('type', None)
-  if kind not in _SCHEMES:
-    raise ConfigError(f'scheme.type must be one of {", ".join(_SCHEMES)}, got {kind!r}')
-  cls = _SCHEMES[kind]
+  families = schemes.families()
+  if kind not in families:
+    raise ConfigError(f'scheme.type must be one of {", ".join(families)}, got {kind!r}')
+  cls = families[kind]
   if 'attribution' in raw:
-    if cls is not schemes.MultiAttributionBMinSep:
+    if not cls.needs_graph:
       raise ConfigError('the attribution section is for scheme.type multi_attribution')
     scheme_cfg['sampling_prob'] = attribution_sampling_prob(raw)
   if 'expected_batch_size' in scheme_cfg:
@@ -355,10 +377,20 @@ def scheme_from(raw: dict):
   # config error naming the key and the family, not a TypeError from the constructor.
   accepted = set(inspect.signature(build).parameters)
   for key in scheme_cfg:
+    if key not in accepted and build is not cls and key in inspect.signature(cls).parameters:
+      raise ConfigError(f'scheme.{key} cannot be given with scheme.expected_batch_size (which '
+                        f'sets the scheme from the batch size): give one of them')
     if key not in accepted:
       raise ConfigError(f'scheme.{key} is not a key of scheme.type {kind}; its keys: '
                         f'{", ".join(["type", *sorted(accepted)])}')
-  return build(**scheme_cfg)
+  try:
+    return build(**scheme_cfg)
+  except ConfigError:
+    raise
+  except InputError as error:  # the constructor's range check: name the config key
+    message = str(error)
+    named = message.split(' ', 1)[0] in scheme_cfg
+    raise ConfigError(f'scheme.{message}' if named else f'scheme: {message}') from None
 
 
 def attribution_sampling_prob(raw: dict) -> float:

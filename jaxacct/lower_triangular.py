@@ -121,6 +121,10 @@ class LowerTriangular(Strategy):
     """n: every column may be non-zero down to the last row."""
     return self.iterations
 
+  @property
+  def summary(self) -> str:
+    return 'dense C'
+
   def _check_iterations(self, iterations: int | None) -> None:
     if iterations is not None:
       n = _validate.integer_at_least('iterations', iterations, 1)

@@ -335,6 +335,10 @@ class BandedToeplitz(Strategy):
     """Number of bands m = ``len(c_col)`` (implied by the leaf's shape)."""
     return int(self.c_col.shape[0])
 
+  @property
+  def summary(self) -> str:
+    return 'C = I' if self.num_bands == 1 else f'{self.num_bands} bands'
+
   @_scoped_x64
   def column_squared_norms(self, iterations: int) -> jax.Array:
     """Squared column norms of the n×n matrix C, truncated at row n.

@@ -45,22 +45,7 @@ def write_json(folder: pathlib.Path, name: str, payload: dict) -> pathlib.Path:
 
 def describe(mechanism) -> str:
   """One line naming the mechanism: scheme and its parameters, n, strategy, σ."""
-  scheme = mechanism.scheme
-  name = type(scheme).__name__
-  parts = []
-  if hasattr(scheme, 'min_sep') and name not in ('Poisson',):
-    parts.append(f'b={scheme.min_sep}')
-  if getattr(scheme, 'cycle_length', None):
-    parts.append(f'cycle {scheme.cycle_length}')
-  if hasattr(scheme, 'sampling_prob'):
-    parts.append(f'p={scheme.sampling_prob:.4g}')
-  if getattr(scheme, 'truncated_batch_size', None):
-    parts.append(f'B={scheme.truncated_batch_size}')
-  bands = mechanism.matrix.num_bands
-  strategy = ('C = I' if bands == 1 and type(mechanism.matrix).__name__ == 'BandedToeplitz'
-              else f'{bands} bands' if type(mechanism.matrix).__name__ == 'BandedToeplitz'
-              else 'dense C')
-  return (f'{name} ({", ".join(parts)}), n={mechanism.iterations}, {strategy}, '
+  return (f'{mechanism.scheme.summary()}, n={mechanism.iterations}, {mechanism.matrix.summary}, '
           f'σ={mechanism.noise_multiplier:.4g}')
 
 

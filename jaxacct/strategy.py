@@ -102,6 +102,11 @@ class Strategy(abc.ABC):
   def num_bands(self) -> int:
     """Length of the non-zero part of a column (n for a dense C)."""
 
+  @property
+  @abc.abstractmethod
+  def summary(self) -> str:
+    """A few words naming C for reports and plot titles (e.g. ``"4 bands"``, ``"C = I"``)."""
+
   @abc.abstractmethod
   def column_squared_norms(self, iterations: int) -> jax.Array:
     """s_i = ‖C e_i‖² for the n×n matrix, (n,)."""

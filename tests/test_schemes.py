@@ -2,6 +2,8 @@
 
 import dataclasses
 
+import jax
+import numpy as np
 import pytest
 
 import jaxacct
@@ -96,3 +98,78 @@ def test_every_scheme_implements_the_interface():
                  jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=3, cycle_length=2)]:
     assert isinstance(scheme, schemes.SamplingScheme)
     assert 0 < scheme.expected_participation_rate <= 1
+
+
+# ------------------------------------------------------------- one registration per family
+def test_every_family_is_registered_once_with_its_config_name():
+  families = schemes.families()
+  assert families == {'balls_in_bins': jaxacct.BallsInBins, 'bminsep': jaxacct.BMinSep,
+                      'cyclic_poisson': jaxacct.CyclicPoisson,
+                      'multi_attribution': jaxacct.MultiAttributionBMinSep,
+                      'poisson': jaxacct.Poisson}
+  for name, family in families.items():
+    assert family.config_name == name and getattr(jaxacct, family.__name__) is family
+  # The config keys are the dataclass fields and the from_expected_batch_size parameters.
+  assert schemes.config_fields(jaxacct.BMinSep) == {
+      'sampling_prob': float, 'iterations': int, 'min_sep': int, 'warm_start': bool,
+      'truncated_batch_size': int | None, 'dataset_size': int | None,
+      'expected_batch_size': float}
+  with pytest.raises(jaxacct.InputError, match="'poisson' is already registered for Poisson"):
+    schemes.register('poisson')(jaxacct.BMinSep)
+  with pytest.raises(jaxacct.InputTypeError, match='needs a SamplingScheme dataclass'):
+    schemes.register('not_a_scheme')(dict)
+
+
+@pytest.fixture
+def every_other_round(monkeypatch):
+  """A user's own family (participates in rounds offset, offset + 2, …), registered for one
+  test: the registry is restored afterwards."""
+  monkeypatch.setattr(schemes.base, '_FAMILIES', dict(schemes.base._FAMILIES))
+
+  @schemes.register('every_other_round')
+  @dataclasses.dataclass(frozen=True, kw_only=True)
+  class EveryOtherRound(schemes.SamplingScheme):
+    iterations: int
+    offset: int = 0
+    summary_fields = (('offset', 'offset {}'),)
+
+    def __post_init__(self):
+      if self.offset not in (0, 1):
+        raise jaxacct.InputError(f'offset must be 0 or 1, got {self.offset}')
+
+    expected_participation_rate = 0.5
+    max_band_length = 2
+
+    def max_sensitivity_squared(self, strategy) -> float:
+      return strategy.separated_sensitivity_squared(2, self.iterations)
+
+    def sampled_rounds(self, dataset_size, rng, graph=None):
+      del rng, graph
+      for i in range(self.iterations):
+        yield np.arange(dataset_size) if i % 2 == self.offset else np.zeros(0, np.int64)
+
+  return EveryOtherRound
+
+
+def test_a_registered_family_is_configured_trained_and_reported(every_other_round, tmp_path):
+  from jaxacct import config, report
+  path = tmp_path / 'own.yaml'
+  path.write_text('scheme: {type: every_other_round, iterations: 4, offset: 1}\n'
+                  'strategy: {c_col: [1.0, 0.5]}\n')
+  scheme = config.scheme_from(config.load(path))
+  assert scheme == every_other_round(iterations=4, offset=1)
+  assert [b.size for b in jaxacct.batching.batches(scheme, 3, 0)] == [0, 3, 0, 3]
+  mechanism = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0, 0.5]), 2.0)
+  assert report.describe(mechanism) == 'EveryOtherRound (offset 1), n=4, 2 bands, σ=2'
+  # Its fields are typed from the annotations (an int) and ranged by its constructor.
+  with pytest.raises(config.ConfigError, match='scheme.offset must be an integer'):
+    config.load(path, ['scheme.offset=0.5'])
+  with pytest.raises(config.ConfigError, match='scheme.offset must be 0 or 1, got 2'):
+    config.scheme_from(config.load(path, ['scheme.offset=2']))
+  with pytest.raises(config.ConfigError, match='scheme.min_sep is not a key of scheme.type '
+                                               'every_other_round'):
+    config.scheme_from(config.load(path, ['scheme.min_sep=2']))
+  # No Monte Carlo kernel is registered for it: refused by name before any compute.
+  with pytest.raises(jaxacct.InputTypeError, match='no Monte Carlo kernel for scheme '
+                                                   'EveryOtherRound'):
+    jaxacct.estimate_delta(jax.random.key(0), mechanism, [1.0], 10)

@@ -1,24 +1,14 @@
 """Batch iterators that sample exactly what the accountant analysed (host code).
 
-``batches(scheme, dataset_size, rng)`` yields the index batches of any
-jaxacct sampling scheme, one per round, for ``scheme.iterations`` rounds:
-
-==========================  =======================================================
-scheme                      round i
-==========================  =======================================================
-``Poisson``                 every example independently with probability p
-``BMinSep`` (cold / warm)   every *eligible* example with probability p; a sampled
-                            example is ineligible for the next b − 1 rounds
-                            (Alg. 1; Alg. 2 starts from the stationary state)
-``BallsInBins``             the fixed bin i mod T (bins drawn once, uniformly)
-``CyclicPoisson``           the group i mod T, each member with probability p
-``MultiAttributionBMinSep`` Algorithm 3 / 4 on an attribution graph
-==========================  =======================================================
-
-Work per round is O(batch): a Binomial count of uniformly chosen examples (the
-same law as independent coins), and for b-min-sep a pool of eligible examples
-kept as a permutation with its inverse, so that drawing a batch and releasing
-the batch of b − 1 rounds earlier are O(batch) swaps. Initialisation is O(m).
+``batches(scheme, dataset_size, rng)`` yields the index batches of any registered
+sampling scheme, one per round, for ``scheme.iterations`` rounds: round i is the scheme's own
+sampler (``SamplingScheme.sampled_rounds``, in its module under ``jaxacct/schemes/``), e.g.
+every eligible example with probability p for b-min-sep (a sampled example is ineligible for
+the next b − 1 rounds; Alg. 2 starts from the stationary state), the fixed bin i mod T for
+balls-in-bins, Algorithm 3 / 4 on an attribution graph for multi-attribution. Work per round
+is O(batch): a Binomial count of uniformly chosen examples (the same law as independent
+coins), and for b-min-sep a pool of eligible examples kept as a permutation with its inverse
+(``schemes/_pool.py``). Initialisation is O(m).
 
 Fixed batch shapes for XLA: with ``batch_size=K`` every batch is padded to K
 with a mask; a batch larger than K **raises** — cutting it would change the
@@ -35,7 +25,6 @@ References:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import Iterator, NamedTuple
 
@@ -43,7 +32,6 @@ import numpy as np
 
 from jaxacct import _validate, schemes
 from jaxacct.batching.attribution import AttributionGraph
-from jaxacct.batching.multi_attribution import multi_attribution_batches
 from jaxacct.errors import InputError, InputTypeError
 
 
@@ -78,94 +66,8 @@ def _seed_sequence(generator: np.random.Generator) -> np.random.SeedSequence:
   return np.random.SeedSequence(generator.integers(0, 2**63, size=4))
 
 
-class _EligiblePool:
-  """The eligible examples as the prefix ``order[:size]`` of a permutation of range(m).
-
-  ``position`` is the inverse permutation. Drawing k examples moves them to the
-  end of the prefix and shrinks it; releasing moves them to just after it and
-  grows it: O(k log k) swaps each, independent of m.
-  """
-
-  def __init__(self, m: int):
-    dtype = np.int32 if m < 2**31 else np.int64
-    self.order = np.arange(m, dtype=dtype)
-    self.position = np.arange(m, dtype=dtype)
-    self.size = m
-
-  def _gather_into(self, positions: np.ndarray, start: int) -> None:
-    """Permutes so that the entries at ``positions`` occupy [start, start + len(positions))."""
-    count = positions.size
-    inside = (positions >= start) & (positions < start + count)
-    movers = positions[~inside]
-    free = np.setdiff1d(np.arange(start, start + count), positions[inside], assume_unique=True)
-    leaving, arriving = self.order[movers], self.order[free]
-    self.order[movers], self.order[free] = arriving, leaving
-    self.position[arriving], self.position[leaving] = movers, free
-
-  def draw(self, count: int, rng: np.random.Generator) -> np.ndarray:
-    positions = rng.choice(self.size, count, replace=False)
-    chosen = self.order[positions].astype(np.int64)
-    self._gather_into(positions, self.size - count)
-    self.size -= count
-    return chosen
-
-  def release(self, ids: np.ndarray) -> None:
-    self._gather_into(self.position[ids].astype(np.int64), self.size)
-    self.size += ids.size
-
-
 def _uniform_subset(ids: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
   return ids if ids.size <= count else ids[rng.choice(ids.size, count, replace=False)]
-
-
-def _poisson_rounds(scheme: schemes.Poisson, m: int, rng) -> Iterator[np.ndarray]:
-  p = float(scheme.sampling_prob)
-  for _ in range(scheme.iterations):
-    yield rng.choice(m, rng.binomial(m, p), replace=False).astype(np.int64)
-
-
-def _bminsep_rounds(scheme: schemes.BMinSep, m: int, rng) -> Iterator[np.ndarray]:
-  """The sampled sets S_i; all of S_i is blocked for b − 1 rounds, also what truncation cuts."""
-  p, b = float(scheme.sampling_prob), scheme.min_sep
-  pool = _EligiblePool(m)
-  blocked: collections.deque = collections.deque()
-  if scheme.warm_start and b > 1:
-    # Algorithm 2's stationary state: eligible w.p. 1/(1 + (b−1)p), else sampled in one of
-    # the b − 1 previous rounds, each w.p. p/(1 + (b−1)p).
-    weights = np.array([1.0] + [p] * (b - 1)) / (1.0 + (b - 1) * p)
-    counts = rng.multinomial(m, weights)
-    for count in counts[1:]:
-      blocked.append(pool.draw(int(count), rng))
-  for _ in range(scheme.iterations):
-    sampled = pool.draw(int(rng.binomial(pool.size, p)), rng)
-    blocked.append(sampled)
-    if len(blocked) > b - 1:
-      pool.release(blocked.popleft())  # sampled b − 1 rounds ago: eligible next round
-    yield sampled
-
-
-def _groups(assignment: np.ndarray, count: int) -> list[np.ndarray]:
-  order = np.argsort(assignment, kind='stable')
-  bounds = np.concatenate([[0], np.cumsum(np.bincount(assignment, minlength=count))])
-  return [order[bounds[g]:bounds[g + 1]].astype(np.int64) for g in range(count)]
-
-
-def _balls_in_bins_rounds(scheme: schemes.BallsInBins, m: int, rng) -> Iterator[np.ndarray]:
-  bins = _groups(rng.integers(scheme.cycle_length, size=m), scheme.cycle_length)
-  for i in range(scheme.iterations):
-    yield bins[i % scheme.cycle_length]
-
-
-def _cyclic_poisson_rounds(scheme: schemes.CyclicPoisson, m: int, rng) -> Iterator[np.ndarray]:
-  t, p = scheme.cycle_length, float(scheme.sampling_prob)
-  if scheme.partition == 'equal_split':
-    permutation = rng.permutation(m)
-    groups = [permutation[g::t].astype(np.int64) for g in range(t)]  # sizes ⌊m/T⌋ or ⌈m/T⌉
-  else:
-    groups = _groups(rng.integers(t, size=m), t)
-  for i in range(scheme.iterations):
-    group = groups[i % t]
-    yield group[rng.choice(group.size, rng.binomial(group.size, p), replace=False)]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -194,7 +96,7 @@ class BatchIterator:
     return self.scheme.iterations
 
   def _sampled(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
-    return _ROUND_SAMPLERS[type(self.scheme)](self.scheme, self.dataset_size, rng, self.graph)
+    return self.scheme.sampled_rounds(self.dataset_size, rng, self.graph)
 
   def _rounds(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
     keep = self.scheme.truncated_batch_size if self.scheme.truncates else None
@@ -217,28 +119,6 @@ class BatchIterator:
       padded = np.zeros(capacity, np.int64)
       padded[:ids.size] = ids
       yield Batch(padded, np.arange(capacity) < ids.size, int(ids.size))
-
-
-def _multi_attribution_rounds(scheme: schemes.MultiAttributionBMinSep, m: int, rng,
-                              graph) -> Iterator[np.ndarray]:
-  del m  # the graph's examples
-  return multi_attribution_batches(
-      graph, sampling_prob=scheme.sampling_prob, min_sep=scheme.min_sep,
-      iterations=scheme.iterations, rng=rng, exclusion=scheme.exclusion)
-
-
-def _without_graph(rounds):
-  return lambda scheme, m, rng, graph: rounds(scheme, m, rng)
-
-
-# The round sampler of each scheme (schemes are final classes): a new scheme adds one entry.
-_ROUND_SAMPLERS = {
-    schemes.Poisson: _without_graph(_poisson_rounds),
-    schemes.BMinSep: _without_graph(_bminsep_rounds),
-    schemes.BallsInBins: _without_graph(_balls_in_bins_rounds),
-    schemes.CyclicPoisson: _without_graph(_cyclic_poisson_rounds),
-    schemes.MultiAttributionBMinSep: _multi_attribution_rounds,
-}
 
 
 def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
@@ -265,7 +145,7 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
     Dong, Ganesh, arXiv 2602.09338v2, Algorithms 1–4 and App. D; Ganesh, arXiv
     2508.15089, §2 (truncation by a uniformly random subset).
   """
-  if type(scheme) not in _ROUND_SAMPLERS:
+  if not isinstance(scheme, schemes.SamplingScheme):
     raise InputTypeError(f'scheme must be a jaxacct sampling scheme, got {scheme!r}')
   m = _validate.integer_at_least('dataset_size', dataset_size, 1)
   generator = _generator(rng)
@@ -279,14 +159,8 @@ def batches(scheme: schemes.SamplingScheme, dataset_size: int, rng, *,
     batch_size = scheme.truncated_batch_size
   elif batch_size is not None:
     batch_size = _validate.integer_at_least('batch_size', batch_size, 1)
-  if isinstance(scheme, schemes.MultiAttributionBMinSep):
-    if not isinstance(graph, AttributionGraph):
-      raise InputTypeError('MultiAttributionBMinSep batches need graph=AttributionGraph (after '
-                      f'contribution bounding), got {graph!r}')
-    if graph.num_examples != m:
-      raise InputError(f'dataset_size must equal graph.num_examples = {graph.num_examples}, '
-                       f'got {m}')
-  elif isinstance(scheme, (schemes.BallsInBins, schemes.CyclicPoisson)) and m < scheme.cycle_length:
-    raise InputError(f'dataset_size must be >= cycle_length = {scheme.cycle_length} (every bin '
-                     f'or group needs examples), got {m}')
+  if scheme.needs_graph and graph is not None and not isinstance(graph, AttributionGraph):
+    raise InputTypeError(f'{type(scheme).__name__} batches need graph=AttributionGraph (after '
+                         f'contribution bounding), got {graph!r}')
+  scheme.check_training_data(m, graph)
   return BatchIterator(scheme, m, _seed_sequence(generator), batch_size, graph)

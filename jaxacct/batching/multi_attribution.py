@@ -26,9 +26,10 @@ import numpy as np
 from jaxacct import _validate
 from jaxacct.batching.attribution import AttributionGraph
 from jaxacct.errors import InputError, InputTypeError
+from jaxacct.schemes import multi_attribution
 
 Exclusion = Literal['sampled', 'participated']
-EXCLUSIONS: tuple[str, ...] = ('sampled', 'participated')
+EXCLUSIONS: tuple[str, ...] = multi_attribution.MultiAttributionBMinSep.EXCLUSIONS
 
 
 def multi_attribution_batches(graph: AttributionGraph, *, sampling_prob: float, min_sep: int,
@@ -62,41 +63,7 @@ def multi_attribution_batches(graph: AttributionGraph, *, sampling_prob: float, 
     rng = np.random.default_rng(_validate.integer_at_least('rng', rng, 0))
   if not isinstance(rng, np.random.Generator):
     raise InputTypeError(f'rng must be a np.random.Generator or an int seed, got {rng!r}')
-  return _rounds(graph, p, b, n, rng, exclusion, burn_in)
-
-
-def _rounds(graph, p, b, n, rng, exclusion, burn_in) -> Iterator[np.ndarray]:
-  m = graph.num_examples
-  indptr, users = graph.indptr, graph.users
-  # Last round each user was touched; "never" is far enough back to be eligible.
-  touched = np.full(graph.num_users, -b, dtype=np.int64)
-  for i in range(burn_in + n):
-    size = rng.binomial(m, p)
-    sampled = np.sort(rng.choice(m, size=size, replace=False)) if size else np.zeros(0, np.int64)
-    starts, ends = indptr[sampled], indptr[sampled + 1]
-    counts = ends - starts
-    # Users of each sampled example, flattened, with the example's position in ``sampled``.
-    flat = users[np.repeat(starts, counts) + _ranges(counts)]
-    owner = np.repeat(np.arange(sampled.size), counts)
-    blocked_user = touched[flat] > i - b  # touched within rounds i − b + 1 … i − 1
-    excluded = np.zeros(sampled.size, bool)
-    np.logical_or.at(excluded, owner, blocked_user)
-    batch = sampled[~excluded]
-    if exclusion == 'sampled':
-      touched[flat] = i
-    else:
-      touched[flat[~excluded[owner]]] = i
-    if i >= burn_in:
-      yield batch
-
-
-def _ranges(counts: np.ndarray) -> np.ndarray:
-  """Concatenation of arange(c) for c in counts."""
-  total = int(counts.sum())
-  if total == 0:
-    return np.zeros(0, np.int64)
-  offsets = np.repeat(np.cumsum(counts) - counts, counts)
-  return np.arange(total, dtype=np.int64) - offsets
+  return multi_attribution.attribution_rounds(graph, p, b, n, rng, exclusion, burn_in)
 
 
 def sampling_prob_for_batch_size(graph: AttributionGraph, *, expected_batch_size: float,

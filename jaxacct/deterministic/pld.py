@@ -46,7 +46,7 @@ def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
   For a dense ``LowerTriangular`` C (Poisson: r = 1; BMinSep: r = min_sep) it
   is the upper bound ``lower_triangular.sensitivity_bound_squared`` (seed 000
   App. B), exact for r = 1. Each scheme family's formula is its
-  ``SamplingScheme.max_sensitivity_squared`` (``schemes.py``).
+  ``SamplingScheme.max_sensitivity_squared`` (``jaxacct/schemes/``).
   """
   return scheme.max_sensitivity_squared(matrix)
 

@@ -102,7 +102,7 @@ def test_truncation_keeps_a_uniform_subset_and_blocks_the_whole_sample():
   scheme = jaxacct.BMinSep(sampling_prob=0.5, iterations=30, min_sep=4, warm_start=False,
                            truncated_batch_size=3, dataset_size=40)
   last = np.full(40, -4)
-  for i, sampled in enumerate(iterators._bminsep_rounds(scheme, 40, np.random.default_rng(1))):
+  for i, sampled in enumerate(scheme.sampled_rounds(40, np.random.default_rng(1))):
     assert np.all(i - last[sampled] >= 4)
     last[sampled] = i
   out = list(batches(scheme, 40, 1))

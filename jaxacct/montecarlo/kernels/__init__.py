@@ -1,7 +1,8 @@
 """Scheme kernels of the Monte Carlo engine: one module per scheme family, one protocol.
 
 ``base.py`` defines the protocol (``SchemeKernel``) and the registry; each family module
-registers its kernel when imported here:
+registers its kernel (``@register``) and is imported here by discovery (every public module of
+this package), so a new family's kernel is one new module:
 
 ==================================  =================================================
 module                              schemes
@@ -13,17 +14,21 @@ module                              schemes
 ``multi_attribution``               ``MultiAttributionBMinSep`` (Theorem 6.1)
 ==================================  =================================================
 
+``history32`` (the 32-bit warm-start history of ``truncated``) and ``_common`` are helpers.
+
 Where the code runs: the kernels' device functions are JAX (un-jitted; ``sampling.py`` jits
 them); ``build`` and ``params`` run on the host.
 """
 
-from jaxacct.montecarlo.kernels import balls_in_bins as balls_in_bins
-from jaxacct.montecarlo.kernels import bminsep as bminsep
-from jaxacct.montecarlo.kernels import cyclic_poisson as cyclic_poisson
-from jaxacct.montecarlo.kernels import multi_attribution as multi_attribution
-from jaxacct.montecarlo.kernels import truncated as truncated
 from jaxacct.montecarlo.kernels.base import NoInfo as NoInfo
 from jaxacct.montecarlo.kernels.base import SchemeKernel as SchemeKernel
 from jaxacct.montecarlo.kernels.base import kernel_class as kernel_class
 from jaxacct.montecarlo.kernels.base import kernel_for as kernel_for
 from jaxacct.montecarlo.kernels.base import registered as registered
+
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+for _module in _pkgutil.iter_modules(__path__):
+  if not _module.name.startswith('_') and _module.name != 'base':
+    _importlib.import_module(f'{__name__}.{_module.name}')

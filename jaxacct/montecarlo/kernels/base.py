@@ -20,8 +20,9 @@ Registration: each kernel module decorates its class with ``@register``; the cla
 scheme types it serves (``schemes``) and may refuse a particular scheme (``refusal``, e.g.
 an untruncated kernel refuses a truncating scheme that another kernel of the same type
 accepts). ``kernel_for(mechanism, dtype)`` returns the built kernel of the first class that
-accepts the scheme. Adding a scheme touches ``schemes.py`` (the frozen dataclass), one new
-module here (the kernel) and ``kernels/__init__.py`` (the import that registers it).
+accepts the scheme. Adding a scheme is its module in ``jaxacct/schemes/`` (the registered
+frozen dataclass) and one new module here (the kernel; ``kernels/__init__.py`` imports every
+module of this package, which registers it).
 
 Kernels are not jit-compiled here: ``montecarlo/sampling.py`` composes and jits them.
 """

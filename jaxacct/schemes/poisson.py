@@ -1,0 +1,74 @@
+"""Poisson subsampling (seed 000 §2.4: b-min-sep with b = 1; seed 001 with truncation)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import ClassVar
+
+import numpy as np
+
+from jaxacct import _validate
+from jaxacct.schemes import base
+
+@base.register('poisson')
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Poisson(base.SamplingScheme):
+  """Poisson subsampling: every example is in every round independently w.p. p.
+
+  The b-min-sep scheme with b = 1 (seed 000 §2.4); with a one-band strategy
+  ``c_col = [c₀]`` this is DP-SGD.
+
+  Attributes:
+    sampling_prob: p ∈ (0, 1].
+    iterations: n ≥ 1.
+    truncated_batch_size: B ≥ 1 or None (no truncation).
+    dataset_size: required with ``truncated_batch_size`` (public), else None.
+  """
+
+  sampling_prob: float
+  iterations: int
+  truncated_batch_size: int | None = None
+  dataset_size: int | None = None
+
+  def __post_init__(self):
+    self._store_python_scalars()
+    _validate.probability('sampling_prob', self.sampling_prob)
+    _validate.integer_at_least('iterations', self.iterations, 1)
+    base.check_truncation(self)
+
+  min_sep: ClassVar[int] = 1
+  summary_fields: ClassVar = (('sampling_prob', 'p={:.4g}'), ('truncated_batch_size', 'B={}'))
+  warm_start: ClassVar[bool] = False  # b = 1: every example is always eligible
+
+  def max_sensitivity_squared(self, strategy) -> float:
+    # Every round (r = 1): ‖C·1‖², or the App. B bound for a dense C.
+    return strategy.separated_sensitivity_squared(1, self.iterations)
+
+  @property
+  def expected_participation_rate(self) -> float:
+    return float(self.sampling_prob)
+
+  @property
+  def min_sep_chain(self) -> int:
+    return 1
+
+  @property
+  def max_band_length(self) -> int:
+    return 1
+
+  def sampled_rounds(self, dataset_size: int, rng: np.random.Generator,
+                     graph=None) -> Iterator[np.ndarray]:
+    """Each round a Binomial(m, p) count of uniformly chosen examples (Poisson sampling)."""
+    del graph
+    p = float(self.sampling_prob)
+    for _ in range(self.iterations):
+      yield rng.choice(dataset_size, rng.binomial(dataset_size, p), replace=False).astype(np.int64)
+
+  @classmethod
+  def from_expected_batch_size(cls, *, expected_batch_size: float, dataset_size: int,
+                               iterations: int,
+                               truncated_batch_size: int | None = None) -> 'Poisson':
+    """The scheme with p = expected_batch_size / dataset_size."""
+    return cls(sampling_prob=base.expected_rate(expected_batch_size, dataset_size),
+               iterations=iterations, **base.truncation_fields(truncated_batch_size, dataset_size))
