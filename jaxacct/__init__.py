@@ -31,6 +31,7 @@ from jaxacct.montecarlo.evr import base_delta as base_delta
 from jaxacct.montecarlo.evr import minimum_samples as minimum_samples
 from jaxacct.montecarlo.evr import overall_delta as overall_delta
 from jaxacct.montecarlo.verification import verify as verify
+from jaxacct.montecarlo.options import RunOptions as RunOptions
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
 from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses
@@ -62,6 +63,7 @@ __all__ = [
     'optimize_banded_inverse',
     'overall_delta',
     'privacy_loss',
+    'RunOptions',
     'sample_privacy_losses',
     'sample_truncated_privacy_losses',
     'truncated_poisson_pld',

@@ -68,6 +68,7 @@ from jaxacct.conventions import Purpose
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.calibration import CalibrationRecord, calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.montecarlo.options import RunOptions
 
 
 class _Progress:
@@ -302,9 +303,9 @@ def _estimate(args, raw) -> dict:
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
-                            dtype=choice.dtype, progress=_Progress(args),
-                            max_seconds=_estimate_max_seconds(args, mechanism, num_samples),
-                            **_checkpointing(args))
+                            dtype=choice.dtype, run=_run_options(
+                                args, _Progress(args), max_seconds=_estimate_max_seconds(
+                                    args, mechanism, num_samples)))
   except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
     _refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
                         f'{num_samples:,}, {choice.precision})', refusal.seconds,
@@ -453,13 +454,15 @@ def _calibration_section(raw) -> dict:
   return cal
 
 
-def _checkpointing(args, part: str | None = None) -> dict:
-  """The checkpoint options of a Monte Carlo run (``--checkpoint``, ``--checkpoint-interval``);
-  ``part`` names a subfolder for a second run of the same command (calibrate's report curve)."""
-  if args.checkpoint is None:
-    return {}
-  folder = args.checkpoint if part is None else str(pathlib.Path(args.checkpoint) / part)
-  return {'checkpoint': folder, 'checkpoint_interval': args.checkpoint_interval}
+def _run_options(args, progress: _Progress, part: str | None = None, **fields) -> RunOptions:
+  """The ``RunOptions`` of a Monte Carlo run: ``progress``, and ``--checkpoint`` /
+  ``--checkpoint-interval`` (``part`` names a subfolder for a second run of the same command,
+  calibrate's report curve), plus ``fields`` (ledger, max_seconds)."""
+  if args.checkpoint is not None:
+    fields['checkpoint'] = (args.checkpoint if part is None
+                            else str(pathlib.Path(args.checkpoint) / part))
+    fields['checkpoint_interval'] = args.checkpoint_interval
+  return RunOptions(progress=progress, **fields)
 
 
 def _ledger_path(args) -> pathlib.Path:
@@ -529,9 +532,8 @@ def _calibrated(args, raw, scheme, matrix) -> tuple:
   _say_precision(choice)
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
-                                      progress=_Progress(args), ledger=ledger,
-                                      precision=choice.precision, **_checkpointing(args),
-                                      **options)
+                                      precision=choice.precision, **options,
+                                      run=_run_options(args, _Progress(args), ledger=ledger))
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
@@ -587,8 +589,8 @@ def _calibrate(args, raw) -> dict:
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
                            found.estimation_samples, precision=g.precision,
-                           progress=_Progress(args, 'report curve'),
-                           **_checkpointing(args, 'report-curve'))
+                           run=_run_options(args, _Progress(args, 'report curve'),
+                                            'report-curve'))
     payload['curve'] = _curve_payload(curve)
     _write(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat, curve.standard_error,
            f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per direction; '

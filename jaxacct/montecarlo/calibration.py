@@ -33,6 +33,7 @@ from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import evr, sharding, stream, verification
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
@@ -147,7 +148,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                ledger=None, fallback=None, precision: str = 'float64',
                                devices=None, progress=None, checkpoint=None,
                                checkpoint_interval: float = 60.0,
-                               max_seconds: float | None = None) -> Calibration:
+                               max_seconds: float | None = None,
+                               run: options_lib.RunOptions | None = None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
   Args:
@@ -189,6 +191,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       sweeps and the verification, timed here on ``devices``) is made first, and a
       calibration projected to take longer is refused with ``plan.OverBudgetError`` before
       any sweep (the whole calibration is projected, a resumed one too).
+    run: ``RunOptions`` with devices, progress, checkpoint, checkpoint_interval, ledger and
+      max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
 
   Returns:
     ``Calibration``.
@@ -196,6 +200,10 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A; spec 000 §8.
   """
+  options = options_lib.resolve(run, 'calibrate_noise_multiplier', **options_lib.run_keywords(locals()))
+  devices, progress, checkpoint = options.devices, options.progress, options.checkpoint
+  checkpoint_interval, ledger, max_seconds = (options.checkpoint_interval, options.ledger,
+                                              options.max_seconds)
   epsilon = _validate.finite_real('epsilon', epsilon)
   # Checks the band against the scheme before any compute (σ is a placeholder).
   placeholder = MatrixMechanism(scheme, matrix, 1.0)

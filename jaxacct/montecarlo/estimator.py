@@ -43,6 +43,7 @@ from jaxacct.montecarlo import kernels, sampling, stream
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
 from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
@@ -197,7 +198,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    histogram_edges=None, state: EstimatorState | None = None,
                    devices=None, progress: stream.Progress | None = None,
                    checkpoint=None, checkpoint_interval: float = 60.0,
-                   max_seconds: float | None = None) -> DeltaEstimate:
+                   max_seconds: float | None = None,
+                   run: options_lib.RunOptions | None = None) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
 
   Args:
@@ -230,6 +232,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       which the run reuses) and a run whose remaining samples are projected to take longer
       is refused with ``plan.OverBudgetError`` before any sample is drawn. Without it nothing
       is timed and any sample count runs.
+    run: ``RunOptions`` with the above (devices, blocks_per_call, progress, checkpoint,
+      checkpoint_interval, max_seconds) in one object; give each either there or as a keyword.
 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
@@ -242,12 +246,17 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     Wang et al. 2023 (MC accounting); Dong & Ganesh, arXiv 2602.09338v2, §2.5,
     §8; spec 000 §4.6 (estimator), §11 pitfalls 7, 17, 18.
   """
+  run = options_lib.resolve(run, 'estimate_delta', devices=devices,
+                            blocks_per_call=blocks_per_call, progress=progress,
+                            checkpoint=checkpoint, checkpoint_interval=checkpoint_interval,
+                            max_seconds=max_seconds)
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
                       precision=precision,
-                      block_size=block_size, blocks_per_call=blocks_per_call,
-                      histogram_edges=histogram_edges, state=state, devices=devices,
-                      progress=stream.staged(progress, 'estimate'), checkpoint=checkpoint,
-                      checkpoint_interval=checkpoint_interval, max_seconds=max_seconds)
+                      block_size=block_size, blocks_per_call=run.blocks_per_call,
+                      histogram_edges=histogram_edges, state=state, devices=run.devices,
+                      progress=stream.staged(run.progress, 'estimate'),
+                      checkpoint=run.checkpoint, checkpoint_interval=run.checkpoint_interval,
+                      max_seconds=run.max_seconds)
 
 
 @scoped_x64

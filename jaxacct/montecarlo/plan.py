@@ -39,6 +39,7 @@ from jaxacct._precision import scoped_x64
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import evr, kernels, program32, sampling, stream
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
 
@@ -174,6 +175,7 @@ def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidat
   """Seconds per sample (one draw, ``num_candidates`` σ) of ``mechanism`` in ``dtype``'s program
   on the local devices (``statistic`` of ``calls`` calls of one block per device after
   compiling: the median for plans, the minimum for benchmarks on a shared machine)."""
+  devices = options_lib.resolve(run, 'capacity_plan', devices=devices).devices
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
   return _timed_cost(mechanism, kernel, mesh, sampling.default_block_size(kernel.iterations),
@@ -185,7 +187,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   num_samples: int | None = None, base_delta: float | None = None,
                   estimation_samples: int | None = None, num_candidates: int = 8,
                   target_devices: int | None = None, samples_per_second: float | None = None,
-                  precision: str = 'float64', devices=None) -> CapacityPlan:
+                  precision: str = 'float64', devices=None,
+                  run: options_lib.RunOptions | None = None) -> CapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
 
   Args:
@@ -197,6 +200,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     precision: the device program timed: ``"float64"`` or ``"float32"`` (the 32-bit program;
       refused with the reason for a mechanism it does not serve).
     devices: local devices to time on (default all local devices).
+    run: ``RunOptions``; only its ``devices`` matter here (give them there or as a keyword).
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
@@ -208,6 +212,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     estimation_samples = max(1000, min(n_verify // 4, math.ceil(50 / base)))
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
+  devices = options_lib.resolve(run, 'capacity_plan', devices=devices).devices
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   if target_devices is None:
     target_devices = mesh.size

@@ -23,6 +23,7 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
@@ -129,7 +130,8 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
            ledger=None, fallback=None, precision: str = 'float64', devices=None, progress=None,
            checkpoint=None, checkpoint_interval: float = 60.0,
-           max_seconds: float | None = None) -> Verification:
+           max_seconds: float | None = None,
+           run: options_lib.RunOptions | None = None) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
   Candidates M_1 … M_k share one scheme and strategy and have strictly
@@ -177,11 +179,17 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     max_seconds: if given, one call of the verification program is timed first and a
       verification projected to take longer (what is left of it, when resumed) is refused
       with ``plan.OverBudgetError`` before the ledger is charged or a sample is drawn.
+    run: ``RunOptions`` with devices, progress, checkpoint, checkpoint_interval, ledger and
+      max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
     Chua et al., AISTATS 2025, Fact 4.2; spec 000 §8.
   """
+  options = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
+  devices, progress, checkpoint = options.devices, options.progress, options.checkpoint
+  checkpoint_interval, ledger, max_seconds = (options.checkpoint_interval, options.ledger,
+                                              options.max_seconds)
   epsilon = _validate.finite_real('epsilon', epsilon)
   attempt = _validate.integer_at_least('attempt', attempt, 1)
   max_seconds = plan_lib.check_max_seconds(max_seconds)

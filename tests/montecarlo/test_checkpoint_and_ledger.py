@@ -85,7 +85,7 @@ def test_unwritable_checkpoint_directory_is_refused_before_compute(tmp_path):
   with pytest.raises(checkpoint_lib.CheckpointError, match='cannot be created'):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
                            checkpoint=blocker / 'sub', progress=_stop_after(1))
-  with pytest.raises(ValueError, match='interval_seconds must be > 0'):
+  with pytest.raises(ValueError, match='checkpoint_interval must be finite and > 0, got 0'):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path,
                            checkpoint_interval=0, progress=_stop_after(1))
 

@@ -1,0 +1,85 @@
+"""How a Monte Carlo run executes, as one frozen object (``RunOptions``).
+
+``estimate_delta``, ``verify``, ``calibrate_noise_multiplier`` and ``capacity_plan`` take
+``run=RunOptions(...)``: the devices, blocks per call, progress callback, checkpoint folder
+and interval, attempt ledger and time budget. None of them changes a result's bits (results
+are identical for any device count, call size or resume; the ledger only refuses or charges
+a retry, and the budget only refuses before compute), so one ``RunOptions`` can serve a whole
+session. The same names are still accepted as keywords of those functions (the pre-issue-30
+signatures); giving a field both ways is refused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxacct import _validate
+from jaxacct.errors import InputError, InputTypeError
+from jaxacct.montecarlo.stream import Progress
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+  """The execution of a Monte Carlo run (module docstring).
+
+  Attributes:
+    devices: devices or a ``jax.sharding.Mesh`` to shard over (default: every device of every
+      process; under ``jax.distributed`` all processes pass the same value).
+    blocks_per_call: blocks per device per call (performance only; default keeps ~8 MB of
+      outputs per device).
+    progress: ``progress(samples_done, samples_total, stage)`` after each call
+      (``stream.Progress``).
+    checkpoint: a folder (or ``checkpoint.Checkpoint``) where the run saves its state; calling
+      again with the same arguments resumes from it bitwise (``montecarlo/checkpoint.py``).
+    checkpoint_interval: seconds between saves (> 0; default 60).
+    ledger: the attempt ledger of verifications (a ``VerificationLedger`` or a file path for a
+      ``FileLedger``; default a fresh in-memory one, which sees only its own run).
+    max_seconds: refuse, before any sample is drawn, a run whose measured projection exceeds
+      it (``plan.OverBudgetError``); None: nothing is timed or refused.
+  """
+
+  devices: Any = None
+  blocks_per_call: int | None = None
+  progress: Progress | None = None
+  checkpoint: Any = None
+  checkpoint_interval: float = 60.0
+  ledger: Any = None
+  max_seconds: float | None = None
+
+  def __post_init__(self):
+    if self.blocks_per_call is not None:
+      _validate.integer_at_least('blocks_per_call', self.blocks_per_call, 1)
+    _validate.positive_finite('checkpoint_interval', self.checkpoint_interval)
+    if self.max_seconds is not None:
+      _validate.positive_finite('max_seconds', self.max_seconds)
+    if self.progress is not None and not callable(self.progress):
+      raise InputTypeError(f'progress must be callable (samples_done, samples_total, stage), '
+                           f'got {self.progress!r}')
+
+
+_DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}
+
+
+def run_keywords(arguments: dict) -> dict:
+  """The ``RunOptions`` fields among a function's ``arguments`` (its ``locals()`` on entry)."""
+  return {name: arguments[name] for name in _DEFAULTS if name in arguments}
+
+
+def resolve(run: RunOptions | None, function: str, **keywords) -> RunOptions:
+  """The options of a call of ``function``: ``run``, or the run keywords it was given.
+
+  ``keywords`` are the legacy keyword arguments (their defaults mean "not given"); giving one
+  of them with ``run`` is an ``InputError`` naming it.
+  """
+  given = {name: value for name, value in keywords.items()
+           if not (value is _DEFAULTS[name] or (value is not None and value == _DEFAULTS[name]
+                                               and isinstance(value, float)))}
+  if run is None:
+    return RunOptions(**given)
+  if not isinstance(run, RunOptions):
+    raise InputTypeError(f'run must be a jaxacct.RunOptions, got {run!r}')
+  if given:
+    raise InputError(f'{function}: {", ".join(sorted(given))} given both as keyword(s) and in '
+                     'run=RunOptions(...); give each once')
+  return run

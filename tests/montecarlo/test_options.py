@@ -1,0 +1,67 @@
+"""``RunOptions``: one object for how a Monte Carlo run executes (issue 30)."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.montecarlo import options as options_lib
+
+MECHANISM = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.25, iterations=4, min_sep=2),
+                                    jaxacct.BandedToeplitz([1.0, 0.5]), 1.0)
+
+
+def test_run_options_give_the_bits_of_the_keywords(tmp_path):
+  calls = []
+  run = jaxacct.RunOptions(blocks_per_call=1, progress=lambda *a: calls.append(a),
+                           checkpoint=tmp_path / 'ckpt', devices=jax.devices()[:1])
+  by_options = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, [0.5, 1.0], 512,
+                                      block_size=128, run=run)
+  by_keywords = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, [0.5, 1.0], 512,
+                                       block_size=128, blocks_per_call=2)
+  for direction in ('remove', 'add'):
+    np.testing.assert_array_equal(by_options.delta_hat[direction],
+                                  by_keywords.delta_hat[direction])
+  # One call per block (blocks_per_call=1) and direction; counts run over both directions.
+  assert [c[2] for c in calls] == ['estimate'] * 8 and calls[-1][:2] == (1024, 1024)
+  assert (tmp_path / 'ckpt' / 'checkpoint.json').is_file()
+
+
+@pytest.mark.parametrize('call', ['estimate', 'verify', 'calibrate', 'plan'])
+def test_a_field_given_both_ways_is_refused_before_compute(call):
+  run = jaxacct.RunOptions(max_seconds=10.0)
+  key = jax.random.key(0)
+  with pytest.raises(jaxacct.InputError, match=r'devices given both as keyword\(s\) and in '
+                                               r'run=RunOptions'):
+    if call == 'estimate':
+      jaxacct.estimate_delta(key, MECHANISM, [1.0], 100, devices=jax.devices(), run=run)
+    elif call == 'verify':
+      jaxacct.verify(key, [MECHANISM], epsilon=1.0, delta=1e-3, devices=jax.devices(), run=run)
+    elif call == 'calibrate':
+      jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
+                                         delta=1e-3, key=key, devices=jax.devices(), run=run)
+    else:
+      from jaxacct.montecarlo import plan
+      plan.capacity_plan(MECHANISM, epsilon=1.0, delta=1e-3, devices=jax.devices(), run=run)
+
+
+@pytest.mark.parametrize('fields, message', [
+    ({'blocks_per_call': 0}, 'blocks_per_call must be an integer >= 1'),
+    ({'checkpoint_interval': 0.0}, 'checkpoint_interval must be'),
+    ({'max_seconds': -1.0}, 'max_seconds must be'),
+    ({'progress': 'tqdm'}, 'progress must be callable'),
+])
+def test_bad_run_options_are_named(fields, message):
+  with pytest.raises(jaxacct.InputError, match=message):
+    jaxacct.RunOptions(**fields)
+
+
+def test_resolve_keeps_defaults_as_not_given():
+  run = jaxacct.RunOptions(max_seconds=5.0)
+  assert options_lib.resolve(run, 'f', devices=None, checkpoint_interval=60.0) is run
+  assert options_lib.resolve(None, 'f', checkpoint_interval=5.0) == jaxacct.RunOptions(
+      checkpoint_interval=5.0)
+  with pytest.raises(jaxacct.InputTypeError, match='run must be a jaxacct.RunOptions'):
+    options_lib.resolve({'devices': None}, 'f')
