@@ -4,6 +4,8 @@ Public API (re-exported; nothing is computed at import).
 """
 
 from jaxacct._version import __version__ as __version__
+from jaxacct.accounting import NotVerifiedError as NotVerifiedError
+from jaxacct.accounting import account as account
 from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
 from jaxacct.batching.attribution import bound_contributions as bound_contributions
 from jaxacct import individual as individual
@@ -39,6 +41,8 @@ from jaxacct import schemes as schemes
 from jaxacct.schemes import *  # every registered scheme family (Poisson, BMinSep, …)  # noqa: F401,F403
 
 __all__ = [
+    'account',
+    'NotVerifiedError',
     'AttributionGraph',
     'banded_inverse_square_root',
     'BandedToeplitz',

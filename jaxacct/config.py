@@ -97,7 +97,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from jaxacct import schemes
+from jaxacct import accounting, schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.conventions import Adjacency
 from jaxacct.deterministic import accountant as deterministic_functions
@@ -449,13 +449,9 @@ def matrix_from(raw: dict, iterations: int) -> BandedToeplitz | LowerTriangular:
   return BandedToeplitz(c_col)
 
 
-MONTE_CARLO = 'monte_carlo'
-AUTO = 'auto'
-
-
-def accountant_choices() -> tuple[str, ...]:
-  """The values of ``accountant:``: auto, monte_carlo and every registered deterministic name."""
-  return (AUTO, MONTE_CARLO, *deterministic.available())
+MONTE_CARLO = accounting.MONTE_CARLO
+AUTO = accounting.AUTO
+accountant_choices = accounting.accountant_choices
 
 
 def accountant_options(raw: dict) -> dict:
@@ -496,14 +492,11 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
   if adjacency not in ADJACENCIES:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  if choice == AUTO and deterministic.superseding_monte_carlo(probe) is None:
-    choice = MONTE_CARLO
+  try:
+    choice = accounting.choose_accountant(probe, choice, adjacency=adjacency)
+  except InputError as error:
+    raise ConfigError(str(error)) from None
   if choice == MONTE_CARLO:
-    if adjacency != Adjacency.ZERO_OUT:
-      covering = [a.name for a in deterministic.accountants() if adjacency in a.adjacencies]
-      raise ConfigError(f'adjacency: {adjacency} is only for accountant: {", ".join(covering)}; '
-                        'the Monte Carlo accountants are for zero-out adjacency (equal to '
-                        'add/remove without truncation)')
     return choice
   if choice == AUTO:
     try:

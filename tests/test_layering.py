@@ -22,7 +22,7 @@ LAYERS = (
     ('deterministic',),
     ('individual',),
     ('montecarlo',),
-    ('batching', 'training'),
+    ('batching', 'training', 'accounting'),
     ('config', 'report', 'cli', '__init__', '__main__'),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
