@@ -27,7 +27,9 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import pathlib
 import platform
+import sys
 import time
 
 import jax
@@ -98,8 +100,10 @@ def accounting(examples: int, steps: int, anchor_examples: int) -> None:
 def training() -> None:
   from jaxacct import individual
   from jaxacct.individual import tracking as tracking_lib
-  from jaxacct.training import digits, step as step_lib
+  from jaxacct.training import step as step_lib
   import jaxacct
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'examples'))
+  import digits  # examples/digits.py
   data = digits.load_digits()
   m = data.x_train.shape[0]
   loss = digits.per_example_loss(64)

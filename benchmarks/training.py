@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import sys
 import time
 
@@ -113,8 +114,15 @@ def noise(dims, bands_list) -> None:
       print(line, flush=True)
 
 
+def _digits_example():
+  """examples/digits.py (the digits MLP and data), imported from the checkout."""
+  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / 'examples'))
+  import digits  # pylint: disable=import-outside-toplevel
+  return digits
+
+
 def train_step(repeats: int) -> None:
-  from jaxacct.training import digits
+  digits = _digits_example()
   data = digits.load_digits()
   shape = 136
   x, y = data.x_train[:shape], data.y_train[:shape]
@@ -146,7 +154,7 @@ def train_step(repeats: int) -> None:
 
 def accuracy_table(seeds: int) -> None:
   """Digits test accuracy at equal (ε, δ = 5e-4) for DP-SGD and DP-BandMF, mean ± s.d. over seeds."""
-  from jaxacct.training import digits
+  digits = _digits_example()
   data = digits.load_digits()
   m = data.x_train.shape[0]
   print(f'\ndigits accuracy, 300 steps, delta 5e-4, {seeds} training seeds per cell:')

@@ -5,7 +5,7 @@
 - ``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
   (``calibrate_noise_multiplier``) at the config's (ε, δ).
 - ``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the
-  digits example (``jaxacct.training.digits``) on batches of the config's scheme
+  config's training task (``training.task``; ``examples/digits.py``) on batches of the scheme
   with that σ; reports test accuracy with the guarantee.
 
 With a deterministic accountant (``accountant: pld``, ``renyi`` or any registered name;
@@ -608,14 +608,11 @@ def _calibrate(args, raw) -> dict:
 
 
 def _train(args, raw) -> dict:
-  from jaxacct.training import digits  # local: needs the train extra (scikit-learn)
-  from jaxacct.training.loop import noise_bands
+  from jaxacct.training.loop import noise_bands  # local: flax and optax only for training
+  from jaxacct.training.task import train_task
   training = raw.get('training') or {}
-  if training.get('dataset', 'digits') != 'digits':
-    raise config_lib.ConfigError(f'training.dataset must be digits, got {training["dataset"]!r}')
-  data = digits.load_digits(float(training.get('test_fraction', 0.2)),
-                            int(training.get('split_seed', 0)))
-  m = data.x_train.shape[0]
+  task = config_lib.training_task_from(raw, pathlib.Path(args.config).parent)
+  m = task.dataset_size
   declared = raw['scheme'].get('dataset_size')
   if declared != m:
     raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
@@ -638,12 +635,13 @@ def _train(args, raw) -> dict:
   else:
     mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
   started = time.perf_counter()
-  payload = digits.train_digits(
-      mechanism, g, data, clip_norm=float(training.get('clip_norm', 1.0)),
+  payload = train_task(
+      task, mechanism, g, clip_norm=float(training.get('clip_norm', 1.0)),
       learning_rate=float(training.get('learning_rate', 0.5)),
-      momentum=float(training.get('momentum', 0.9)), hidden=int(training.get('hidden', 64)),
+      momentum=float(training.get('momentum', 0.9)),
       seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
       individual=individual, progress=_Progress(args, unit='steps'))
+  payload['task'] = task.name
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration
   if noise:
@@ -652,7 +650,7 @@ def _train(args, raw) -> dict:
   _write(report.write_json, folder, 'training.json', payload)
   if payload['individual'] is not None:
     _write(report.plot_individual, folder, payload['individual'],
-           f'digits: {report.describe(mechanism)}')
+           f'{task.name}: {report.describe(mechanism)}')
   payload['report'] = str(folder)
   return payload
 
@@ -814,7 +812,7 @@ def _main(argv: list[str] | None) -> int:
   commands = parser.add_subparsers(dest='command', required=True)
   for name, help_text in (('estimate', 'Monte Carlo δ̂(ε), both directions'),
                           ('calibrate', 'smallest σ verified by Estimate-Verify-Release'),
-                          ('train', 'calibrate σ, then train the digits example with it'),
+                          ('train', 'calibrate σ, then train the config\'s training task (the digits example) with it'),
                           ('plan', 'samples, measured throughput and projected time of a '
                                    'calibration')):
     sub = commands.add_parser(name, help=help_text)

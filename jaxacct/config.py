@@ -52,14 +52,19 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     seed: int
   report:
     output_dir: str            # default reports/<config name>
-  training:                    # `train`: the digits example (jaxacct.training.digits)
-    dataset: digits            # scikit-learn's digits (scheme.dataset_size = training set size)
-    test_fraction: float       # default 0.2 (1437 training images)
-    split_seed: int            # default 0
+  training:                    # `train`: a training task (jaxacct/training/task.py)
+    task: <module>:<factory>   # a module or a .py file (relative to the config) whose factory
+                               # returns a jaxacct.training.TrainingTask (scheme.dataset_size =
+                               # its training set size); e.g. ../examples/digits.py:task
+    task_options: {}           # keyword arguments of the factory (digits: test_fraction,
+                               # split_seed, hidden)
+    dataset: digits            # legacy: task ../examples/digits.py:task, with the legacy keys
+    test_fraction: float       #   test_fraction (default 0.2: 1437 training images),
+    split_seed: int            #   split_seed (default 0) and hidden (MLP width, default 64)
+    hidden: int                #   as its task_options
     clip_norm: float           # default 1.0
     learning_rate: float       # SGD with momentum (default 0.5)
     momentum: float            # default 0.9
-    hidden: int                # MLP width (default 64)
     seed: int                  # batches and noise; omit it in a private run (OS entropy, not
                                # reported): a known seed regenerates the noise
     noise: bool                # false: non-private baseline (default true)
@@ -123,8 +128,8 @@ SCHEMA: dict[str, Any] = {
     'report': ('output_dir',),
     'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
                     'max_neighbourhood_size'),
-    'training': ('dataset', 'test_fraction', 'split_seed', 'clip_norm', 'learning_rate',
-                 'momentum', 'hidden', 'seed', 'noise'),
+    'training': ('task', 'task_options', 'dataset', 'test_fraction', 'split_seed', 'clip_norm',
+                 'learning_rate', 'momentum', 'hidden', 'seed', 'noise'),
     'individual': ('delta', 'filter_epsilon', 'filter_budget', 'retest', 'track', 'track_seed',
                    'method', 'grid_size', 'inflation'),
     'accelerator_scale': None,
@@ -224,6 +229,12 @@ def _choice(*allowed: str):
   return check
 
 
+def _mapping(path: str, value: Any):
+  if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+    raise ConfigError(f'{path} must be a mapping of names to values, got {value!r}')
+  return value
+
+
 def _reals(*, nonnegative: bool = False):
   def check(path: str, value: Any):
     if not isinstance(value, (list, tuple)) or not value:
@@ -254,7 +265,8 @@ VALUE_TYPES: dict[str, Any] = {
     'calibration.num_candidates': _COUNT, 'calibration.fallback': _text,
     'calibration.attempt': _COUNT, 'calibration.seed': _SEED,
     'report.output_dir': _text,
-    'training.dataset': _text, 'training.test_fraction': _DELTA, 'training.split_seed': _SEED,
+    'training.task': _text, 'training.task_options': _mapping,
+    'training.dataset': _choice('digits'), 'training.test_fraction': _DELTA, 'training.split_seed': _SEED,
     'training.clip_norm': _POSITIVE, 'training.learning_rate': _POSITIVE,
     'training.momentum': _real(0.0, 1.0, low_open=False), 'training.hidden': _COUNT,
     'training.seed': _SEED, 'training.noise': _boolean,
@@ -555,3 +567,35 @@ def individual_from(raw: dict, dataset_size: int):
     if isinstance(error, ConfigError):
       raise
     raise ConfigError(f'individual: {error}') from error
+
+
+# The digits example of a source checkout: the task of the legacy `training.dataset: digits`.
+_DIGITS_TASK = pathlib.Path(__file__).resolve().parents[1] / 'examples' / 'digits.py'
+_LEGACY_DIGITS_OPTIONS = ('test_fraction', 'split_seed', 'hidden')
+
+
+def training_task_from(raw: dict, base: pathlib.Path):
+  """The config's ``TrainingTask`` (``training.task`` + ``task_options``; the legacy
+  ``dataset: digits`` and its keys name the digits example), loaded before any compute."""
+  from jaxacct.training import task as task_lib  # local: flax and optax only for training
+  training = raw.get('training')
+  if not training:
+    raise ConfigError('this config has no training section: `train` needs training.task (e.g. '
+                      '../examples/digits.py:task) and the run settings')
+  options = dict(training.get('task_options') or {})
+  legacy = {k: training[k] for k in _LEGACY_DIGITS_OPTIONS if k in training}
+  if 'task' in training:
+    if 'dataset' in training or legacy:
+      raise ConfigError('training.task replaces the legacy training.dataset, test_fraction, '
+                        'split_seed and hidden: give them as training.task_options')
+    spec = training['task']
+  else:
+    if not _DIGITS_TASK.is_file():
+      raise ConfigError('training.dataset: digits is the digits example of a jaxacct source '
+                        f'checkout ({_DIGITS_TASK} is missing): give training.task')
+    spec = f'{_DIGITS_TASK}:task'
+    options.update(legacy)
+  try:
+    return task_lib.load_task(spec, options, base)
+  except InputError as error:
+    raise ConfigError(str(error)) from None

@@ -3,8 +3,10 @@
 ``noise`` streams the correlated noise C⁻¹Z, ``step`` is the jitted
 clip–sum–noise–update step, ``loop.train`` runs it over a
 ``jaxacct.batching.batches`` iterator for a calibrated ``MatrixMechanism`` and
-returns the trained state with the guarantee, and ``digits`` is the worked
-example (scikit-learn's digits, DP-SGD vs DP-BandMF at equal (ε, δ)).
+returns the trained state with the guarantee, and ``task`` is the plug-in point of a dataset
+and model (``TrainingTask``, ``train_task``; ``jaxacct train`` loads one named by the config).
+The worked example, scikit-learn's digits with DP-SGD vs DP-BandMF at equal (ε, δ), is
+``examples/digits.py``.
 """
 
 from __future__ import annotations
@@ -14,5 +16,9 @@ from jaxacct.training.loop import train as train
 from jaxacct.training.step import TrainState as TrainState
 from jaxacct.training.step import clipped_gradient_sum as clipped_gradient_sum
 from jaxacct.training.step import train_step as train_step
+from jaxacct.training.task import TrainingTask as TrainingTask
+from jaxacct.training.task import load_task as load_task
+from jaxacct.training.task import train_task as train_task
 
-__all__ = ['TrainResult', 'TrainState', 'clipped_gradient_sum', 'train', 'train_step']
+__all__ = ['TrainResult', 'TrainState', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
+           'train', 'train_step', 'train_task']

@@ -3,6 +3,7 @@ and ``jaxacct train`` reports the keys users rely on."""
 
 import json
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -11,9 +12,11 @@ pytest.importorskip('sklearn')
 
 from jaxacct import cli  # noqa: E402
 from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz  # noqa: E402
-from jaxacct.training import digits  # noqa: E402
 
-CONFIGS = pathlib.Path(__file__).resolve().parents[2] / 'configs'
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / 'configs'
+sys.path.insert(0, str(ROOT / 'examples'))
+import digits  # noqa: E402  (examples/digits.py)
 
 
 @pytest.mark.slow

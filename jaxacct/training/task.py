@@ -1,0 +1,179 @@
+"""A training task (dataset + model) as a plug-in, and the run that trains one privately.
+
+``TrainingTask`` is what ``train_task`` and ``jaxacct train`` need besides the mechanism: the
+private training set, a test set, the model's ``init`` and per-example loss, and an
+``evaluate`` metric. A config names its task as ``training.task: <module>:<factory>`` (an
+importable module, or a ``.py`` file relative to the config), with keyword arguments in
+``training.task_options``; the factory returns a ``TrainingTask``. The digits example
+(``examples/digits.py``: an MLP on scikit-learn's digits) is one such task, and the default of
+the legacy ``training.dataset: digits``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import math
+import pathlib
+import secrets
+import sys
+from typing import Any, Callable
+
+import jax
+import numpy as np
+import optax
+
+from jaxacct import _validate
+from jaxacct.batching.iterators import batches
+from jaxacct.errors import InputError, InputTypeError
+from jaxacct.guarantee import Guarantee
+from jaxacct.individual import tracking as tracking_lib
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.training.loop import train
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainingTask:
+  """A dataset and a model to train with a jaxacct mechanism.
+
+  Attributes:
+    name: a short name for reports.
+    x_train / y_train: the private training set (its size is the scheme's dataset size).
+    x_test / y_test: held-out examples for ``evaluate``.
+    init: ``init(key, x_batch) -> params`` (a pytree).
+    per_example_loss: ``loss(params, x, y)`` of one example (``train`` vmaps its gradient).
+    evaluate: ``evaluate(params, x, y) -> float`` (e.g. accuracy), reported on both sets.
+  """
+
+  name: str
+  x_train: Any
+  y_train: Any
+  x_test: Any
+  y_test: Any
+  init: Callable[[jax.Array, Any], Any]
+  per_example_loss: Callable[[Any, Any, Any], jax.Array]
+  evaluate: Callable[[Any, Any, Any], float]
+
+  def __post_init__(self):
+    for name in ('init', 'per_example_loss', 'evaluate'):
+      if not callable(getattr(self, name)):
+        raise InputTypeError(f'{name} must be callable, got {getattr(self, name)!r}')
+    if len(self.x_train) != len(self.y_train) or len(self.x_train) < 1:
+      raise InputError(f'x_train and y_train must hold the same number (>= 1) of examples, '
+                       f'got {len(self.x_train)} and {len(self.y_train)}')
+
+  @property
+  def dataset_size(self) -> int:
+    return len(self.x_train)
+
+
+def fixed_batch_size(expected_batch_size: float, multiple_of: int = 1,
+                     dataset_size: int | None = None) -> int:
+  """Batch shape for untruncated schemes: E + 8√E + 8 but at most the dataset size, rounded
+  up to a multiple of ``multiple_of`` (the devices the batch is sharded over). A larger batch
+  raises; its chance is below 1e-12 per round for the Binomial-like sizes of these schemes."""
+  size = math.ceil(expected_batch_size + 8.0 * math.sqrt(expected_batch_size) + 8.0)
+  if dataset_size is not None:
+    size = min(size, dataset_size)  # a batch never holds more than every example (full batch)
+  return int(-(-size // multiple_of) * multiple_of)
+
+
+def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guarantee | None, *,
+               clip_norm: float = 1.0, learning_rate: float = 0.5, momentum: float = 0.9,
+               seed: int | None = None, noise: bool = True, individual=None,
+               progress=None) -> dict:
+  """Trains ``task`` with ``mechanism`` (SGD with momentum on the privatised gradient) and
+  reports ``evaluate`` on the test and training sets.
+
+  Batches come from ``batches(mechanism.scheme, m, ·)`` and noise from the training stream of
+  a JAX key, both derived from ``seed``. ``seed=None`` (the default) draws them from OS entropy
+  and does not report it: the guarantee assumes the noise and batches are secret. A given seed
+  makes the run reproducible, and anyone who knows it can regenerate the noise: use it for
+  experiments, never for a released model.
+
+  ``individual``: a ``jaxacct.individual.IndividualAccountant`` (seed 004) recorded during
+  training; its ``tracking.summary`` is returned under ``"individual"``. ``progress(step,
+  steps, "training")`` is called after every step.
+
+  Returns:
+    dict with ``accuracy`` (test ``evaluate``), ``train_accuracy``, ``epsilon``, ``delta``,
+    ``noise_multiplier``, ``method`` (the guarantee's; ``"nonprivate"`` without noise),
+    ``steps``, ``expected_batch_size``, ``batch_shape``, ``seed`` and ``individual``.
+  """
+  if not isinstance(task, TrainingTask):
+    raise InputTypeError(f'task must be a jaxacct.training.TrainingTask, got {task!r}')
+  m = task.dataset_size
+  scheme = mechanism.scheme
+  secret = seed is None
+  if secret:
+    # A full 64-bit key from OS entropy (jax.random.key(int) keeps only 32 bits without x64)
+    # and an OS-entropy generator for the batches.
+    key = jax.random.wrap_key_data(np.frombuffer(secrets.token_bytes(8), np.uint32).copy())
+    rng = np.random.default_rng()
+  else:
+    seed = _validate.integer_at_least('seed', seed, 0)
+    key, rng = jax.random.key(seed), np.random.default_rng([seed, 1])
+  expected = scheme.expected_participation_rate * m
+  shape = (scheme.truncated_batch_size if scheme.truncates
+           else fixed_batch_size(expected, jax.local_device_count(), m))
+  iterator = batches(scheme, m, rng, batch_size=shape)
+  params = task.init(jax.random.fold_in(key, 7), task.x_train[:1])
+  result = train(task.per_example_loss, params, optax.sgd(learning_rate, momentum=momentum),
+                 mechanism, iterator, task.x_train, task.y_train, clip_norm=clip_norm,
+                 key=key, guarantee=guarantee, noise=noise, individual=individual,
+                 on_step=None if progress is None else
+                 lambda state: progress(int(state.step), scheme.iterations, 'training'))
+  g = result.guarantee
+  individual_summary = (None if result.tracking is None else tracking_lib.summary(
+      result.tracking, result.state.individual, int(result.state.step)))
+  return {
+      'individual': individual_summary,
+      'accuracy': float(task.evaluate(result.state.params, task.x_test, task.y_test)),
+      'train_accuracy': float(task.evaluate(result.state.params, task.x_train, task.y_train)),
+      'epsilon': None if g is None else g.epsilon,
+      'delta': None if g is None else g.delta,
+      'noise_multiplier': float(mechanism.noise_multiplier) if noise else 0.0,
+      'method': 'nonprivate' if g is None else g.method,
+      'steps': int(result.state.step), 'expected_batch_size': result.normalizer,
+      'batch_shape': shape, 'seed': None if secret else seed,
+  }
+
+
+def load_task(spec: str, options: dict | None = None,
+              base: str | pathlib.Path | None = None) -> TrainingTask:
+  """The ``TrainingTask`` of ``spec`` = ``"<module>:<factory>"``, called with ``options``.
+
+  ``<module>`` is an importable module name, or a path to a ``.py`` file (relative to
+  ``base``, e.g. the config's folder). The factory must return a ``TrainingTask``.
+  """
+  if not isinstance(spec, str) or spec.count(':') != 1 or not all(spec.split(':')):
+    raise InputError(f'training.task must be "<module or file.py>:<factory>", got {spec!r}')
+  where, factory_name = spec.split(':')
+  if where.endswith('.py'):
+    path = pathlib.Path(where)
+    if not path.is_absolute() and base is not None:
+      path = pathlib.Path(base) / path
+    if not path.is_file():
+      raise InputError(f'training.task: file {str(path)!r} not found')
+    name = f'jaxacct_task_{path.stem}'
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    module_spec.loader.exec_module(module)
+  else:
+    try:
+      module = importlib.import_module(where)
+    except ImportError as error:
+      raise InputError(f'training.task: cannot import {where!r} ({error})') from None
+  factory = getattr(module, factory_name, None)
+  if not callable(factory):
+    raise InputError(f'training.task: {where!r} has no callable {factory_name!r}')
+  try:
+    task = factory(**(options or {}))
+  except TypeError as error:  # an option the factory does not take
+    raise InputError(f'training.task_options: {error}') from None
+  if not isinstance(task, TrainingTask):
+    raise InputTypeError(f'training.task: {spec} returned {type(task).__name__}, not a '
+                         'jaxacct.training.TrainingTask')
+  return task
