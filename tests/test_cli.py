@@ -1,6 +1,8 @@
 """The ``jaxacct`` command on the shipped configs (small overrides keep it fast)."""
 
+import dataclasses
 import json
+import shutil
 import math
 import pathlib
 
@@ -64,7 +66,7 @@ def test_a_full_disk_is_refused_before_compute(tmp_path, capsys, monkeypatch):
   (a real tiny file system where one can be made; here the free space is simulated)."""
   import collections
   usage = collections.namedtuple('usage', 'total used free')
-  monkeypatch.setattr(cli.shutil, 'disk_usage', lambda path: usage(1 << 16, 0, 1 << 16))
+  monkeypatch.setattr(shutil, 'disk_usage', lambda path: usage(1 << 16, 0, 1 << 16))
   code = cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--out', str(tmp_path / 'out')])
   err = capsys.readouterr().err
   assert code == 2 and f'--out {tmp_path / "out"}: only 64 KiB free' in err
@@ -216,7 +218,8 @@ def _library_bug(*_):
 
 @pytest.mark.parametrize('failure', [_numpy_failure, _library_bug])
 def test_internal_errors_exit_1_with_traceback_behind_debug(monkeypatch, capsys, failure):
-  monkeypatch.setattr(cli, '_estimate', failure)
+  from jaxacct.cli import estimate
+  monkeypatch.setattr(estimate, 'COMMAND', dataclasses.replace(estimate.COMMAND, run=failure))
   config = str(CONFIGS / 'quickstart.yaml')
   assert cli.main(['estimate', config]) == 1
   err = capsys.readouterr().err
@@ -336,3 +339,23 @@ def test_corrupt_checkpoint_and_ledger_exit_2(tmp_path, capsys):
                    str(tmp_path / 'ledger.json')]) == 2
   err = capsys.readouterr().err
   assert 'ledger' in err and 'is corrupt' in err and 'capacity plan' not in err
+
+
+def test_each_subcommand_shows_only_its_own_flags(capsys):
+  """Issue 30: one command object per module of jaxacct/cli/, with only the flags it uses."""
+  from jaxacct.cli import _entry
+  assert [c.name for c in _entry.commands()] == ['estimate', 'calibrate', 'train', 'plan']
+  flags = {}
+  for name in ('estimate', 'calibrate', 'train', 'plan'):
+    with pytest.raises(SystemExit):
+      cli.main([name, '--help'])
+    flags[name] = capsys.readouterr().out
+  assert '--ledger' not in flags['estimate'] and '--ledger' in flags['calibrate']
+  assert '--ledger' in flags['train'] and '--checkpoint' in flags['estimate']
+  for absent in ('--checkpoint', '--ledger', '--force', '--max-minutes'):
+    assert absent not in flags['plan']
+  assert '--devices' in flags['plan'] and '--devices' not in flags['calibrate']
+  assert 'every key is documented in jaxacct/config.py' in ' '.join(flags['estimate'].split())
+  with pytest.raises(SystemExit) as exited:  # argparse: a flag of another subcommand
+    cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--ledger', 'x.json'])
+  assert exited.value.code == 2 and 'unrecognized arguments: --ledger' in capsys.readouterr().err

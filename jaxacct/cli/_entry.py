@@ -1,0 +1,214 @@
+"""The ``jaxacct`` entry point: the parser built from the subcommands (every module of this
+package with a ``COMMAND``), the checks shared by all of them, and the exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import json
+import logging
+import os
+import pathlib
+import sys
+import traceback
+
+import jax
+
+from jaxacct import config as config_lib
+from jaxacct.errors import InputError
+from jaxacct.montecarlo import sharding
+from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, check_outputs,
+                                print_plan)
+
+
+def is_bad_input(error: BaseException) -> bool:
+  """True when ``error`` is the library refusing its input, not a failure of the library: a
+  ``jaxacct.InputError`` (every argument, config, file and ledger check raises one, naming the
+  argument and its range; a missing extra raises ``MissingExtraError`` with the install
+  command) or an ``OSError`` (a file that is missing or cannot be written). Anything else,
+  a ValueError from NumPy or JAX included, is an internal error."""
+  return isinstance(error, (InputError, OSError))
+
+
+def _report_error(error: BaseException, *, debug: bool) -> int:
+  """Prints ``error`` on stderr; returns 2 for bad input, 1 for an internal error."""
+  message = ' '.join(str(error).split()) or type(error).__name__
+  if is_bad_input(error):
+    print(f'jaxacct: error: {message}', file=sys.stderr)
+    return 2
+  if debug:
+    traceback.print_exception(error, file=sys.stderr)
+  print(f'jaxacct: internal error ({type(error).__name__}): {message}'
+        + ('' if debug else ' [run with --debug for the traceback]'), file=sys.stderr)
+  return 1
+
+
+_LOST_PEER_SIGNS = ('Gloo', 'Connection reset', 'Connection refused', 'Broken pipe',
+                    'heartbeat', 'UNAVAILABLE', 'coordination service')
+
+
+def _is_lost_peer(error: BaseException) -> bool:
+  """True for a runtime error of a collective or of the coordination service: under
+  ``--distributed`` that is another process gone (killed, crashed, preempted)."""
+  return (type(error).__name__ in ('JaxRuntimeError', 'XlaRuntimeError')
+          and any(sign in str(error) for sign in _LOST_PEER_SIGNS))
+
+
+def _exit_after_lost_peer(error: BaseException) -> None:
+  """Ends this process at once with exit code 1 and one message. Python's exit would run
+  ``jax.distributed.shutdown``, whose barrier waits for the lost process until the heartbeat
+  timeout and then aborts the process (SIGABRT and a C++ stack dump)."""
+  reason = ' '.join(str(error).split())[:300]
+  print(f'jaxacct: error: a process of the distributed run was lost ({reason}); this process '
+        'stops too. Rerun the same command on every host; with --checkpoint it resumes from the '
+        'last saved block', file=sys.stderr)
+  sys.stdout.flush()
+  sys.stderr.flush()
+  os._exit(1)  # pylint: disable=protected-access  # skip the shutdown barrier (see above)
+
+
+def _initialize_distributed(args) -> None:
+  """``jax.distributed.initialize`` from the flags, the environment, or cluster detection."""
+  import os
+  def from_env(value, name):
+    if value is not None or os.environ.get(name) is None:
+      return value
+    try:
+      return int(os.environ[name])
+    except ValueError:
+      raise config_lib.ConfigError(f'{name} must be an integer, got {os.environ[name]!r}') from None
+  kwargs = {'coordinator_address': args.coordinator,
+            'num_processes': from_env(args.num_processes, 'JAX_NUM_PROCESSES'),
+            'process_id': from_env(args.process_id, 'JAX_PROCESS_ID')}
+  try:
+    jax.distributed.initialize(**{k: v for k, v in kwargs.items() if v is not None})
+  except (ValueError, TypeError, RuntimeError) as error:
+    raise config_lib.ConfigError(
+        f'--distributed: jax.distributed.initialize failed ({error}). Give --coordinator '
+        'HOST:PORT --num-processes N --process-id I (or JAX_COORDINATOR_ADDRESS, '
+        'JAX_NUM_PROCESSES, JAX_PROCESS_ID), or run where JAX detects the cluster (Cloud TPU, '
+        'SLURM, Open MPI)') from None
+
+
+class _StderrLog(logging.Handler):
+  """Shows a library log line on the stderr of the moment (not the one at installation)."""
+
+  def emit(self, record: logging.LogRecord) -> None:
+    print(self.format(record), file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+  """The ``jaxacct`` command; returns its exit code. The library logs (it never prints): while
+  the command runs, its INFO lines are shown on stderr."""
+  logger, handler = logging.getLogger('jaxacct'), _StderrLog()
+  level = logger.level
+  logger.addHandler(handler)
+  logger.setLevel(logging.INFO)
+  try:
+    return _main(argv)
+  finally:
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def commands() -> list[Command]:
+  """Every subcommand: the ``COMMAND`` of each module of this package, in ``order``."""
+  package = pathlib.Path(__file__).parent
+  found = []
+  for module in pkgutil.iter_modules([str(package)]):
+    if module.name.startswith('_') or module.name == 'common':
+      continue  # not commands (and __main__ would run one on import)
+    command = getattr(importlib.import_module(f'jaxacct.cli.{module.name}'), 'COMMAND', None)
+    if isinstance(command, Command):
+      found.append(command)
+  return sorted(found, key=lambda command: (command.order, command.name))
+
+
+def _parser() -> argparse.ArgumentParser:
+  """``jaxacct`` and its subcommands, each with only the flags it uses."""
+  parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
+  subparsers = parser.add_subparsers(dest='command', required=True)
+  for command in commands():
+    sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+    sub.add_argument('config', help='a YAML run configuration (e.g. configs/quickstart.yaml; '
+                                    'every key is documented in jaxacct/config.py)')
+    sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
+                     help='override a config value, e.g. --set monte_carlo.num_samples=1000')
+    sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
+    sub.add_argument('--out', help='report folder (default reports/<config name>)')
+    command.add_arguments(sub)
+    # A subcommand without the run flags still answers them with their defaults.
+    defaults = {'command_object': command, 'checkpoint': None, 'checkpoint_interval': 60.0,
+                'max_minutes': None, 'force': False, 'ledger': None}
+    if command.runs_monte_carlo:
+      sub.add_argument('--force', action='store_true',
+                       help='run accelerator-scale configs on CPU, and Monte Carlo runs over '
+                            'the --max-minutes budget')
+      sub.add_argument('--max-minutes', type=float, metavar='M',
+                       help=f'refuse a Monte Carlo calibration or large estimate projected to '
+                            f'take longer than M minutes here (default {DEFAULT_MAX_MINUTES:g}) '
+                            'unless --force')
+      sub.add_argument('--checkpoint', metavar='DIR',
+                       help='save the run state here and resume from it when rerun')
+      sub.add_argument('--checkpoint-interval', type=float, default=60.0, metavar='SECONDS',
+                       help='seconds between checkpoint saves during a phase (default 60)')
+      for name in ('checkpoint', 'checkpoint_interval', 'max_minutes', 'force'):
+        del defaults[name]
+    if command.charges_ledger:
+      sub.add_argument('--ledger', metavar='PATH',
+                       help='attempt ledger file shared by runs (default $JAXACCT_LEDGER, else '
+                            '$XDG_STATE_HOME/jaxacct/ledger.json)')
+      del defaults['ledger']
+    sub.add_argument('--debug', action='store_true',
+                     help='print the traceback of an internal error (exit code 1)')
+    sub.add_argument('--distributed', action='store_true',
+                     help='run under jax.distributed (one process per host)')
+    sub.add_argument('--coordinator', metavar='HOST:PORT',
+                     help='with --distributed: the coordinator (process 0) address')
+    sub.add_argument('--num-processes', type=int, help='with --distributed: process count')
+    sub.add_argument('--process-id', type=int, help='with --distributed: this process\'s id')
+    sub.set_defaults(**defaults)
+  return parser
+
+
+def _main(argv: list[str] | None) -> int:
+  args = _parser().parse_args(argv)
+  command = args.command_object
+  try:
+    if args.distributed:
+      _initialize_distributed(args)
+    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
+      raise config_lib.ConfigError('--coordinator, --num-processes and --process-id need '
+                                   '--distributed')
+    command.check_arguments(args)
+    if args.max_minutes is not None and not args.max_minutes > 0:
+      raise config_lib.ConfigError(f'--max-minutes must be > 0, got {args.max_minutes}')
+    if not args.checkpoint_interval > 0:
+      raise config_lib.ConfigError(f'--checkpoint-interval must be > 0 seconds, got '
+                                   f'{args.checkpoint_interval}')
+    raw = config_lib.load(args.config, args.set)
+    check_outputs(args, raw)
+    if (command.runs_monte_carlo and raw.get('accelerator_scale') and not args.force
+        and jax.default_backend() == 'cpu'):
+      if command.charges_ledger and raw.get('calibration'):
+        # The run precision's plan only: timing the 32-bit program too would compile it
+        # (minutes at this scale) just to refuse; `jaxacct plan` prints both.
+        print_plan(capacity_plan(args, raw, precisions=()), file=sys.stderr)
+        print(f'  accelerators run the float32 program: `jaxacct plan {args.config}` projects it',
+              file=sys.stderr)
+      raise config_lib.ConfigError(
+          f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass '
+          '--force')
+    payload = command.run(args, raw)
+  except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
+    if args.distributed and _is_lost_peer(error):
+      _exit_after_lost_peer(error)
+    return _report_error(error, debug=args.debug)
+  if not sharding.is_leader():
+    return 0  # every process computed the same result; process 0 reports it
+  if args.json:
+    print(json.dumps(payload))
+  else:
+    command.print_human(payload)
+  return 0

@@ -1,0 +1,485 @@
+"""What the ``jaxacct`` subcommands share: the ``Command`` shape, progress on stderr, the
+Monte Carlo budget and capacity plan, output and state-file checks, the calibration of
+``calibrate`` and ``train``, and the shared printing."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import sys
+import time
+from typing import Callable
+
+import jax
+import numpy as np
+import tqdm
+
+from jaxacct import config as config_lib
+from jaxacct import report
+from jaxacct.deterministic import accountant as deterministic
+from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.lower_triangular import banded_inverse_square_root
+from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct.montecarlo import checkpoint as checkpoint_lib
+from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo import plan as plan_lib
+from jaxacct.montecarlo import precision as precision_lib
+from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.montecarlo.options import RunOptions
+
+
+class Progress:
+  """Progress of each stage of a run on stderr (process 0 only): a tqdm bar (samples,
+  samples/s, ETA) on a terminal; otherwise — a log, a batch job, ``--json`` — a plain line
+  every ``interval`` seconds with the same figures, so a long run is never silent."""
+
+  def __init__(self, args, label: str | None = None, interval: float = 30.0,
+               unit: str = 'samples'):
+    self.enabled = sharding.is_leader()
+    self.terminal = sys.stderr.isatty() and not args.json
+    self.label, self.interval, self.unit = label, interval, unit
+    self.bar = None
+    self.stage = None
+
+  def __call__(self, done: int, total: int, stage: str) -> None:
+    if not self.enabled:
+      return
+    stage = self.label or stage
+    if self.terminal:
+      self._bar(done, total, stage)
+      return
+    now = time.perf_counter()
+    if self.stage != (stage, total) or done < self.done:
+      self.stage, self.started, self.last, self.first = (stage, total), now, now, done
+    self.done = done
+    finished = done >= total
+    if now - self.last >= self.interval or (finished and now - self.started >= 5.0):
+      self.last = now
+      rate = (done - self.first) / max(now - self.started, 1e-9)
+      eta = (total - done) / rate if rate > 0 else float('inf')
+      print(f'jaxacct: {stage}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
+            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {plan_lib.format_seconds(eta)}'),
+            file=sys.stderr, flush=True)
+
+  def _bar(self, done: int, total: int, stage: str) -> None:
+    if (self.bar is None or self.bar.desc != stage or self.bar.total != total
+        or done < self.bar.n):
+      self.close()
+      self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=f' {self.unit}',
+                           unit_scale=True, file=sys.stderr, leave=True, dynamic_ncols=True)
+    self.bar.update(done - self.bar.n)
+    if done >= total:
+      self.close()
+
+  def close(self) -> None:
+    if self.bar is not None:
+      self.bar.close()
+      self.bar = None
+
+
+class ProbeProgress:
+  """A stderr line per σ probe of a deterministic calibration once the search is slow (a
+  probe over 2 s, or 5 s in total), so MMCC or conditional composition is never silent."""
+
+  def __init__(self):
+    self.enabled = sharding.is_leader()
+    self.started = time.perf_counter()
+    self.count = 0
+
+  def __call__(self, accountant: str, sigma: float, passed: bool, seconds: float) -> None:
+    self.count += 1
+    elapsed = time.perf_counter() - self.started
+    if self.enabled and (seconds >= 2.0 or elapsed >= 5.0):
+      print(f'jaxacct: calibrating σ with {accountant}: probe {self.count}, σ = {sigma:.6g} '
+            f'{"meets" if passed else "misses"} the target ({seconds:.1f} s; '
+            f'{plan_lib.format_seconds(elapsed)} so far)', file=sys.stderr, flush=True)
+
+
+DEFAULT_MAX_MINUTES = 30.0
+
+
+def check_budget(args, raw) -> None:
+  """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
+  projected time here) on stderr, and refuse it when the projection exceeds
+  ``--max-minutes`` (default 30) unless ``--force``."""
+  mechanism, _ = plan_mechanism(raw)
+  if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
+    return
+  plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
+  if sharding.is_leader():
+    print_plan(plan, file=sys.stderr)
+  refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_here'], '')
+
+
+def refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
+  """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30) without --force."""
+  budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
+  try:
+    plan_lib.refuse_over_budget(
+        run, seconds, None if args.force else 60.0 * budget,
+        budget=f'the --max-minutes budget of {budget:g} min',
+        advice=f'pass --force (or a larger --max-minutes) to run it anyway, {advice}or run it '
+               f'on an accelerator')
+  except plan_lib.OverBudgetError as refusal:
+    raise config_lib.ConfigError(str(refusal)) from None
+
+
+# Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
+# starts without a throughput probe (the probe compiles and times a block: a few seconds).
+_ESTIMATE_PROBE_WORK = 1e10
+
+
+def estimate_max_seconds(args, mechanism, num_samples: int) -> float | None:
+  """The ``max_seconds`` of a Monte Carlo estimate: ``--max-minutes`` (default 30) for one
+  large enough to time first, None (nothing timed or refused) for a small one or --force."""
+  work = 2.0 * num_samples * mechanism.iterations * mechanism.matrix.num_bands
+  if work <= _ESTIMATE_PROBE_WORK or args.force:
+    return None
+  return 60.0 * (args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES)
+
+
+def write_on_leader(function, *args, **kwargs) -> None:
+  """Writes a report file on process 0 only (every process computed the same result)."""
+  if sharding.is_leader():
+    function(*args, **kwargs)
+
+
+def output_dir(args, raw) -> pathlib.Path:
+  if args.out:
+    return pathlib.Path(args.out)
+  configured = raw.get('report', {}).get('output_dir')
+  return pathlib.Path(configured) if configured else pathlib.Path('reports') / pathlib.Path(
+      args.config).stem
+
+
+# Room a run needs in its folders: reports (a JSON and up to three PNGs of ~100 KiB) and
+# checkpoints (float64 sums per candidate and ε, written beside the previous file) stay well
+# under this; the ledger grows by a line per verification.
+_FOLDER_ROOM = 4 << 20
+
+
+_LEDGER_ROOM = 256 << 10
+
+
+def check_writable(folder: pathlib.Path, name: str, room: int = _FOLDER_ROOM) -> None:
+  """Raises ConfigError naming ``name`` unless files can be created in ``folder`` (created if
+  missing) and it has ``room`` bytes free: before any compute, so a long run cannot fail at
+  its end (a full disk found after a day of verification would lose the released σ)."""
+  try:
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f'.jaxacct-write-test-{os.getpid()}'
+    try:
+      probe.write_bytes(b'\0' * 4096)
+    finally:
+      if probe.exists():
+        probe.unlink()
+    free = shutil.disk_usage(folder).free
+  except OSError as error:
+    raise config_lib.ConfigError(f'{name} {folder}: cannot write there '
+                                 f'({error.strerror or error})') from None
+  if free < room:
+    raise config_lib.ConfigError(f'{name} {folder}: only {free >> 10} KiB free, the run needs '
+                                 f'about {room >> 10} KiB there; free some space or choose '
+                                 'another folder')
+
+
+def check_outputs(args, raw) -> None:
+  """The report folder, checkpoint folder and ledger file of the run are writable."""
+  if not sharding.is_leader():
+    return
+  check_writable(output_dir(args, raw),
+                  '--out' if args.out else 'report.output_dir' if raw.get('report', {}).get(
+                      'output_dir') else 'the report folder (--out)')
+  if args.checkpoint:
+    check_writable(pathlib.Path(args.checkpoint), '--checkpoint')
+  if args.command_object.charges_ledger:  # the ledger it charges: --ledger or the user's
+    check_writable(ledger_path(args).parent, '--ledger' if args.ledger else
+                    f'the attempt ledger\'s folder (${ledger_lib.ENVIRONMENT_VARIABLE}, --ledger)',
+                    _LEDGER_ROOM)
+
+
+def deterministic_curve(curve, epsilons, released: float | None) -> dict:
+  """δ(ε) (max over directions) on the report's fine ε grid."""
+  grid = report.curve_epsilons(epsilons, released if released is not None and np.isfinite(
+      released) else None)
+  return {'epsilons': grid, 'delta': [curve.delta_for_epsilon(e) for e in grid]}
+
+
+def scheme_fields(scheme) -> dict:
+  """The scheme as JSON: its type and public fields."""
+  return {'type': type(scheme).__name__, **dataclasses.asdict(scheme)}
+
+
+def curve_payload(result) -> dict:
+  """A ``DeltaEstimate`` on the report's fine ε grid, as JSON."""
+  return {'epsilons': result.epsilons.tolist(),
+          'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
+          'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS}}
+
+
+def scheme_and_matrix(raw) -> tuple:
+  """(scheme, matrix) of the config, built once (an optimised band costs an L-BFGS run)."""
+  scheme = config_lib.scheme_from(raw)
+  return scheme, config_lib.matrix_from(raw, scheme.iterations)
+
+
+def plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
+  """The config's mechanism for timing, and a note when an optimised strategy is stood in for.
+
+  The cost of a sample depends on the strategy's shape only (band count, or a dense n × n C),
+  so an optimised band (an L-BFGS run of minutes at n = 7200) is timed as the square-root band
+  of the same length, and an optimised banded inverse as the BISR matrix of the same bands.
+  """
+  scheme = config_lib.scheme_from(raw)
+  strategy = raw.get('strategy') or {}
+  sigma = float(raw.get('noise_multiplier', 1.0))
+  if 'optimized_bands' in strategy:
+    bands = int(strategy['optimized_bands'])
+    return (MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), sigma),
+            f'timed with the square-root band of the same length ({bands}) for the optimised one')
+  if 'optimized_inverse_bands' in strategy:
+    bands = int(strategy['optimized_inverse_bands'])
+    return (MatrixMechanism(scheme, banded_inverse_square_root(scheme.iterations, bands), sigma),
+            f'timed with the BISR matrix of {bands} inverse bands for the optimised one')
+  return MatrixMechanism(scheme, config_lib.matrix_from(raw, scheme.iterations), sigma), None
+
+
+def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
+  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/plan.py``), timed
+  for ``precisions`` (the run's own precision is always among them)."""
+  cal = calibration_section(raw)
+  mechanism, note = plan_mechanism(raw)
+  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'estimation_samples',
+                                 'num_candidates') if k in cal}
+  run = run_precision(raw, mechanism).precision
+  plans, refusal = {}, None
+  for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
+    try:
+      plans[name] = plan_lib.capacity_plan(
+          mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+          target_devices=getattr(args, 'devices', None),
+          samples_per_second=getattr(args, 'samples_per_second', None), precision=name,
+          **options).to_dict()
+    except ValueError as refused:  # the 32-bit program does not serve this mechanism
+      refusal = str(refused)
+  payload = {'plan': plans[run], 'plans': plans, 'precision': run, 'float32_refusal': refusal,
+             'stand_in': note, 'epsilon': float(cal['epsilon']),
+             'delta': float(cal['delta']), 'backend': jax.default_backend()}
+  return payload
+
+
+def print_plan(payload: dict, file=None) -> None:
+  plan = payload['plan']
+  file = sys.stdout if file is None else file
+  rate = 1.0 / plan['seconds_per_sample']['1']
+  print(f'capacity plan at (ε, δ) = ({payload["epsilon"]}, {payload["delta"]:.4g}), n = '
+        f'{plan["iterations"]}, block {plan["block_size"]}:', file=file)
+  print(f'  verification: N = {plan["num_samples"]:,} per direction (δ_b = '
+        f'{plan["base_delta"]:.4g}), {plan["verification_candidates"]} candidates in one '
+        f'pass: {plan["verification_samples"]:,} draws', file=file)
+  print(f'  estimation: {plan["estimation_samples"]:,} per direction per sweep of 16 σ, '
+        f'at least 2 sweeps: {2 * plan["estimation_samples_per_sweep"]:,} draws', file=file)
+  source = (f'measured on {plan["devices_here"]} {payload["backend"]} device(s)'
+            if plan['measured'] else 'given (--samples-per-second)')
+  print(f'  throughput: {rate:,.0f} one-σ samples/s ({source}); 16 σ cost '
+        f'{plan["seconds_per_sample"]["16"] / plan["seconds_per_sample"]["1"]:.2f}× one σ',
+        file=file)
+  if payload.get('stand_in'):
+    print(f'  ({payload["stand_in"]})', file=file)
+  print(f'  projected wall time here: {plan_lib.format_seconds(plan["seconds_here"])} (+ '
+        f'{plan_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
+  print(f'  on {plan["target_devices"]} device(s): '
+        f'{plan_lib.format_seconds(plan["seconds_on_target"])}, '
+        f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)
+  if plan['memory_per_device'] is not None:
+    print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
+          file=file)
+  plans = payload.get('plans', {})
+  print(f'  this run: {payload.get("precision", "float64")} (monte_carlo.precision)', file=file)
+  for name, other in plans.items():
+    memory = ('' if other['memory_per_device'] is None
+              else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
+    print(f'  {name}: {1.0 / other["seconds_per_sample"]["1"]:,.0f} samples/s here, '
+          f'{plan_lib.format_seconds(other["seconds_here"])} here, '
+          f'{other["device_hours_on_target"]:,.1f} device-hours on {other["target_devices"]}'
+          f'{memory}', file=file)
+  if 'float32' in plans:
+    print('  accelerators (TPU/GPU) run the float32 program: project with its figures',
+          file=file)
+  elif payload.get('float32_refusal'):
+    print(f'  float32: not available ({payload["float32_refusal"]})', file=file)
+
+
+def calibration_section(raw) -> dict:
+  cal = raw.get('calibration')
+  if not cal or 'epsilon' not in cal or 'delta' not in cal:
+    raise config_lib.ConfigError('calibrate needs calibration.epsilon and calibration.delta')
+  return cal
+
+
+def run_options(args, progress: Progress, part: str | None = None, **fields) -> RunOptions:
+  """The ``RunOptions`` of a Monte Carlo run: ``progress``, and ``--checkpoint`` /
+  ``--checkpoint-interval`` (``part`` names a subfolder for a second run of the same command,
+  calibrate's report curve), plus ``fields`` (ledger, max_seconds)."""
+  if args.checkpoint is not None:
+    fields['checkpoint'] = (args.checkpoint if part is None
+                            else str(pathlib.Path(args.checkpoint) / part))
+    fields['checkpoint_interval'] = args.checkpoint_interval
+  return RunOptions(progress=progress, **fields)
+
+
+def ledger_path(args) -> pathlib.Path:
+  """``--ledger``, or the user's ledger (``$JAXACCT_LEDGER``, else the XDG state folder): the
+  attempt ledger of calibrate, shared by every report folder (``ledger.default_path``)."""
+  return pathlib.Path(args.ledger) if args.ledger else ledger_lib.default_path()
+
+
+def check_state_files(args, raw, *, ledger: bool) -> None:
+  """Before any compute or throughput probe: the checkpoint file (``--checkpoint``) reads and
+  has its format's structure; with ``ledger`` (a Monte Carlo calibration) the attempt ledger
+  opens, and a calibration report already in the report folder that records a ledger charge
+  finds it in that ledger (``ledger.check_recorded_charge``)."""
+  if args.checkpoint:
+    checkpoint_lib.check_file(args.checkpoint)
+  if not ledger:
+    return
+  path = output_dir(args, raw) / 'calibration.json'
+
+  def check():
+    try:
+      opened = ledger_lib.FileLedger(ledger_path(args))
+    except ledger_lib.LedgerError as error:
+      raise config_lib.ConfigError(str(error)) from None
+    if not path.exists():
+      return
+    try:
+      charge = json.loads(path.read_text()).get('charge')
+    except (OSError, ValueError, AttributeError):
+      raise config_lib.ConfigError(
+          f'the earlier report {str(path)!r} cannot be read, and it may record a ledger charge: '
+          'move it away (or use another --out) to calibrate again') from None
+    try:
+      ledger_lib.check_recorded_charge(opened, charge, f'report {str(path)!r}')
+    except ledger_lib.LedgerError as error:
+      raise config_lib.ConfigError(str(error)) from None
+  sharding.on_leader(check)
+
+
+def calibrated(args, raw, scheme, matrix) -> tuple:
+  """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
+  cal = calibration_section(raw)
+  started = time.perf_counter()
+  name = config_lib.accountant_from(raw, scheme, matrix)
+  if name != config_lib.MONTE_CARLO:
+    options = config_lib.accountant_options(raw)
+    mechanism, g = deterministic.calibrate_deterministic(
+        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+        accountant=name, adjacency=raw.get('adjacency', 'zero_out'), progress=ProbeProgress(),
+        **options)
+    # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
+    # the named one was chosen
+    curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=g.adjacency,
+                                        **options)
+    payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
+               'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
+               'accountant': g.accountant, 'accountant_options': options,
+               'explanation': curve.explain(g.delta), 'num_samples': 0, 'seed': None,
+               'seconds': time.perf_counter() - started}
+    return mechanism, g, payload, curve
+  seed = int(cal.get('seed', 0))
+  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
+                                 'estimation_samples', 'num_candidates', 'fallback', 'attempt')
+             if k in cal}
+  ledger = ledger_path(args)
+  choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
+  say_precision(choice)
+  result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
+                                      delta=float(cal['delta']), key=jax.random.key(seed),
+                                      precision=choice.precision, **options,
+                                      run=run_options(args, Progress(args), ledger=ledger))
+  g = result.guarantee
+  payload = {
+      'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
+      'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
+      'accountant': g.accountant, 'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
+      'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
+      'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
+      'attempts': g.attempts, 'ledger': str(ledger), 'charge': result.charge,
+      'precision': g.precision, 'margin': g.margin, 'precision_reason': choice.reason,
+  }
+  return result.mechanism, g, payload, result.record
+
+
+_DEFAULT_PRECISION = precision_lib.PrecisionChoice(
+    'float64', 'the default; monte_carlo.precision: auto or float32 selects the 32-bit program')
+
+
+def run_precision(raw, mechanism) -> precision_lib.PrecisionChoice:
+  """The device program of a Monte Carlo run: ``monte_carlo.precision`` (default float64)."""
+  precision = raw.get('monte_carlo', {}).get('precision')
+  return _DEFAULT_PRECISION if precision is None else precision_lib.choose(precision, mechanism)
+
+
+def say_precision(choice: precision_lib.PrecisionChoice) -> None:
+  if sharding.is_leader():
+    print(f'precision: {choice.precision} ({choice.reason})', file=sys.stderr)
+
+
+def with_prefix_error(mechanism, payload: dict) -> dict:
+  """Adds the prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n of seed 000 §7.1 (compare schemes at equal ε)."""
+  payload['prefix_sum_mse'] = (mechanism.matrix.prefix_error(mechanism.iterations)
+                               * mechanism.noise_multiplier**2)
+  return payload
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+  """One subcommand of ``jaxacct``: a module of this package defining ``COMMAND`` is one.
+
+  Attributes:
+    name: the subcommand (``jaxacct <name> CONFIG``).
+    help: one line for ``jaxacct --help`` and its own ``--help``.
+    run: ``run(args, raw_config) -> payload`` (JSON-ready; ``--json`` prints it).
+    print_human: prints the payload for a person (without ``--json``).
+    order: its place in ``jaxacct --help``.
+    runs_monte_carlo: takes ``--checkpoint``, ``--checkpoint-interval``, ``--max-minutes`` and
+      ``--force``, and refuses an accelerator-scale config on CPU without ``--force``.
+    charges_ledger: takes ``--ledger`` (a Monte Carlo calibration charges the attempt ledger).
+    add_arguments: adds the subcommand's own flags to its parser.
+    check_arguments: refuses its own flags' bad values (``ConfigError``) before any compute.
+  """
+
+  name: str
+  help: str
+  run: Callable[[argparse.Namespace, dict], dict]
+  print_human: Callable[[dict], None]
+  order: int = 100
+  runs_monte_carlo: bool = True
+  charges_ledger: bool = False
+  add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
+  check_arguments: Callable[[argparse.Namespace], None] = lambda args: None
+
+
+def print_deterministic(payload: dict, *, table: bool) -> None:
+  """The answer of a deterministic accountant (``estimate``: its δ(ε) table too)."""
+  print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g}, deterministic accountant '
+        f'{payload["accountant"]} ({payload["adjacency"]} adjacency; a proven bound)')
+  if table:
+    print(f'{"epsilon":>8}  {"delta (max over directions)":>28}')
+    for eps, delta in zip(payload['epsilons'], payload['delta_of_epsilon']):
+      print(f'{eps:8.3f}  {delta:28.6e}')
+  if payload['epsilon'] is not None:
+    print(f'({payload["epsilon"]:.6g}, {payload["delta"]:.4g})-DP'
+          + (f' [{payload["seconds"]:.1f} s]' if 'seconds' in payload else ''))
+
+
+def print_footer(payload: dict) -> None:
+  """The prefix-sum MSE (when computed) and the report folder."""
+  if 'prefix_sum_mse' in payload:
+    print(f'prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n = {payload["prefix_sum_mse"]:.6g} (seed 000 §7.1)')
+  print(f'report: {payload["report"]}')

@@ -1,0 +1,132 @@
+"""``jaxacct estimate CONFIG``: the config's δ(ε) — a Monte Carlo estimate (``estimate_delta``,
+both directions with standard errors) or, with a deterministic accountant, the proven δ(ε)
+and ε(δ)."""
+
+from __future__ import annotations
+
+
+import jax
+import numpy as np
+
+from jaxacct import config as config_lib
+from jaxacct import report
+from jaxacct.deterministic import accountant as deterministic
+from jaxacct.mechanism import DIRECTIONS
+from jaxacct.montecarlo import plan as plan_lib
+from jaxacct.montecarlo import precision as precision_lib
+from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.cli.common import (Command, Progress, check_state_files, curve_payload,
+                                deterministic_curve, estimate_max_seconds, output_dir,
+                                print_deterministic, print_footer, refuse_over_budget,
+                                run_options, run_precision, say_precision, scheme_fields,
+                                write_on_leader)
+
+
+def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
+  adjacency = raw.get('adjacency', 'zero_out')
+  options = config_lib.accountant_options(raw)
+  epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
+  curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
+  deltas = [curve.delta_for_epsilon(e) for e in epsilons]
+  target = raw.get('calibration', {}).get('delta')
+  if isinstance(curve, deterministic.TightestCurve):  # auto: name the one that gave ε(δ)
+    name = curve.chosen(target) if target is not None else config_lib.AUTO
+  payload = {
+      'noise_multiplier': float(mechanism.noise_multiplier),
+      'epsilon': None if target is None else curve.epsilon_for_delta(target),
+      'delta': target, 'verified': True, 'method': 'deterministic', 'adjacency': adjacency,
+      'accountant': name, 'num_samples': 0, 'seed': None, 'epsilons': epsilons,
+      'delta_of_epsilon': deltas,
+      'delta_of_epsilon_by_direction': {d: [curve.delta_for_epsilon(e, direction=d)
+                                            for e in epsilons] for d in DIRECTIONS},
+      'accountant_options': options,
+      'explanation': None if target is None else curve.explain(target),
+  }
+  payload['curve'] = deterministic_curve(curve, epsilons, payload['epsilon'])
+  folder = output_dir(args, raw)
+  write_on_leader(report.write_json, folder, 'estimate.json', payload)
+  write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
+                  payload['curve']['delta'],
+                  f'{report.describe(mechanism)}\nδ(ε) by {name} ({adjacency})',
+                  released=None if target is None else (payload['epsilon'], target),
+                  point_label='proven')
+  payload['report'] = str(folder)
+  return payload
+
+
+def _estimate(args, raw) -> dict:
+  mechanism = config_lib.mechanism_from(raw)
+  name = config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix)
+  if name != config_lib.MONTE_CARLO:
+    return _estimate_deterministic(args, raw, mechanism, name)
+  mc = raw.get('monte_carlo', {})
+  num_samples = int(mc.get('num_samples', 100_000))
+  seed = int(mc.get('seed', 0))
+  epsilons = mc.get('epsilons', [1.0])
+  if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
+    raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
+                                 'monte_carlo.dtype, not both')
+  if 'precision' in mc or 'dtype' in mc:
+    choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),
+                                          mc.get('precision'), mechanism)
+  else:
+    choice = run_precision(raw, mechanism)
+  say_precision(choice)
+  check_state_files(args, raw, ledger=False)
+  grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
+  try:
+    result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
+                            dtype=choice.dtype, run=run_options(
+                                args, Progress(args), max_seconds=estimate_max_seconds(
+                                    args, mechanism, num_samples)))
+  except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
+    refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
+                        f'{num_samples:,}, {choice.precision})', refusal.seconds,
+                        'use fewer samples, ')
+    raise
+  target = raw.get('calibration', {}).get('delta')
+  eps_hat = result.epsilon_for_delta(target) if target is not None else None
+  table = [grid.index(float(e)) for e in epsilons]
+  payload = {
+      'noise_multiplier': float(mechanism.noise_multiplier),
+      'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
+      'accountant': config_lib.MONTE_CARLO,
+      'conjectural': mechanism.scheme.conjectural, 'bounded': mechanism.bounded,
+      'scheme': scheme_fields(mechanism.scheme),
+      'sampling_prob': scheme_fields(mechanism.scheme).get('sampling_prob'),  # None: no p
+      'expected_participation_rate': mechanism.scheme.expected_participation_rate,
+      'num_samples': num_samples, 'seed': seed, 'epsilons': [float(e) for e in epsilons],
+      'precision': choice.precision, 'precision_reason': choice.reason,
+      'delta_hat': {d: result.delta_hat[d][table].tolist() for d in DIRECTIONS},
+      'standard_error': {d: result.standard_error[d][table].tolist() for d in DIRECTIONS},
+      'curve': curve_payload(result),
+  }
+  folder = output_dir(args, raw)
+  write_on_leader(report.write_json, folder, 'estimate.json', payload)
+  write_on_leader(report.plot_delta_hat, folder, result.epsilons, result.delta_hat,
+                  result.standard_error,
+                  f'{report.describe(mechanism)}, N = {num_samples:,} per direction\nMonte Carlo '
+                  'estimate (not a guarantee)', num_samples=num_samples,
+                  released=None if target is None else (eps_hat, target),
+                  point_label='estimated')
+  payload['report'] = str(folder)
+  return payload
+
+
+def _print(payload: dict) -> None:
+  if payload['method'] == 'deterministic':
+    print_deterministic(payload, table=True)
+  else:
+    print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
+          f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee'
+          + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '')
+          + ('; App. B BOUNDS: upper bounds on δ̂' if payload.get('bounded') else '') + ')')
+    print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
+    for i, eps in enumerate(payload['epsilons']):
+      cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'
+               for d in DIRECTIONS]
+      print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
+  print_footer(payload)
+
+COMMAND = Command(name='estimate', help='Monte Carlo δ̂(ε), both directions (or a deterministic '
+                  'accountant\'s proven δ(ε))', run=_estimate, print_human=_print, order=1)

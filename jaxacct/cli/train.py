@@ -1,0 +1,94 @@
+"""``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the config's
+training task (``training.task``; ``examples/digits.py``) on batches of the scheme with that
+σ; reports test accuracy with the guarantee (and, with an ``individual:`` section, per-example
+privacy, seed 004)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+
+from jaxacct import config as config_lib
+from jaxacct import report
+from jaxacct.individual import tracking as tracking_lib
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.cli.common import (Command, Progress, calibrated, calibration_section,
+                                check_budget, output_dir, print_footer, scheme_and_matrix,
+                                with_prefix_error, write_on_leader)
+
+
+def _train(args, raw) -> dict:
+  from jaxacct.training.loop import noise_bands  # local: flax and optax only for training
+  from jaxacct.training.task import train_task
+  training = raw.get('training') or {}
+  task = config_lib.training_task_from(raw, pathlib.Path(args.config).parent)
+  m = task.dataset_size
+  declared = raw['scheme'].get('dataset_size')
+  if declared != m:
+    raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
+                                 f'scheme is accounted for it), got {declared}')
+  noise = bool(training.get('noise', True))
+  if noise:
+    calibration_section(raw)
+  scheme, matrix = scheme_and_matrix(raw)
+  noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
+  if noise:
+    check_budget(args, raw)
+  individual = config_lib.individual_from(raw, m)
+  if individual is not None and not noise:
+    raise config_lib.ConfigError('the individual section needs a private run (training.noise: '
+                                 'true): without noise there is no ε to account')
+  if individual is not None:  # refusals (banded C, subsampled filter, …) before calibrating
+    tracking_lib.bind(individual, MatrixMechanism(scheme, matrix, 1.0), m)
+  if noise:
+    mechanism, g, calibration, _ = calibrated(args, raw, scheme, matrix)
+  else:
+    mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
+  started = time.perf_counter()
+  payload = train_task(
+      task, mechanism, g, clip_norm=float(training.get('clip_norm', 1.0)),
+      learning_rate=float(training.get('learning_rate', 0.5)),
+      momentum=float(training.get('momentum', 0.9)),
+      seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
+      individual=individual, progress=Progress(args, unit='steps'))
+  payload['task'] = task.name
+  payload['training_seconds'] = time.perf_counter() - started
+  payload['calibration'] = calibration
+  if noise:
+    with_prefix_error(mechanism, payload)
+  folder = output_dir(args, raw)
+  write_on_leader(report.write_json, folder, 'training.json', payload)
+  if payload['individual'] is not None:
+    write_on_leader(report.plot_individual, folder, payload['individual'],
+                    f'{task.name}: {report.describe(mechanism)}')
+  payload['report'] = str(folder)
+  return payload
+
+
+def _print(payload: dict) -> None:
+  privacy = ('no noise: NOT private' if payload['method'] == 'nonprivate' else
+             f'σ = {payload["noise_multiplier"]:.6g}, ({payload["epsilon"]:.6g}, '
+             f'{payload["delta"]:.4g})-DP [{payload["method"]}]')
+  if payload['seed'] is not None and payload['method'] != 'nonprivate':
+    print(f'warning: training.seed = {payload["seed"]} is in the config: anyone with it can '
+          'regenerate the noise and batches, so this model must not be released as private',
+          file=sys.stderr)
+  print(f'test accuracy {payload["accuracy"]:.4f} after {payload["steps"]} steps '
+        f'(expected batch {payload["expected_batch_size"]:.4g}, shape '
+        f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')
+  if payload.get('individual'):
+    summary = payload['individual']
+    q = summary['quantiles']
+    print(f'individual ε at δ = {summary["delta"]:.3g} ({summary["method"]}, '
+          f'{summary["tracked"]} examples): min {q["0"]:.3g}, median {q["50"]:.3g}, 90 % '
+          f'{q["90"]:.3g}, max {q["100"]:.3g}; worst case {summary["worst_case_epsilon"]:.3g}'
+          + (f'; filter guarantees ε = {summary["filter_epsilon"]:.4g} to every example, '
+             f'{summary["active_per_epoch"][-1]} still active'
+             if summary['filter_epsilon'] is not None else '')
+          + ' (individual ε depend on private data: not for release)')
+  print_footer(payload)
+
+COMMAND = Command(name='train', help='calibrate σ, then train the config\'s training task with it',
+                  run=_train, print_human=_print, order=3, charges_ledger=True)
