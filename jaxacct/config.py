@@ -11,8 +11,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
                                # exclusion, accept_conjecture_6_2: see the class docstrings),
     expected_batch_size: float # or the parameters of its from_expected_batch_size (with
                                # dataset_size: p from the expected batch size)
-  strategy:                    # exactly one of c_col / square_root_bands / optimized_bands /
-                               #   inverse_square_root_bands / optimized_inverse_bands
+  strategy:                    # exactly one registered key (strategy.config_key, registered
+                               # by the strategy modules), and that key's options:
     c_col: [floats]
     square_root_bands: int     # the square-root (FHU) coefficients
     optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (seed 000 §7.1)
@@ -107,17 +107,14 @@ from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.conventions import Adjacency
 from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base as deterministic
-from jaxacct.lower_triangular import (LowerTriangular, banded_inverse_square_root,
-                                      optimize_banded_inverse)
-from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz, square_root_coefficients
+from jaxacct import strategy as strategy_lib  # keys registered by the strategy modules
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
 SCHEMA: dict[str, Any] = {
     'scheme': None,  # 'type' and the registered families' fields: scheme_keys()
-    'strategy': ('c_col', 'square_root_bands', 'optimized_bands', 'normalize',
-                 'inverse_square_root_bands', 'optimized_inverse_bands'),
+    'strategy': None,  # the registered strategy keys and their options: strategy_keys()
     'noise_multiplier': None,
     'accountant': None,
     'accountant_options': None,
@@ -147,7 +144,7 @@ def _check(raw: Any) -> dict:
   for key, value in raw.items():
     if key not in SCHEMA:
       raise ConfigError(f'unknown key {key}; valid keys: {", ".join(SCHEMA)}')
-    allowed = scheme_keys() if key == 'scheme' else SCHEMA[key]
+    allowed = {'scheme': scheme_keys, 'strategy': strategy_keys}.get(key, lambda: SCHEMA[key])()
     if allowed is None:
       continue
     if not isinstance(value, dict):
@@ -249,9 +246,6 @@ _POSITIVE = _real(0.0)
 _SEED = _integer(0)
 _COUNT = _integer(1)
 VALUE_TYPES: dict[str, Any] = {
-    'strategy.c_col': _reals(), 'strategy.square_root_bands': _COUNT,
-    'strategy.optimized_bands': _COUNT, 'strategy.normalize': _boolean,
-    'strategy.inverse_square_root_bands': _COUNT, 'strategy.optimized_inverse_bands': _COUNT,
     'noise_multiplier': _POSITIVE, 'accountant': _text,
     'adjacency': _choice(*ADJACENCIES),
     'monte_carlo.num_samples': _integer(2), 'monte_carlo.seed': _SEED,
@@ -323,6 +317,13 @@ def _checked_values(raw: dict) -> dict:
     for sub, item in scheme.items():
       if sub in fields and item is not None:
         scheme[sub] = _scheme_value(f'scheme.{sub}', fields[sub], item)
+  strategy = raw.get('strategy')
+  if isinstance(strategy, dict):
+    kinds = {name: kind for key in strategy_lib.config_keys().values()
+             for name, kind in ((key.name, key.kind), *key.options)}
+    for sub, item in strategy.items():
+      if sub in kinds and item is not None:
+        strategy[sub] = _strategy_value(f'strategy.{sub}', kinds[sub], item)
   for key, value in raw.items():
     if isinstance(value, dict) and SCHEMA[key] is not None:
       for sub, item in value.items():
@@ -433,32 +434,43 @@ def attribution_sampling_prob(raw: dict) -> float:
   return p
 
 
-STRATEGIES = ('c_col', 'square_root_bands', 'optimized_bands', 'inverse_square_root_bands',
-              'optimized_inverse_bands')
+def strategy_keys() -> tuple[str, ...]:
+  """The keys of the strategy section: every registered strategy key and its options."""
+  keys = {}
+  for key in strategy_lib.config_keys().values():
+    keys.update(dict.fromkeys([key.name, *(name for name, _ in key.options)]))
+  return tuple(keys)
 
 
-def matrix_from(raw: dict, iterations: int) -> BandedToeplitz | LowerTriangular:
-  strategy = raw['strategy']
-  given = [k for k in STRATEGIES if k in strategy]
+def _strategy_value(path: str, kind: str, value: Any):
+  return {'count': _COUNT, 'reals': _reals(), 'boolean': _boolean}[kind](path, value)
+
+
+def matrix_from(raw: dict, iterations: int) -> strategy_lib.Strategy:
+  """The config's strategy: its one registered key (``strategy.config_key``) built."""
+  section = raw['strategy']
+  keys = strategy_lib.config_keys()
+  given = [name for name in keys if name in section]
   if len(given) != 1:
-    raise ConfigError(f'strategy needs exactly one of {", ".join(STRATEGIES)}')
-  if 'normalize' in strategy and any(k in strategy for k in STRATEGIES[3:]):
-    raise ConfigError('strategy.normalize applies to banded c_col strategies only (the banded-inverse '
-                      'strategies are built at their own scale)')
-  if 'inverse_square_root_bands' in strategy:
-    return banded_inverse_square_root(iterations, strategy['inverse_square_root_bands'])
-  if 'optimized_inverse_bands' in strategy:
-    return optimize_banded_inverse(iterations, strategy['optimized_inverse_bands'],
-                                   min_sep=raw['scheme'].get('min_sep'))
-  if 'c_col' in strategy:
-    c_col = np.asarray(strategy['c_col'], float)
-  elif 'square_root_bands' in strategy:
-    c_col = square_root_coefficients(strategy['square_root_bands'])
-  else:
-    c_col = optimize_banded_toeplitz(iterations, strategy['optimized_bands'])
-  if strategy.get('normalize', False):
-    c_col = c_col / np.linalg.norm(c_col)
-  return BandedToeplitz(c_col)
+    raise ConfigError(f'strategy needs exactly one of {", ".join(keys)}')
+  key = keys[given[0]]
+  options = dict(key.options)
+  for name in section:
+    if name != key.name and name not in options:
+      raise ConfigError(f'strategy.{name} does not apply to strategy.{key.name} (its keys: '
+                        f'{", ".join([key.name, *options]) })')
+  return key.build(section[key.name], iterations=iterations,
+                   min_sep=raw['scheme'].get('min_sep'),
+                   **{name: section[name] for name in options if name in section})
+
+
+def timing_stand_in(raw: dict, iterations: int):
+  """(a strategy of the config's shape that is cheap to build, a note), or None when the
+  config's own strategy is cheap (``ConfigKey.timing_stand_in``; the capacity plan)."""
+  for name, key in strategy_lib.config_keys().items():
+    if name in raw['strategy'] and key.timing_stand_in is not None:
+      return key.timing_stand_in(raw['strategy'][name], iterations=iterations)
+  return None
 
 
 MONTE_CARLO = accounting.MONTE_CARLO

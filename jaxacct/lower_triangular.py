@@ -38,7 +38,7 @@ from scipy import linalg
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
 from jaxacct.matrices import minimize_lbfgs, toeplitz_solve
-from jaxacct.strategy import RoundingShape, Strategy
+from jaxacct.strategy import RoundingShape, Strategy, config_key
 from jaxacct.errors import InputError, InputTypeError
 
 __all__ = [
@@ -589,3 +589,20 @@ def optimize_banded_inverse(iterations: int, bands: int, *, min_sep: int | None 
   matrix = LowerTriangular.from_inverse_band(band, n)
   return LowerTriangular(matrix.entries / math.sqrt(float(np.max(np.sum(matrix.entries**2,
                                                                            axis=0)))))
+
+
+# ------------------------------------------------------------------- config keys (config.py)
+@config_key('inverse_square_root_bands', 'count')
+def _inverse_square_root(value, *, iterations, min_sep) -> LowerTriangular:
+  del min_sep
+  return banded_inverse_square_root(iterations, value)
+
+
+def _inverse_stand_in(value, *, iterations) -> tuple[LowerTriangular, str]:
+  return (banded_inverse_square_root(iterations, value),
+          f'timed with the BISR matrix of {value} inverse bands for the optimised one')
+
+
+@config_key('optimized_inverse_bands', 'count', timing_stand_in=_inverse_stand_in)
+def _optimized_inverse(value, *, iterations, min_sep) -> LowerTriangular:
+  return optimize_banded_inverse(iterations, value, min_sep=min_sep)

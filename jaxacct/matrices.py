@@ -50,7 +50,7 @@ from jax import lax
 
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64 as _scoped_x64
-from jaxacct.strategy import RoundingShape, Strategy
+from jaxacct.strategy import RoundingShape, Strategy, config_key
 from jaxacct.errors import InputError, InputTypeError
 
 __all__ = [
@@ -726,3 +726,34 @@ def optimize_banded_toeplitz(
   if not np.all(np.isfinite(c)):
     raise RuntimeError(f'L-BFGS diverged: non-finite band {c} for iterations={n}, bands={m}')
   return c / math.sqrt(float(np.sum(c * c)))
+
+
+# ------------------------------------------------------------------- config keys (config.py)
+def _normalized(c_col: np.ndarray, normalize: bool) -> BandedToeplitz:
+  c_col = np.asarray(c_col, float)
+  return BandedToeplitz(c_col / np.linalg.norm(c_col) if normalize else c_col)
+
+
+@config_key('c_col', 'reals', options={'normalize': 'boolean'})
+def _from_c_col(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  del iterations, min_sep
+  return _normalized(value, normalize)
+
+
+@config_key('square_root_bands', 'count', options={'normalize': 'boolean'})
+def _square_root(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  del iterations, min_sep
+  return _normalized(square_root_coefficients(value), normalize)
+
+
+def _square_root_stand_in(value, *, iterations) -> tuple[BandedToeplitz, str]:
+  del iterations
+  return (BandedToeplitz(square_root_coefficients(value)),
+          f'timed with the square-root band of the same length ({value}) for the optimised one')
+
+
+@config_key('optimized_bands', 'count', options={'normalize': 'boolean'},
+            timing_stand_in=_square_root_stand_in)
+def _optimized(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  del min_sep  # configs optimise for single participation (seed 000 §7.1's grids)
+  return _normalized(optimize_banded_toeplitz(iterations, value), normalize)

@@ -28,11 +28,12 @@ branches on the strategy's type.
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple, Protocol
+import dataclasses
+from typing import Any, Callable, NamedTuple, Protocol
 
 import jax
 import numpy as np
-from jaxacct.errors import InputTypeError
+from jaxacct.errors import InputError, InputTypeError
 
 
 class RoundingShape(NamedTuple):
@@ -155,3 +156,55 @@ def check_strategy(matrix: Any) -> Strategy:
     raise InputTypeError(f'matrix must be a jaxacct.BandedToeplitz or jaxacct.LowerTriangular, got '
                     f'{matrix!r}')
   return matrix
+
+
+# ------------------------------------------------------------ strategies as config keys
+@dataclasses.dataclass(frozen=True)
+class ConfigKey:
+  """A key of a config's ``strategy:`` section that builds a strategy (``config_key``).
+
+  Attributes:
+    name: the key (e.g. ``square_root_bands``); a config gives exactly one such key.
+    kind: its value's type: ``"count"`` (an integer ≥ 1) or ``"reals"`` (a list of numbers).
+    build: ``build(value, *, iterations, min_sep, **options)`` → the ``Strategy``
+      (``min_sep``: the config scheme's, or None).
+    options: further keys of the section it reads, with their kinds (e.g. ``normalize``:
+      ``"boolean"``); another key's options are refused with it.
+    timing_stand_in: for a strategy that is costly to build (an optimisation), ``stand_in(value,
+      *, iterations)`` → (a strategy of the same shape, a note): the capacity plan times that.
+  """
+
+  name: str
+  kind: str
+  build: Callable[..., Strategy]
+  options: tuple[tuple[str, str], ...] = ()
+  timing_stand_in: Callable[..., tuple[Strategy, str]] | None = None
+
+
+_CONFIG_KEYS: dict[str, ConfigKey] = {}
+CONFIG_KINDS = ('count', 'reals', 'boolean')
+
+
+def config_key(name: str, kind: str, *, options: dict[str, str] | None = None,
+               timing_stand_in: Callable[..., tuple[Strategy, str]] | None = None):
+  """Decorator: registers ``build`` as the config key ``strategy.<name>`` (``ConfigKey``).
+
+  A strategy module registers its keys where it defines the class, so a new strategy is its
+  module (and the import that exports it).
+  """
+  options = dict(options or {})
+  if kind not in CONFIG_KINDS[:2] or any(k not in CONFIG_KINDS for k in options.values()):
+    raise InputError(f'a strategy config key is a count or reals, its options one of '
+                     f'{", ".join(CONFIG_KINDS)}; got {kind!r} and {options!r}')
+
+  def register(build: Callable[..., Strategy]) -> Callable[..., Strategy]:
+    if name in _CONFIG_KEYS:
+      raise InputError(f'strategy config key {name!r} is already registered')
+    _CONFIG_KEYS[name] = ConfigKey(name, kind, build, tuple(options.items()), timing_stand_in)
+    return build
+  return register
+
+
+def config_keys() -> dict[str, ConfigKey]:
+  """Every registered strategy config key, in registration order."""
+  return dict(_CONFIG_KEYS)

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import jaxacct
 from jaxacct import matrices
 from jaxacct.matrices import BandedToeplitz
 
@@ -435,3 +436,30 @@ def test_non_integer_arguments_raise_type_error_naming_them():
     matrices.optimize_banded_toeplitz(2.5, 1)
   with pytest.raises(TypeError, match='min_sep'):
     matrices.min_sep_sensitivity_squared([1.0], 1.5, 4)
+
+
+def test_strategies_are_config_keys_registered_by_their_modules(monkeypatch, tmp_path):
+  """Issue 30: a strategy module registers its config keys; config.py does not list them."""
+  from jaxacct import config, strategy
+  assert list(strategy.config_keys()) == ['c_col', 'square_root_bands', 'optimized_bands',
+                                          'inverse_square_root_bands', 'optimized_inverse_bands']
+  monkeypatch.setattr(strategy, '_CONFIG_KEYS', dict(strategy._CONFIG_KEYS))
+
+  @strategy.config_key('flat_bands', 'count', options={'height': 'reals'})
+  def flat(value, *, iterations, min_sep, height=(1.0,)):
+    del iterations, min_sep
+    return jaxacct.BandedToeplitz(np.full(value, height[0]))
+
+  path = tmp_path / 'flat.yaml'
+  path.write_text('scheme: {type: bminsep, iterations: 8, sampling_prob: 0.5, min_sep: 3}\n'
+                  'strategy: {flat_bands: 3, height: [0.5]}\n')
+  raw = config.load(path)
+  assert config.matrix_from(raw, 8) == jaxacct.BandedToeplitz([0.5, 0.5, 0.5])
+  with pytest.raises(config.ConfigError, match='strategy.flat_bands must be an integer >= 1'):
+    config.load(path, ['strategy.flat_bands=0'])
+  raw = config.load(path, ['strategy.normalize=true'])
+  with pytest.raises(config.ConfigError, match='strategy.normalize does not apply to '
+                                               'strategy.flat_bands'):
+    config.matrix_from(raw, 8)
+  with pytest.raises(jaxacct.InputError, match="'flat_bands' is already registered"):
+    strategy.config_key('flat_bands', 'count')(flat)

@@ -22,8 +22,6 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
-from jaxacct.lower_triangular import banded_inverse_square_root
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
@@ -229,23 +227,17 @@ def scheme_and_matrix(raw) -> tuple:
 
 
 def plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
-  """The config's mechanism for timing, and a note when an optimised strategy is stood in for.
+  """The config's mechanism for timing, and a note when a strategy is stood in for.
 
   The cost of a sample depends on the strategy's shape only (band count, or a dense n × n C),
-  so an optimised band (an L-BFGS run of minutes at n = 7200) is timed as the square-root band
-  of the same length, and an optimised banded inverse as the BISR matrix of the same bands.
+  so a strategy that is costly to build (an optimisation of minutes at n = 7200) is timed as
+  the cheap one of the same shape its config key names (``config.timing_stand_in``).
   """
   scheme = config_lib.scheme_from(raw)
-  strategy = raw.get('strategy') or {}
   sigma = float(raw.get('noise_multiplier', 1.0))
-  if 'optimized_bands' in strategy:
-    bands = int(strategy['optimized_bands'])
-    return (MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), sigma),
-            f'timed with the square-root band of the same length ({bands}) for the optimised one')
-  if 'optimized_inverse_bands' in strategy:
-    bands = int(strategy['optimized_inverse_bands'])
-    return (MatrixMechanism(scheme, banded_inverse_square_root(scheme.iterations, bands), sigma),
-            f'timed with the BISR matrix of {bands} inverse bands for the optimised one')
+  stand_in = config_lib.timing_stand_in(raw, scheme.iterations)
+  if stand_in is not None:
+    return MatrixMechanism(scheme, stand_in[0], sigma), stand_in[1]
   return MatrixMechanism(scheme, config_lib.matrix_from(raw, scheme.iterations), sigma), None
 
 
