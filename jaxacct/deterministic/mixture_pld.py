@@ -15,14 +15,13 @@ References:
 from __future__ import annotations
 
 import abc
-import functools
 import math
 
 import numpy as np
 
 from jaxacct import _validate
 from jaxacct.conventions import Direction
-from jaxacct.deterministic import _pmfs
+from jaxacct.deterministic import pld_pmfs
 from jaxacct.deterministic.base import PrivacyCurve
 from jaxacct.errors import InputError
 
@@ -37,74 +36,28 @@ def merged(means: np.ndarray, log_p: np.ndarray) -> tuple[np.ndarray, np.ndarray
   return values[keep], np.exp(total[keep])
 
 
-@functools.cache
-def _fast_mixture_loss_class():
-  """dp_accounting's ``MixtureGaussianPrivacyLoss`` with its inverse privacy loss vectorised.
-
-  dp_accounting 0.6.0 (pinned) inverts the mixture's loss by a recursive binary search that
-  evaluates one point per Python call (~0.5 s per PMF at a 1e-3 grid); this runs the same
-  bisection for every loss at once: the same midpoints, the same comparisons, the same
-  rounding (the smallest multiple of ``precision`` whose loss is at most the target), hence
-  bit-for-bit the same PMFs (tested) at ~30× the speed.
-  """
-  from dp_accounting.pld import privacy_loss_mechanism  # local: heavy import
-
-  class FastMixtureGaussianPrivacyLoss(privacy_loss_mechanism.MixtureGaussianPrivacyLoss):
-
-    def _inverse_privacy_losses_with_range(self, privacy_losses, bounds, precision=1e-6):
-      # pylint: disable=protected-access  # the parent's precomputed constants (see above)
-      losses = np.asarray(privacy_losses, dtype=np.float64)
-      if losses.size == 0:
-        return []
-      low = np.full(losses.shape, float(bounds[0]))
-      high = np.full(losses.shape, float(bounds[1]))
-      sensitivities = np.asarray(self.sensitivities, np.float64)
-      constants = np.asarray(self._precompute_privacy_loss_constants, np.float64)
-      add = self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD
-      while True:
-        active = high - low > precision
-        if not active.any():
-          break
-        middle = (low[active] + high[active]) / 2
-        # components × losses, reduced over axis 0: the same sequential order as the parent's
-        # 1-D reduce (bit-for-bit), and a contiguous inner loop (~6× faster than axis 1)
-        shift = sensitivities[:, None] * middle[None, :] / self._variance
-        split = (-np.logaddexp.reduce(constants[:, None] + shift, axis=0) if add
-                 else np.logaddexp.reduce(constants[:, None] - shift, axis=0))
-        below = losses[active] < split  # the loss decreases in x: the inverse is above
-        low[active] = np.where(below, middle, low[active])
-        high[active] = np.where(below, high[active], middle)
-      return np.floor(high / precision) * precision
-
-  return FastMixtureGaussianPrivacyLoss
-
-
 def mixture_pmf(means: np.ndarray, log_p: np.ndarray, noise_multiplier: float, direction: str,
                discretization: float):
   """The pessimistic PLD PMF (dp_accounting, connect-the-dots) of the mixture pair in
   ``direction``: remove (Σ p_i N(c_i, σ²), N(0, σ²)), add the reverse (components with
   equal means merged; ``log_p`` may hold −∞).
 
-  Built by dp_accounting's own construction for one direction (``_create_pld_pmf_from_
-  monotone_privacy_loss``, private in the pinned 0.6.0, as ``_pmfs`` reads its PMFs) with the
-  vectorised inverse above.
+  Built by dp_accounting's own construction for one direction (``pld_pmfs.monotone_loss_pmf``)
+  with a vectorised inverse of the mixture's loss (``pld_pmfs.fast_mixture_loss_class``).
   """
   from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
   values, probs = merged(means, log_p)
   if values.size == 1:  # a deterministic sensitivity: the Gaussian mechanism (no mixture)
-    return _pmfs.direction_pmf(privacy_loss_distribution.from_gaussian_mechanism(
+    return pld_pmfs.direction_pmf(privacy_loss_distribution.from_gaussian_mechanism(
         noise_multiplier, sensitivity=float(values[0]), pessimistic_estimate=True,
         value_discretization_interval=discretization, log_mass_truncation_bound=-50,
         use_connect_dots=True), direction)
   adjacency = (privacy_loss_mechanism.AdjacencyType.REMOVE if direction == Direction.REMOVE
                else privacy_loss_mechanism.AdjacencyType.ADD)
-  loss = _fast_mixture_loss_class()(noise_multiplier, values.tolist(), probs.tolist(),
+  loss = pld_pmfs.fast_mixture_loss_class()(noise_multiplier, values.tolist(), probs.tolist(),
                                      pessimistic_estimate=True, log_mass_truncation_bound=-50,
                                      adjacency_type=adjacency)
-  # pylint: disable=protected-access  # see the docstring
-  return privacy_loss_distribution._create_pld_pmf_from_monotone_privacy_loss(
-      loss, pessimistic_estimate=True, value_discretization_interval=discretization,
-      use_connect_dots=True)
+  return pld_pmfs.monotone_loss_pmf(loss, discretization)
 
 
 def compose(pmfs: list, tail_mass_truncation: float = 1e-15):

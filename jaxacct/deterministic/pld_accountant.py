@@ -25,7 +25,7 @@ Adjacency: ``zero_out`` (default; equal to add/remove without truncation), ``add
 whose group sizes it would change) and ``replace_one`` (Poisson family, truncated cyclic
 Poisson). Discretisation is pessimistic (dp_accounting's connect-the-dots), so every δ(ε) and
 ε(δ) is an upper bound. Per direction: ``remove`` = H(P‖Q), ``add`` = H(Q‖P), read from the
-PLD's two PMFs (``_pmfs``).
+PLD's two PMFs (``pld_pmfs``).
 
 References:
   Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv 2508.15089v1,
@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 from jaxacct import _validate, schemes
 from jaxacct.conventions import Adjacency
-from jaxacct.deterministic import _pmfs, pld, truncated_poisson
+from jaxacct.deterministic import pld_pmfs, pld, truncated_poisson
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
                                         PrivacyCurve, register)
@@ -195,11 +195,11 @@ class PLDCurve(PrivacyCurve):
     self.cases = tuple(getattr(pld_like, 'plds', (pld_like,)))
 
   def _delta(self, epsilon: float, direction: str) -> float:
-    return max(float(_pmfs.direction_pmf(case, direction).get_delta_for_epsilon(epsilon))
+    return max(float(pld_pmfs.direction_pmf(case, direction).get_delta_for_epsilon(epsilon))
                for case in self.cases)
 
   def _epsilon(self, delta: float, direction: str) -> float:
-    return max(float(_pmfs.direction_pmf(case, direction).get_epsilon_for_delta(delta))
+    return max(float(pld_pmfs.direction_pmf(case, direction).get_epsilon_for_delta(delta))
                for case in self.cases)
 
 

@@ -46,7 +46,7 @@ from scipy import optimize, special, stats
 
 from jaxacct import _validate, schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
-from jaxacct.deterministic import _pmfs
+from jaxacct.deterministic import pld_pmfs
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.matrices import BandedToeplitz
 from jaxacct.errors import InputError, InputTypeError
@@ -613,7 +613,7 @@ class WorstCasePLD:
     """max over ``plds`` of ε(δ): of ``direction`` (``"remove"``/``"add"``), or of both (None)."""
     if direction is None:
       return max(float(pld.get_epsilon_for_delta(delta)) for pld in self.plds)
-    return max(float(_pmfs.direction_pmf(pld, direction).get_epsilon_for_delta(delta))
+    return max(float(pld_pmfs.direction_pmf(pld, direction).get_epsilon_for_delta(delta))
                for pld in self.plds)
 
   def get_delta_for_epsilon(self, epsilon, *, direction: str | None = None):
@@ -622,7 +622,7 @@ class WorstCasePLD:
       return np.max(np.stack([np.asarray(pld.get_delta_for_epsilon(epsilon), dtype=np.float64)
                               for pld in self.plds]), axis=0)[()]
     return np.max(np.stack([
-        np.asarray(_pmfs.direction_pmf(pld, direction).get_delta_for_epsilon(epsilon),
+        np.asarray(pld_pmfs.direction_pmf(pld, direction).get_delta_for_epsilon(epsilon),
                    dtype=np.float64) for pld in self.plds]), axis=0)[()]
 
 

@@ -44,7 +44,7 @@ from scipy import fft as sp_fft
 from scipy import special
 
 from jaxacct.conventions import DIRECTIONS
-from jaxacct.deterministic import _pmfs
+from jaxacct.deterministic import pld_pmfs
 from jaxacct.errors import InputError
 
 ROUNDOFF_ALLOWANCE = 1e-11
@@ -94,7 +94,7 @@ def bucket_pmfs(sampling_prob: float, sigmas: tuple, discretization: float,
     pld = privacy_loss_distribution.from_gaussian_mechanism(
         float(sigma), sampling_prob=sampling_prob, value_discretization_interval=discretization,
         pessimistic_estimate=True, use_connect_dots=True)
-    start, atoms, infinity = _pmfs.dense_atoms(_pmfs.direction_pmf(pld, direction))
+    start, atoms, infinity = pld_pmfs.dense_atoms(pld_pmfs.direction_pmf(pld, direction))
     losses = (start + np.arange(atoms.size)) * discretization
     positive = atoms > 0
     lower.append(start)
