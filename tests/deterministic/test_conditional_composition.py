@@ -199,14 +199,14 @@ def test_step_pmf_is_dp_accountings_mixture_pmf_bit_for_bit(direction):
   # The vectorised inverse runs dp_accounting's bisection for all losses at once: the PMF
   # must be exactly dp_accounting's (connect-the-dots, pessimistic), equal means merged.
   from dp_accounting.pld import privacy_loss_distribution
-  from jaxacct.deterministic import _pmfs
+  from jaxacct.deterministic import pld_pmfs
   rng = np.random.default_rng(3)
   means = np.concatenate([[0.0, 0.0], np.sort(rng.uniform(0.1, 1.5, 6))])
   probs = rng.dirichlet(np.ones(8))
   ours = mixture_pld.mixture_pmf(means, np.log(probs), 1.3, direction, 1e-3)
   values, merged = mixture_pld.merged(means, np.log(probs))
   np.testing.assert_allclose(merged, np.concatenate([[probs[:2].sum()], probs[2:]]), rtol=1e-14)
-  theirs = _pmfs.direction_pmf(privacy_loss_distribution.from_mixture_gaussian_mechanism(
+  theirs = pld_pmfs.direction_pmf(privacy_loss_distribution.from_mixture_gaussian_mechanism(
       1.3, values.tolist(), merged.tolist(), value_discretization_interval=1e-3), direction)
   assert (ours._lower_loss, ours._infinity_mass) == (theirs._lower_loss, theirs._infinity_mass)
   np.testing.assert_array_equal(ours._probs, theirs._probs)

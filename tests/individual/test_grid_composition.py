@@ -20,7 +20,7 @@ def _table(direction):
 
 def _chain(counts, direction):
   """dp_accounting: self-compose each bucket, compose across buckets; ε of one direction."""
-  from jaxacct.deterministic import _pmfs
+  from jaxacct.deterministic import pld_pmfs
   from dp_accounting.pld import privacy_loss_distribution
   composed = None
   for sigma, count in zip(SIGMAS, counts):
@@ -30,7 +30,7 @@ def _chain(counts, direction):
       ).self_compose(int(count))
       composed = part if composed is None else composed.compose(part)
   return 0.0 if composed is None else max(
-      0.0, _pmfs.direction_pmf(composed, direction).get_epsilon_for_delta(DELTA))
+      0.0, pld_pmfs.direction_pmf(composed, direction).get_epsilon_for_delta(DELTA))
 
 
 COUNTS = np.array([[400, 0, 0], [0, 0, 400], [130, 70, 200], [1, 0, 0], [0, 3, 1], [0, 0, 0],
