@@ -22,3 +22,13 @@ from jaxacct.training.task import train_task as train_task
 
 __all__ = ['TrainResult', 'TrainState', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
            'train', 'train_step', 'train_task']
+
+
+def __getattr__(name: str):
+  # The digits example left the package (issue 30): say where it went instead of a bare
+  # ModuleNotFoundError.
+  if name == 'digits':
+    raise ImportError('jaxacct.training.digits moved to examples/digits.py of the jaxacct '
+                      'repository (sys.path.insert(0, "examples"); import digits); your own '
+                      'model plugs in as a jaxacct.training.TrainingTask')
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

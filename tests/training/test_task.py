@@ -102,3 +102,8 @@ def test_a_task_checks_its_fields():
   with pytest.raises(ValueError, match='x_train and y_train must hold the same number'):
     task_lib.TrainingTask(name='x', x_train=[1, 2], y_train=[1], x_test=[1], y_test=[1],
                           init=len, per_example_loss=len, evaluate=len)
+
+
+def test_the_old_digits_module_says_where_it_went():
+  with pytest.raises(ImportError, match='moved to examples/digits.py'):
+    from jaxacct.training import digits  # noqa: F401
