@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
+import json
 import math
 import re
 
@@ -25,6 +26,9 @@ from jaxacct.montecarlo import (candidates, estimator, kernels, keys, margin, no
                                 program32, sampling, sharding)
 from jaxacct.montecarlo.kernels import _common, bminsep
 
+import _shapes32 as shapes32
+from _shapes32 import BLOCK_SIZE, BLOCKS_PER_CALL, SIGMAS
+
 U = 2.0**-24
 EPS = [0.0, 0.5, 1.0, 2.0, 4.0]
 
@@ -33,7 +37,9 @@ def _mechanism(scheme, bands, sigma=1.0):
   return jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), sigma)
 
 
-COLD = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8), 8)
+# warm_start defaults to True: cold start is asked for.
+COLD = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=False),
+                  8)
 WARM = _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8, warm_start=True), 8)
 POISSON = _mechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1)
 CYCLIC = _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8,
@@ -94,10 +100,12 @@ def test_normals_are_the_float64_normals_within_the_stated_error():
                                                                                    dtype=np.uint64)])
   words = np.concatenate([words, tails, tails | (np.uint64(1) << np.uint64(63)),
                           np.uint64(2**63 - 1) - tails])
+  # Jitted, as in the programs (one compile each, not one per operation).
   with jax.enable_x64(True):
-    exact = np.asarray(noise.normals_from_bits(jnp.asarray(words), jnp.float64))
+    exact = np.asarray(jax.jit(lambda w: noise.normals_from_bits(w, jnp.float64))(
+        jnp.asarray(words)))
   with jax.enable_x64(False):
-    got = np.asarray(noise.normals_from_word_pairs(
+    got = np.asarray(jax.jit(noise.normals_from_word_pairs)(
         jnp.asarray((words >> np.uint64(32)).astype(np.uint32)),
         jnp.asarray((words & np.uint64(0xFFFFFFFF)).astype(np.uint32)))).astype(np.float64)
   bound = noise.NORMAL32_ERROR_ULPS * U * (1.0 + np.abs(got))
@@ -137,7 +145,7 @@ def test_start_thresholds_are_exact():
 
 
 @pytest.mark.parametrize('scheme', [
-    jaxacct.BMinSep(sampling_prob=0.2, iterations=300, min_sep=7),
+    jaxacct.BMinSep(sampling_prob=0.2, iterations=300, min_sep=7, warm_start=False),
     jaxacct.BMinSep(sampling_prob=0.03, iterations=300, min_sep=16, warm_start=True),
     jaxacct.BMinSep(sampling_prob=1e-7, iterations=300, min_sep=3, warm_start=True),
     jaxacct.BMinSep(sampling_prob=0.999, iterations=300, min_sep=2),
@@ -149,8 +157,9 @@ def test_participation_is_the_float64_participation(scheme):
   n, b, warm = scheme.iterations, scheme.min_sep, scheme.warm_start and scheme.min_sep > 1
   with jax.enable_x64(True):
     sample_keys = jax.random.split(jax.random.key(3), 4096)
-    x64 = np.asarray(bminsep.participation(sample_keys, jnp.float64(scheme.sampling_prob), n, b,
-                                           warm))
+    # Jitted as in the float64 program (one program, not one per operation).
+    x64 = np.asarray(jax.jit(lambda k, p: bminsep.participation(k, p, n, b, warm))(
+        sample_keys, jnp.float64(scheme.sampling_prob)))
     params = kernels.kernel_for(mechanism, np.dtype(np.float32)).params(mechanism)
   with program32.scope():
     x32 = np.asarray(jax.jit(lambda k, prm: bminsep.participation32(k, prm, n, b, warm))(
@@ -160,14 +169,17 @@ def test_participation_is_the_float64_participation(scheme):
 
 @pytest.mark.parametrize('partitionable', [True, False])
 def test_uniform_index_is_jax_randint_of_the_float64_program(partitionable):
+  spans = (1, 3, 64, 1000, (1 << 19) - 1, (1 << 24) - 1)
   with jax.threefry_partitionable(partitionable):
     sample_keys = jax.random.split(jax.random.key(8), 3000)
-    for span in (1, 3, 64, 1000, (1 << 19) - 1, (1 << 24) - 1):
-      with jax.enable_x64(True):
-        expected = np.asarray(jax.vmap(lambda k: jax.random.randint(k, (), 0, span))(sample_keys))
-      with program32.scope():
-        got = np.asarray(jax.jit(lambda k: _common.uniform_index32(k, span))(sample_keys))
-      np.testing.assert_array_equal(got, expected)
+    # One program per side for all spans (a span is a constant of the 32-bit code).
+    with jax.enable_x64(True):
+      expected = jax.jit(lambda k: [jax.vmap(lambda one: jax.random.randint(one, (), 0, span))(k)
+                                    for span in spans])(sample_keys)
+    with program32.scope():
+      got = jax.jit(lambda k: [_common.uniform_index32(k, span) for span in spans])(sample_keys)
+    for span, got_span, expected_span in zip(spans, got, expected):
+      np.testing.assert_array_equal(np.asarray(got_span), np.asarray(expected_span), str(span))
   with pytest.raises(ValueError, match='span must be in'):
     _common.uniform_index32(sample_keys, 1 << 24)
 
@@ -177,7 +189,7 @@ def _patterns_agree(mechanism, draw64, draw32, num_keys=4096):
   sample_keys = jax.random.split(jax.random.key(3), num_keys)
   with jax.enable_x64(True):
     params64 = kernels.kernel_for(mechanism, np.dtype(np.float64)).params(mechanism)
-    expected = np.asarray(draw64(sample_keys, params64))
+    expected = np.asarray(jax.jit(draw64)(sample_keys, params64))
     params32 = kernels.kernel_for(mechanism, np.dtype(np.float32)).params(mechanism)
   with program32.scope():
     got = np.asarray(jax.jit(draw32)(sample_keys, params32))
@@ -218,8 +230,8 @@ def test_balls_in_bins_bins_and_modes_are_the_float64_ones():
   assert params.margin.c_max >= np.max(modes)
   sample_keys = jax.random.split(jax.random.key(3), 2048)
   with jax.enable_x64(True):
-    mean64 = np.asarray(kernel64.sample_mean(sample_keys, kernel64.params(mechanism), view,
-                                             'remove')[0])
+    mean64 = np.asarray(jax.jit(lambda k, prm, v: kernel64.sample_mean(k, prm, v, 'remove')[0])(
+        sample_keys, kernel64.params(mechanism), view))
   with program32.scope():
     mean32 = np.asarray(jax.jit(lambda k, prm: kernel32.sample_mean(k, prm, None, 'remove')[0])(
         sample_keys, params))
@@ -262,20 +274,22 @@ _WIDE = re.compile(r'\b(f64|s64|u64|c128)\[')
 
 
 def _compiled_texts(mechanism, num_candidates):
+  """The compiled texts of the 32-bit programs of ``mechanism`` at the shapes the other tests
+  run (``_shapes32``: the same programs, compiled once)."""
   mesh = sharding.SampleMesh.over(jax.local_devices()[:1])
   kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
-  program = program32.Program32(mechanism, kernel, np.linspace(1.0, 2.0, num_candidates), 64,
-                                mesh)
+  program = program32.Program32(mechanism, kernel, np.linspace(1.0, 2.0, num_candidates),
+                                BLOCK_SIZE, mesh)
   params, view, sigmas, kappas = program._inputs
   stream = keys.direction_key(keys.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   texts = []
   with program32.scope():
-    coordinates = program._coordinates(0, 1)
+    coordinates = program._coordinates(0, BLOCKS_PER_CALL)
     for direction in ('remove', 'add'):
       texts.append(program32.block_components.lower(
-          coordinates, stream, params, view, kernel=kernel, direction=direction, block_size=64,
-          mesh=mesh.mesh).compile().as_text())
-      mean, z, info = program._components(stream, 0, 1, direction)
+          coordinates, stream, params, view, kernel=kernel, direction=direction,
+          block_size=BLOCK_SIZE, mesh=mesh.mesh).compile().as_text())
+      mean, z, info = program._components(stream, 0, BLOCKS_PER_CALL, direction)
       if num_candidates == 1:
         texts.append(program32.block_losses.lower(
             mean, z, info, sigmas[0], kappas[0], params, view, kernel=kernel,
@@ -284,10 +298,12 @@ def _compiled_texts(mechanism, num_candidates):
         texts.append(program32.block_losses_for_sigmas.lower(
             mean, z, info, sigmas, kappas, params, view, kernel=kernel, direction=direction,
             mesh=mesh.mesh).compile().as_text())
-    losses = jnp.zeros((1, 64), jnp.float32)
+    losses = jnp.zeros((BLOCKS_PER_CALL, BLOCK_SIZE), jnp.float32)
+    # The estimator's: len(EPS) ε, no histogram (one edge).
     texts.append(program32.block_sums.lower(
-        losses, losses, mesh.place(np.zeros(1, np.int32)), np.zeros(3, np.float32),
-        np.zeros(2, np.float32), mesh=mesh.mesh).compile().as_text())
+        losses, losses, mesh.place(np.zeros(BLOCKS_PER_CALL, np.int32)),
+        np.zeros(len(EPS), np.float32), np.zeros(1, np.float32), mesh=mesh.mesh
+    ).compile().as_text())
   return texts
 
 
@@ -301,27 +317,31 @@ def test_compiled_32_bit_programs_hold_no_64_bit_type(family):
   for num_candidates in ((1, 3) if family in SHARED_DRAWS_CODE else (1,)):
     for text in _compiled_texts(FAMILIES[family], num_candidates):
       assert not _WIDE.findall(text)
-  # The check can fail: the float64 program's text holds 64-bit types.
+  # The check can fail: the float64 program's text holds 64-bit types (the program of
+  # ``sample_privacy_losses``, which the margin tests compile: its block shapes).
   with jax.enable_x64(True):
     mesh = sharding.SampleMesh.over(jax.local_devices()[:1])
     mechanism = FAMILIES[family]
     kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
     params, sigma, view = sampling.traced_params(mechanism, kernel)
+    block_size = sampling.default_block_size(kernel.iterations)
+    ids = mesh.place(np.zeros(sampling.default_blocks_per_call(block_size, kernel.iterations),
+                              np.int64))
     text = sampling.block_outputs.lower(
-        jnp.zeros(1, jnp.int64), jax.random.key(0), params, sigma, view, kernel=kernel,
-        direction='remove', block_size=64, mesh=mesh.mesh).compile().as_text()
+        ids, jax.random.key(0), params, sigma, view, kernel=kernel, direction='remove',
+        block_size=block_size, mesh=mesh.mesh).compile().as_text()
   assert _WIDE.findall(text)
 
 
 # ---- the margin holds, and float32 δ̂ is never below the exact-loss δ̂ ------------------
 
-def _losses_and_margins(mechanism, sigmas, num_blocks, direction, block_size=64):
+def _losses_and_margins(mechanism, sigmas, num_blocks, direction, block_size=BLOCK_SIZE):
+  """(losses, margins) (K, num_blocks · block_size) of the sampling stream's first blocks, in
+  calls of the shared shape (``_shapes32``)."""
   with jax.enable_x64(True):
-    kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
-    program = program32.Program32(mechanism, kernel, np.asarray(sigmas), block_size,
-                                  sharding.SampleMesh.over(jax.local_devices()[:1]))
     stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), direction)
-    _, losses, margins = program.losses_and_margins(stream, 0, num_blocks, direction)
+    _, losses, margins = shapes32.losses_and_margins(
+        shapes32.program_of(mechanism, sigmas, block_size), stream, num_blocks, direction)
   return (np.asarray(losses, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1),
           np.asarray(margins, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1))
 
@@ -332,7 +352,7 @@ def _exact_losses(mechanism, sigma, num_samples, direction):
                                                    direction))
 
 
-def _check_margin(mechanism, sigmas, num_blocks, block_size=64):
+def _check_margin(mechanism, sigmas, num_blocks, block_size=BLOCK_SIZE):
   """|L̂₃₂ − L₆₄| ≤ η on every sample, and δ̂₃₂(ε − η) ≥ δ̂₆₄(ε) of the same draws (host sums)."""
   worst = 0.0
   for direction in ('remove', 'add'):
@@ -353,16 +373,17 @@ def test_margin_bounds_the_float32_error(family):
   # One σ (y formed per sample: b-min-sep's families here, every family in the hard settings
   # below); three σ sharing the draws (d = d_m + σ·d_z) for every family but cold (warm's code).
   if family in ('cold', 'warm', 'poisson'):
-    assert _check_margin(FAMILIES[family], [0.7], 8) > 0.0
+    assert _check_margin(FAMILIES[family], [0.7], 2 * BLOCKS_PER_CALL) > 0.0
   if family != 'cold':
-    assert _check_margin(FAMILIES[family], [0.5, 1.0, 3.0], 4) > 0.0
+    assert _check_margin(FAMILIES[family], list(SIGMAS), BLOCKS_PER_CALL) > 0.0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize('mechanism', [
     _mechanism(jaxacct.BMinSep(sampling_prob=0.05, iterations=1000, min_sep=16,
                                warm_start=True), 16, 0.4),
-    _mechanism(jaxacct.BMinSep(sampling_prob=0.9, iterations=1000, min_sep=16), 16, 5.0),
+    _mechanism(jaxacct.BMinSep(sampling_prob=0.9, iterations=1000, min_sep=16,
+                               warm_start=False), 16, 5.0),
     _mechanism(jaxacct.BMinSep(sampling_prob=1e-6, iterations=1000, min_sep=4), 4, 1.0),
     _mechanism(jaxacct.BMinSep(sampling_prob=0.5, iterations=2000, min_sep=2,
                                warm_start=True), 2, 0.3),
@@ -397,7 +418,8 @@ def test_margin_holds_at_the_production_shape():
 def test_float32_delta_hat_is_at_least_the_float64_one_on_the_same_draws(family):
   mechanism = FAMILIES[family]
   runs = [estimator.estimate_delta(jax.random.key(4), mechanism, EPS, 1500, precision=p,
-                                   block_size=64) for p in ('float32', 'float64')]
+                                   block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+          for p in ('float32', 'float64')]
   for d in ('remove', 'add'):
     wide, narrow = runs[1].delta_hat[d], runs[0].delta_hat[d]
     assert np.all(narrow >= wide)
@@ -406,8 +428,11 @@ def test_float32_delta_hat_is_at_least_the_float64_one_on_the_same_draws(family)
 
 
 def test_float32_sweep_is_at_least_the_float64_one_on_the_same_draws():
-  sweeps = [candidates.estimate_delta_for_sigmas(jax.random.key(4), WARM, [0.8, 1.2], EPS,
-                                                 1000, precision=p, block_size=64)
+  sigmas = [0.8, 1.0, 1.2]  # K = len(SIGMAS): the margin test's program
+  assert len(sigmas) == len(SIGMAS)
+  sweeps = [candidates.estimate_delta_for_sigmas(jax.random.key(4), WARM, sigmas, EPS, 1000,
+                                                 precision=p, block_size=BLOCK_SIZE,
+                                                 blocks_per_call=BLOCKS_PER_CALL)
             for p in ('float32', 'float64')]
   for d in ('remove', 'add'):
     assert np.all(sweeps[0].delta_hat[d] >= sweeps[1].delta_hat[d])
@@ -417,9 +442,9 @@ def test_float32_sweep_is_at_least_the_float64_one_on_the_same_draws():
 def test_tiny_noise_gives_an_infinite_margin_never_nan():
   """σ = 10⁻⁴: e^δ overflows where posteriors underflow; η must be +inf (every term counted at
   its maximum), not inf·0 = NaN."""
-  for mechanism in (POISSON,):  # 8 blocks: the margin test's compiled program (σ is traced)
+  for mechanism in (POISSON,):  # the margin test's compiled program (σ is traced)
     tiny = dataclasses.replace(mechanism, noise_multiplier=1e-4)
-    losses, margins = _losses_and_margins(tiny, [1e-4], 8, 'remove')
+    losses, margins = _losses_and_margins(tiny, [1e-4], 2 * BLOCKS_PER_CALL, 'remove')
     assert not np.any(np.isnan(margins)) and not np.any(np.isnan(losses))
     assert np.all(margins >= 0.0)
 
@@ -429,23 +454,24 @@ def test_float32_histogram_counts_every_loss_at_an_edge_above_its_exact_value():
   every edge at least as many samples lie above it as exact losses do (conservative, like
   float64's), also for edges between L̂ and L̂ + η."""
   mechanism = WARM
-  kernel = kernels.kernel_for(mechanism, np.dtype(np.float32))
+  num_blocks = 2 * BLOCKS_PER_CALL
   with jax.enable_x64(True):
-    program = program32.Program32(mechanism, kernel, np.asarray([0.7]), 64,
-                                  sharding.SampleMesh.over(jax.local_devices()[:1]))
+    program = shapes32.program_of(mechanism, [0.7])
     stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), 'remove')
-    _, losses, margins = program.losses_and_margins(stream, 0, 8, 'remove')
+    _, losses, margins = shapes32.losses_and_margins(program, stream, num_blocks, 'remove')
     losses = np.asarray(losses, np.float64)[:, 0].ravel()
     margins = np.asarray(margins, np.float64)[:, 0].ravel()
-    exact = _exact_losses(dataclasses.replace(mechanism, noise_multiplier=0.7), 0.7, 512,
-                          'remove')
+    exact = _exact_losses(dataclasses.replace(mechanism, noise_multiplier=0.7), 0.7,
+                          num_blocks * BLOCK_SIZE, 'remove')
     # Edges at the next float32 above L̂ where the exact loss is higher still (binning L̂ alone
     # would count those samples below the edge), inside (L̂, L̂ + η), and at exact losses.
     above_next = np.nextafter(losses.astype(np.float32), np.float32(np.inf)).astype(np.float64)
     between = above_next[exact > above_next]
     assert between.size > 0
     edges = np.unique(np.concatenate([between, losses[::9] + margins[::9] / 3, exact[::11]]))
-    counts = program.block_sums(stream, 0, 8, 'remove', 512, np.asarray([0.0]), edges)[0][2]
+    counts = np.concatenate([program.block_sums(
+        stream, first, BLOCKS_PER_CALL, 'remove', num_blocks * BLOCK_SIZE, np.asarray([0.0]),
+        edges)[0][2] for first in shapes32.calls(num_blocks)])
   above = np.cumsum(np.sum(counts, axis=0)[::-1])[::-1]  # above[k]: samples in bins ≥ k
   for k, edge in enumerate(edges):
     assert above[k + 1] >= np.sum(exact > edge), edge
@@ -576,9 +602,10 @@ def test_precision_names_and_refusals():
 def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
   from test_checkpoint_and_ledger import Stop
   from test_checkpoint_and_ledger import _stop_after as stop_after
-  run = dict(precision='float32', block_size=64, blocks_per_call=1, checkpoint_interval=1e-9)
+  run = dict(precision='float32', block_size=BLOCK_SIZE, blocks_per_call=1,
+             checkpoint_interval=1e-9)
   reference = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, precision='float32',
-                                       block_size=64, blocks_per_call=3)
+                                       block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
   with pytest.raises(Stop):  # 10 blocks per direction, one per call: stop in "add"
     estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
                              progress=stop_after(13), **run)
@@ -589,11 +616,11 @@ def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
   from jaxacct.montecarlo import checkpoint as checkpoint_lib
   with pytest.raises(checkpoint_lib.CheckpointError, match='precision'):
     estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
-                             precision='float64', block_size=64)
+                             precision='float64', block_size=BLOCK_SIZE)
 
 
 _DEVICE_SCRIPT = '''
-import json, jax, numpy as np, jaxacct
+import json, sys, jax, numpy as np, jaxacct
 from jaxacct.montecarlo import candidates, estimator
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
 # cold's code is warm's, balls-in-bins' key use is cyclic Poisson's (uniform_index32)
@@ -606,19 +633,21 @@ schemes = {'warm': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
            'truncated': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
                                          warm_start=True, truncated_batch_size=6,
                                          dataset_size=60), 8)}
+shapes = json.loads(sys.argv[1])  # the parent's shapes: its compiled programs (1 device)
+block_size, eps, sigmas = shapes['block_size'], shapes['eps'], shapes['sigmas']
 runs = {}
 for name, (scheme, bands) in schemes.items():
   m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
-  for per_call in ((1, 2) if name == 'warm' else (1,)):
-    r = estimator.estimate_delta(jax.random.key(11), m, [0.0, 0.5, 1.0, 2.0], 2300,
-                                 precision='float32', block_size=64, blocks_per_call=per_call)
+  for per_call in (shapes['per_call'] if name == 'warm' else shapes['per_call'][:1]):
+    r = estimator.estimate_delta(jax.random.key(11), m, eps, 2300, precision='float32',
+                                 block_size=block_size, blocks_per_call=per_call)
     runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in r.delta_hat[d]]
                                  for d in ('remove', 'add')}
     if name == 'truncated':  # its K σ path is the shared per-σ wrapper: the estimate suffices
       continue
-    s = candidates.sweep_sigmas(jax.random.key(11), m, [0.8, 1.3], [0.5, 1.0], 700,
-                                purpose='verification', precision='float32', block_size=64,
-                                blocks_per_call=per_call)
+    s = candidates.sweep_sigmas(jax.random.key(11), m, sigmas, eps, 700,
+                                purpose='verification', precision='float32',
+                                block_size=block_size, blocks_per_call=per_call)
     for d in ('remove', 'add'):
       runs[f'{name}{per_call}'][d] += ([float(v).hex() for v in s.delta_hat[d].ravel()]
                                        + [float(v).hex() for v in s.sums.margins[d]])
@@ -629,13 +658,19 @@ print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
+  """On one device the script's programs are this file's (``_shapes32``; one block per call:
+  the checkpoint test's), read from the persistent compile cache."""
   from devices import run_on_devices
-  one, four = run_on_devices(_DEVICE_SCRIPT, 1), run_on_devices(_DEVICE_SCRIPT, 4)
+  per_call = (BLOCKS_PER_CALL, 1)
+  shapes = json.dumps({'block_size': BLOCK_SIZE, 'eps': EPS, 'sigmas': list(SIGMAS),
+                       'per_call': per_call})
+  one, four = run_on_devices(_DEVICE_SCRIPT, 1, shapes), run_on_devices(_DEVICE_SCRIPT, 4, shapes)
   assert one['devices'] == 1 and four['devices'] == 4
   for name in ('warm', 'poisson', 'cyclic', 'multi', 'truncated'):
-    reference = one['runs'][f'{name}1']
-    others = [four['runs'][f'{name}1']] + ([one['runs'][f'{name}2'], four['runs'][f'{name}2']]
-                                           if name == 'warm' else [])
+    first, second = (f'{name}{k}' for k in per_call)
+    reference = one['runs'][first]
+    others = [four['runs'][first]] + ([one['runs'][second], four['runs'][second]]
+                                      if name == 'warm' else [])
     for result in others:
       assert result == reference
 

@@ -20,9 +20,11 @@ from scipy import stats
 import jaxacct
 from jaxacct.conventions import Stream
 from jaxacct.matrices import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import binomial32, kernels, keys, noise, program32, sampling, sharding
+from jaxacct.montecarlo import binomial32, kernels, keys, noise, program32, sampling
 from jaxacct.montecarlo.kernels import _common, bminsep, truncated
 
+import _shapes32 as shapes32
+from _shapes32 import BLOCK_SIZE, BLOCKS_PER_CALL, SIGMAS
 from test_program32 import EPS, _WIDE, _compiled_texts
 
 
@@ -72,28 +74,28 @@ def test_survival_test_is_the_exact_rational_one():
 
 
 def _batch_sizes(mechanism, num, dtype):
-  """r (num, n) of ``num`` samples of the estimation stream, from the 32-bit or float64 kernel."""
-  kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
+  """r (num, n) of samples 0 … num − 1 of the estimation stream, from the 32-bit kernel
+  (``truncated.rest_batch_sizes32`` in the draw program of ``Program32``, whose blocks of the
+  shared shapes the margin tests compile too) or the float64 kernel (same keys)."""
   stream = keys.direction_key(keys.purpose_key(jax.random.key(9), 'estimation'), 'remove')
   if dtype == np.float32:
-    params = kernel.params(mechanism)
-    with program32.scope():
-      sample_keys = keys.block_keys32(stream, jnp.zeros(2, jnp.uint32), num)
-      run = jax.jit(lambda k, p: truncated.rest_batch_sizes32(
-          k, p, kernel.iterations, kernel.min_sep, kernel.warm_start))
-      return np.asarray(run(sample_keys, params)), sample_keys
+    draws = shapes32.components(shapes32.program_of(mechanism, [1.0]), stream, num // BLOCK_SIZE,
+                                'remove')
+    return np.concatenate([np.asarray(info.rest_batch_sizes) for _, _, info in draws]).reshape(
+        num, mechanism.iterations)
+  kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
   with jax.enable_x64(True):
     params = kernel.params(mechanism)
     sample_keys = keys.sample_keys(stream, jnp.int64(0), num)
     run = jax.jit(lambda k, p: truncated.rest_batch_sizes(
         k, p, kernel.iterations, kernel.min_sep, kernel.warm_start))
-    return np.asarray(run(sample_keys, params)), sample_keys
+    return np.asarray(run(sample_keys, params))
 
 
 def test_truncated_poisson_batch_sizes_are_binomial():
   """b = 1: every r_i ~ Binomial(m − 1, p) independently; χ² of 4096 × 64 draws against the
   exact pmf (cells with expected count ≥ 5 pooled), p-value > 10⁻⁶."""
-  rest, _ = _batch_sizes(T_POISSON, 4096, np.float32)
+  rest = _batch_sizes(T_POISSON, 4096, np.float32)
   law = stats.binom(29, 0.2)
   counts = np.bincount(rest.ravel(), minlength=30)[:30]
   expected = law.pmf(np.arange(30)) * rest.size
@@ -108,8 +110,8 @@ def test_b_min_sep_batch_sizes_have_the_float64_law(family):
   """Per round (cold start's transient included), the mean and variance of r from the 32-bit
   and float64 samplers agree within 5 standard errors over 4096 samples each."""
   mechanism = FAMILIES[family]
-  r32, _ = _batch_sizes(mechanism, 4096, np.float32)
-  r64, _ = _batch_sizes(mechanism, 4096, np.float64)
+  r32 = _batch_sizes(mechanism, 4096, np.float32)
+  r64 = _batch_sizes(mechanism, 4096, np.float64)
   for round_ in (0, 1, 3, 7, 8, 20, 63):
     a, b = r32[:, round_].astype(float), r64[:, round_].astype(float)
     spread = np.sqrt(a.var() / a.size + b.var() / b.size)
@@ -161,18 +163,16 @@ def _exact_losses(mechanism, sigma, num, direction, rest):
 
 
 def _check_margin(mechanism, sigmas, num_blocks):
-  block = 64
-  mesh = sharding.SampleMesh.over(jax.local_devices()[:1])
-  kernel = _kernel32(mechanism)
   worst = 0.0
   for direction in ('remove', 'add'):
     stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), direction)
     with jax.enable_x64(True):
-      one = program32.Program32(mechanism, kernel, np.asarray(sigmas[:1]), block, mesh)
-      (_, info), _, _ = one.losses_and_margins(stream, 0, num_blocks, direction)
-      program = program32.Program32(mechanism, kernel, np.asarray(sigmas), block, mesh)
-      _, losses, margins = program.losses_and_margins(stream, 0, num_blocks, direction)
-    rest = np.asarray(info.rest_batch_sizes).reshape(-1, mechanism.iterations)
+      one = shapes32.losses_and_margins(shapes32.program_of(mechanism, sigmas[:1]), stream,
+                                        num_blocks, direction)
+      _, losses, margins = one if len(sigmas) == 1 else shapes32.losses_and_margins(
+          shapes32.program_of(mechanism, sigmas), stream, num_blocks, direction)
+    rest = np.concatenate([np.asarray(info.rest_batch_sizes) for _, info in one[0]]).reshape(
+        -1, mechanism.iterations)
     assert (rest >= mechanism.scheme.truncated_batch_size).any()  # the mixtures are exercised
     losses = np.asarray(losses, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1)
     margins = np.asarray(margins, np.float64).transpose(1, 0, 2).reshape(len(sigmas), -1)
@@ -188,11 +188,11 @@ def _check_margin(mechanism, sigmas, num_blocks):
 
 
 @pytest.mark.parametrize('family, sigmas', [
-    ('truncated-warm', [0.7]), ('truncated-warm', [0.5, 1.0, 3.0]), ('truncated-cold', [0.7]),
-    ('truncated-poisson', [0.5, 1.0, 3.0])])
+    ('truncated-warm', [0.7]), ('truncated-warm', list(SIGMAS)), ('truncated-cold', [0.7]),
+    ('truncated-poisson', list(SIGMAS))])
 def test_margin_bounds_the_truncated_float32_error(family, sigmas):
   # One σ (y formed per sample) and three σ sharing the draws (the per-σ wrapper).
-  assert 0.0 < _check_margin(FAMILIES[family], sigmas, 4) <= 1.0
+  assert 0.0 < _check_margin(FAMILIES[family], sigmas, BLOCKS_PER_CALL) <= 1.0
 
 
 @pytest.mark.slow
@@ -202,7 +202,8 @@ def test_float32_estimate_of_a_truncated_scheme_is_close_to_float64_and_carries_
   certified law error it adds to every term (``SchemeKernel.law_error``)."""
   grid = EPS + [60.0]
   runs = [jaxacct.estimate_delta(jax.random.key(4), T_POISSON, grid, 2048, precision=p,
-                                 block_size=64) for p in ('float32', 'float64')]
+                                 block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+          for p in ('float32', 'float64')]
   params = _kernel32(T_POISSON).params(T_POISSON)
   law_error = _kernel32(T_POISSON).law_error(params)
   for d in ('remove', 'add'):

@@ -141,8 +141,9 @@ def test_joint_law_of_batch_sizes_and_coefficients(warm, direction):
 def test_batch_size_means_at_scale(warm):
   # 10⁵ examples: E[r_i] = (m − 1)·p₀ in every round under warm start (Alg. 2's stationary
   # law); under cold start round 0 is Binomial(m − 1, p) and later rounds fall towards p₀.
+  # r as drawn with the losses (``sample_outputs``: the same draws, one program fewer).
   mech = _mechanism(p=0.2, n=24, b=4, warm=warm, batch=30_000, dataset=100_000, c_col=[1.0])
-  _, rest = sampling.sample_truncated_privacy_losses(jax.random.key(6), mech, 2000, 'remove')
+  _, rest = sampling.sample_outputs(jax.random.key(6), mech, 2000, 'remove')
   rest = np.asarray(rest, float)
   p0 = mech.scheme.expected_participation_rate
   means, errors = rest.mean(axis=0), rest.std(axis=0, ddof=1) / np.sqrt(rest.shape[0])
@@ -162,36 +163,46 @@ def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
   # draft to be unsure runs the exact chain. Cold start is unsure from round 0 (the pool
   # m − 1 is above the table's window), so it also checks the fallback end to end. The
   # batch sizes are compared directly (the losses are a function of them and of the keys;
-  # compiling only the batch-size program keeps this test cheap).
+  # compiling only the batch-size program keeps this test cheap). One program serves both
+  # runs: a traced flag makes every draft unsure (the exact chain everywhere).
   from jaxacct.montecarlo.kernels import truncated
   mech = _mechanism(p=1e-3, n=40, b=32, warm=warm, batch=1100, dataset=1_000_000, c_col=[1.0])
   assert isinstance(truncated.batch_size_table(mech.scheme), binomial.InversionRows)
   assert (truncated.history_rows(mech.scheme) is not None) == warm
-  real_draft, unsure_draws = truncated.row_draft, []
+  real_draft, calls, forced = truncated.row_draft, [], []
 
   def recorded(*args):
+    """The real draft, or every draw unsure if ``forced``; each call records (unsure drafts,
+    unsure draws returned, draws)."""
     draws = real_draft(*args)
-    jax.debug.callback(lambda count: unsure_draws.append(int(count)), jax.numpy.sum(draws < 0))
-    return draws
+    returned = jax.numpy.where(forced[-1], jax.numpy.full(draws.shape, -1, draws.dtype), draws)
+    jax.debug.callback(lambda *counts: calls.append(tuple(map(int, counts))),
+                       jax.numpy.sum(draws < 0), jax.numpy.sum(returned < 0), draws.size)
+    return returned
 
-  def batch_sizes():
-    with jax.enable_x64(True):
-      kernel = truncated.TruncatedBMinSepKernel.build(mech, np.dtype('float64'))
-      keys = sample_keys(jax.random.key(11), jax.numpy.int64(0), 256)  # the samplers' key rule
-      # A fresh jit per call: it traces with whichever draft is in place now.
-      return np.asarray(jax.jit(lambda keys, params: truncated.rest_batch_sizes(
-          keys, params, 40, 32, warm))(keys, kernel.params(mech)))
+  def rest_batch_sizes(keys, params, force):
+    forced.append(force)  # read while tracing (the drafts run inside the sampler's scans)
+    try:
+      return truncated.rest_batch_sizes(keys, params, 40, 32, warm)
+    finally:
+      forced.pop()
 
   monkeypatch.setattr(truncated, 'row_draft', recorded)
-  drafted = batch_sizes()
+  with jax.enable_x64(True):
+    kernel = truncated.TruncatedBMinSepKernel.build(mech, np.dtype('float64'))
+    keys = sample_keys(jax.random.key(11), jax.numpy.int64(0), 256)  # the samplers' key rule
+    batch_sizes = jax.jit(rest_batch_sizes)
+    drafted = np.asarray(batch_sizes(keys, kernel.params(mech), False))
+    jax.effects_barrier()
+    drafted_calls, calls[:] = list(calls), []
+    exact = np.asarray(batch_sizes(keys, kernel.params(mech), True))
+    jax.effects_barrier()
+  unsure_draws = [unsure for unsure, returned, _ in drafted_calls if unsure == returned]
   # Warm start: every draft sure (no fallback; the history's 31 drafts too); cold start: the
   # first rounds are unsure.
-  assert len(unsure_draws) >= 40 + 31 * warm and (sum(unsure_draws) > 0) == (not warm)
-  def unsure(index, uniform, counts, rows, row):
-    del uniform, rows, row
-    return jax.numpy.full(index.shape, -1, counts.dtype)
-  monkeypatch.setattr(truncated, 'row_draft', unsure)
-  exact = batch_sizes()
+  assert len(unsure_draws) == len(drafted_calls) >= 40 + 31 * warm
+  assert (sum(unsure_draws) > 0) == (not warm)
+  assert len(calls) == len(drafted_calls) and all(returned == size for _, returned, size in calls)
   np.testing.assert_array_equal(drafted, exact)
   rest = drafted.astype(float)
   p0 = mech.scheme.expected_participation_rate
@@ -263,7 +274,8 @@ def test_one_round_estimate_matches_exact_delta():
                            dataset_size=20)
   mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), 0.7)
   eps = [0.2, 0.6]
-  result = jaxacct.estimate_delta(jax.random.key(8), mech, eps, 200_000)
+  # 49 blocks per call: 4 calls cover the 196 blocks (the default call holds 1,024).
+  result = jaxacct.estimate_delta(jax.random.key(8), mech, eps, 200_000, blocks_per_call=49)
   for direction in ('remove', 'add'):
     for i, e in enumerate(eps):
       exact = _one_round_delta(e, direction, dataset=20, p=0.3, batch=5, sigma=0.7)
@@ -271,15 +283,21 @@ def test_one_round_estimate_matches_exact_delta():
       assert gap <= 5 * result.standard_error[direction][i], (direction, e, exact)
 
 
+# The next two tests' mechanism: the estimator's programs at the default block shapes are the
+# samplers' (compiled once).
+PIPELINE = _mechanism(p=0.4, n=16, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
+
+
 @pytest.mark.slow
 def test_shared_draws_sweep_equals_the_estimator():
-  mech = _mechanism(p=0.4, n=20, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
+  mech = PIPELINE
+  num_samples = 2 * sampling.default_block_size(mech.iterations) + 600  # a partial last block
   sweep = candidates.estimate_delta_for_sigmas(jax.random.key(9), mech, [0.8, 1.5], [0.5, 1.0],
-                                               600, block_size=128)
+                                               num_samples)
   for j, sigma in enumerate([0.8, 1.5]):
     single = estimator.estimate_delta(jax.random.key(9),
                                       dataclasses.replace(mech, noise_multiplier=sigma),
-                                      [0.5, 1.0], 600, block_size=128)
+                                      [0.5, 1.0], num_samples)
     for direction in ('remove', 'add'):
       np.testing.assert_allclose(sweep.delta_hat[direction][j], single.delta_hat[direction],
                                  rtol=1e-10, atol=1e-14)
@@ -287,7 +305,7 @@ def test_shared_draws_sweep_equals_the_estimator():
 
 @pytest.mark.slow
 def test_truncated_samples_match_plain_losses_and_outputs():
-  mech = _mechanism(p=0.4, n=16, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
+  mech = PIPELINE
   key = jax.random.key(10)
   for direction in ('remove', 'add'):
     losses, rest = sampling.sample_truncated_privacy_losses(key, mech, 500, direction)
