@@ -175,7 +175,6 @@ def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidat
   """Seconds per sample (one draw, ``num_candidates`` σ) of ``mechanism`` in ``dtype``'s program
   on the local devices (``statistic`` of ``calls`` calls of one block per device after
   compiling: the median for plans, the minimum for benchmarks on a shared machine)."""
-  devices = options_lib.resolve(run, 'capacity_plan', devices=devices).devices
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
   return _timed_cost(mechanism, kernel, mesh, sampling.default_block_size(kernel.iterations),
