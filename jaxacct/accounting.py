@@ -195,7 +195,7 @@ def _estimated_epsilon(mechanism, key, fallback, n, base, estimation_samples, pr
   (estimation stream only: the verification draws stay unseen), else ε_fallback(δ_b)."""
   ceiling = fallback.epsilon_for_delta(mechanism, base)
   if estimation_samples is None:
-    estimation_samples = max(1000, min(n // 4, math.ceil(50 / base)))
+    estimation_samples = evr.default_estimation_samples(n, base)
   grid = np.linspace(0.0, ceiling, _EPSILON_GRID_POINTS + 1)[1:]
   estimate = estimate_delta(key, mechanism, grid, estimation_samples, precision=precision,
                             run=run)

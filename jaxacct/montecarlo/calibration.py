@@ -21,7 +21,6 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
@@ -216,7 +215,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   key = keys_lib.canonicalize_key(key)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
-    estimation_samples = max(1000, min(n_verify // 4, math.ceil(50 / base)))
+    estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)

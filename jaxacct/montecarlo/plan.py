@@ -28,7 +28,6 @@ Host code around short device runs.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import jax
@@ -208,7 +207,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   _validate.finite_real('epsilon', epsilon)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
-    estimation_samples = max(1000, min(n_verify // 4, math.ceil(50 / base)))
+    estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   devices = options_lib.resolve(run, 'capacity_plan', devices=devices).devices
