@@ -13,7 +13,7 @@ from jaxacct.conventions import Purpose
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.calibration import CalibrationRecord
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.cli.common import (Command, Progress, calibrated, calibration_section,
+from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
                                 check_budget, check_state_files, curve_payload,
                                 deterministic_curve, output_dir, plan_mechanism,
                                 print_deterministic, print_footer, run_options,
@@ -40,7 +40,7 @@ def _calibrate(args, raw) -> dict:
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
                            found.estimation_samples, precision=g.precision,
-                           run=run_options(args, Progress(args, 'report curve'),
+                           run=run_options(args, reporter(args, 'report curve'),
                                             'report-curve'))
     payload['curve'] = curve_payload(curve)
     write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,

@@ -16,9 +16,9 @@ from typing import Callable
 
 import jax
 import numpy as np
-import tqdm
 
 from jaxacct import config as config_lib
+from jaxacct import progress as progress_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
@@ -31,71 +31,10 @@ from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.montecarlo.options import RunOptions
 
 
-class Progress:
-  """Progress of each stage of a run on stderr (process 0 only): a tqdm bar (samples,
-  samples/s, ETA) on a terminal; otherwise — a log, a batch job, ``--json`` — a plain line
-  every ``interval`` seconds with the same figures, so a long run is never silent."""
-
-  def __init__(self, args, label: str | None = None, interval: float = 30.0,
-               unit: str = 'samples'):
-    self.enabled = sharding.is_leader()
-    self.terminal = sys.stderr.isatty() and not args.json
-    self.label, self.interval, self.unit = label, interval, unit
-    self.bar = None
-    self.stage = None
-
-  def __call__(self, done: int, total: int, stage: str) -> None:
-    if not self.enabled:
-      return
-    stage = self.label or stage
-    if self.terminal:
-      self._bar(done, total, stage)
-      return
-    now = time.perf_counter()
-    if self.stage != (stage, total) or done < self.done:
-      self.stage, self.started, self.last, self.first = (stage, total), now, now, done
-    self.done = done
-    finished = done >= total
-    if now - self.last >= self.interval or (finished and now - self.started >= 5.0):
-      self.last = now
-      rate = (done - self.first) / max(now - self.started, 1e-9)
-      eta = (total - done) / rate if rate > 0 else float('inf')
-      print(f'jaxacct: {stage}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
-            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {plan_lib.format_seconds(eta)}'),
-            file=sys.stderr, flush=True)
-
-  def _bar(self, done: int, total: int, stage: str) -> None:
-    if (self.bar is None or self.bar.desc != stage or self.bar.total != total
-        or done < self.bar.n):
-      self.close()
-      self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=f' {self.unit}',
-                           unit_scale=True, file=sys.stderr, leave=True, dynamic_ncols=True)
-    self.bar.update(done - self.bar.n)
-    if done >= total:
-      self.close()
-
-  def close(self) -> None:
-    if self.bar is not None:
-      self.bar.close()
-      self.bar = None
-
-
-class ProbeProgress:
-  """A stderr line per σ probe of a deterministic calibration once the search is slow (a
-  probe over 2 s, or 5 s in total), so MMCC or conditional composition is never silent."""
-
-  def __init__(self):
-    self.enabled = sharding.is_leader()
-    self.started = time.perf_counter()
-    self.count = 0
-
-  def __call__(self, accountant: str, sigma: float, passed: bool, seconds: float) -> None:
-    self.count += 1
-    elapsed = time.perf_counter() - self.started
-    if self.enabled and (seconds >= 2.0 or elapsed >= 5.0):
-      print(f'jaxacct: calibrating σ with {accountant}: probe {self.count}, σ = {sigma:.6g} '
-            f'{"meets" if passed else "misses"} the target ({seconds:.1f} s; '
-            f'{plan_lib.format_seconds(elapsed)} so far)', file=sys.stderr, flush=True)
+def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_lib.Reporter:
+  """The run's progress on stderr (``jaxacct.progress.Reporter``, process 0 only): a tqdm bar
+  on a terminal; with ``--json`` or off a terminal, a plain line every 30 s."""
+  return progress_lib.Reporter(label, unit=unit, terminal=sys.stderr.isatty() and not args.json)
 
 
 DEFAULT_MAX_MINUTES = 30.0
@@ -283,10 +222,10 @@ def print_plan(payload: dict, file=None) -> None:
         file=file)
   if payload.get('stand_in'):
     print(f'  ({payload["stand_in"]})', file=file)
-  print(f'  projected wall time here: {plan_lib.format_seconds(plan["seconds_here"])} (+ '
-        f'{plan_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
+  print(f'  projected wall time here: {progress_lib.format_seconds(plan["seconds_here"])} (+ '
+        f'{progress_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
   print(f'  on {plan["target_devices"]} device(s): '
-        f'{plan_lib.format_seconds(plan["seconds_on_target"])}, '
+        f'{progress_lib.format_seconds(plan["seconds_on_target"])}, '
         f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)
   if plan['memory_per_device'] is not None:
     print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
@@ -297,7 +236,7 @@ def print_plan(payload: dict, file=None) -> None:
     memory = ('' if other['memory_per_device'] is None
               else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
     print(f'  {name}: {1.0 / other["seconds_per_sample"]["1"]:,.0f} samples/s here, '
-          f'{plan_lib.format_seconds(other["seconds_here"])} here, '
+          f'{progress_lib.format_seconds(other["seconds_here"])} here, '
           f'{other["device_hours_on_target"]:,.1f} device-hours on {other["target_devices"]}'
           f'{memory}', file=file)
   if 'float32' in plans:
@@ -314,7 +253,7 @@ def calibration_section(raw) -> dict:
   return cal
 
 
-def run_options(args, progress: Progress, part: str | None = None, **fields) -> RunOptions:
+def run_options(args, progress: progress_lib.Reporter, part: str | None = None, **fields) -> RunOptions:
   """The ``RunOptions`` of a Monte Carlo run: ``progress``, and ``--checkpoint`` /
   ``--checkpoint-interval`` (``part`` names a subfolder for a second run of the same command,
   calibrate's report curve), plus ``fields`` (ledger, max_seconds)."""
@@ -371,7 +310,8 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
     options = config_lib.accountant_options(raw)
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        accountant=name, adjacency=raw.get('adjacency', 'zero_out'), progress=ProbeProgress(),
+        accountant=name, adjacency=raw.get('adjacency', 'zero_out'),
+        progress=reporter(args, unit='probes'),
         **options)
     # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
     # the named one was chosen
@@ -393,7 +333,7 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
   result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
                                       delta=float(cal['delta']), key=jax.random.key(seed),
                                       precision=choice.precision, **options,
-                                      run=run_options(args, Progress(args), ledger=ledger))
+                                      run=run_options(args, reporter(args), ledger=ledger))
   g = result.guarantee
   payload = {
       'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,

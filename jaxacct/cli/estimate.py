@@ -15,7 +15,7 @@ from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.cli.common import (Command, Progress, check_state_files, curve_payload,
+from jaxacct.cli.common import (Command, reporter, check_state_files, curve_payload,
                                 deterministic_curve, estimate_max_seconds, output_dir,
                                 print_deterministic, print_footer, refuse_over_budget,
                                 run_options, run_precision, say_precision, scheme_fields,
@@ -77,7 +77,7 @@ def _estimate(args, raw) -> dict:
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
                             dtype=choice.dtype, run=run_options(
-                                args, Progress(args), max_seconds=estimate_max_seconds(
+                                args, reporter(args), max_seconds=estimate_max_seconds(
                                     args, mechanism, num_samples)))
   except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
     refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '

@@ -14,7 +14,7 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.cli.common import (Command, Progress, calibrated, calibration_section,
+from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
                                 check_budget, output_dir, print_footer, scheme_and_matrix,
                                 with_prefix_error, write_on_leader)
 
@@ -52,7 +52,7 @@ def _train(args, raw) -> dict:
       learning_rate=float(training.get('learning_rate', 0.5)),
       momentum=float(training.get('momentum', 0.9)),
       seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
-      individual=individual, progress=Progress(args, unit='steps'))
+      individual=individual, progress=reporter(args, unit='steps'))
   payload['task'] = task.name
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration

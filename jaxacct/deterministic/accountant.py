@@ -24,7 +24,6 @@ Schuchardt & Kalinin, arXiv 2601.21636 (balls-in-bins: Rényi, conditional compo
 
 from __future__ import annotations
 
-import functools
 import typing
 from typing import Any, Mapping
 
@@ -224,8 +223,8 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
       supporting accountants; the ``Guarantee`` names the one that gave it.
     tolerance: relative σ tolerance in [1e-12, 0.5): σ·(1 − 2·tolerance) does not meet the
       target (unless σ is the accountant's ``sigma_floor``).
-    progress: ``progress(accountant name, σ, passed, seconds)`` after every probe of a
-      search (the CLI shows slow calibrations with it).
+    progress: ``progress(probes_done, probes_expected, stage)`` (``jaxacct.progress``)
+      after every probe of a search; the stage names the accountant ("σ search with pld").
     **options: ``adjacency`` (default ``"zero_out"``) and the accountant's own, e.g.
       ``value_discretization_interval`` (``"pld"``, default 1e-4).
 
@@ -249,9 +248,8 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
     # composition's take minutes at N = 1000).
     if best is not None and chosen.epsilon_for_delta(best[0], delta, **taken) > epsilon:
       continue
-    named = None if progress is None else functools.partial(progress, chosen.name)
     result = chosen.calibrate(scheme, matrix, epsilon=epsilon, delta=delta, tolerance=tolerance,
-                              progress=named, **taken)
+                              progress=progress, **taken)
     if best is None or result[0].noise_multiplier < best[0].noise_multiplier:
       best = result  # ties: registration order
   return best

@@ -246,12 +246,14 @@ class DeterministicAccountant(abc.ABC):
     """The smallest σ (rounded up, to ``tolerance`` relative, ≥ ``sigma_floor``) with ε(δ) ≤ ε.
 
     At the returned σ the mechanism is (ε, δ)-DP by this accountant; at σ·(1 − 2·tolerance)
-    it is not (unless σ is the floor). ``progress(σ, passed, seconds)`` is called after every
-    probe of the search.
+    it is not (unless σ is the floor). ``progress(probes_done, probes_expected, stage)``
+    (``jaxacct.progress``) is called after every probe of the search, with the stage
+    "σ search with <name>".
     """
     probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
         scheme, matrix, epsilon, delta, tolerance, options)
-    return float(self._sigma(probe, epsilon, delta, tolerance, resolved, progress))
+    return float(self._sigma(probe, epsilon, delta, tolerance, resolved,
+                             self._named(progress)))
 
   @typing.final
   def calibrate(self, scheme, matrix, *, epsilon: float, delta: float, tolerance: float = 1e-4,
@@ -259,7 +261,8 @@ class DeterministicAccountant(abc.ABC):
     """(mechanism at ``sigma(...)``, its ``Guarantee``: method ``"deterministic"``, this accountant)."""
     probe, resolved, epsilon, delta, tolerance = self._calibration_inputs(
         scheme, matrix, epsilon, delta, tolerance, options)
-    sigma = float(self._sigma(probe, epsilon, delta, tolerance, resolved, progress))
+    sigma = float(self._sigma(probe, epsilon, delta, tolerance, resolved,
+                              self._named(progress)))
     mechanism = dataclasses.replace(probe, noise_multiplier=sigma)
     return mechanism, Guarantee(epsilon=epsilon, delta=delta, method=Method.DETERMINISTIC,
                                 noise_multiplier=sigma, adjacency=resolved['adjacency'],
@@ -267,6 +270,12 @@ class DeterministicAccountant(abc.ABC):
 
   def __repr__(self) -> str:
     return f'{type(self).__name__}(name={self.name!r})'
+
+  def _named(self, progress):
+    """``progress`` with this accountant's name in every stage ("σ search with pld")."""
+    if progress is None:
+      return None
+    return lambda done, total, stage: progress(done, total, f'{stage} with {self.name}')
 
   # -- hooks
   @abc.abstractmethod

@@ -450,7 +450,8 @@ class MMCCAccountant(DeterministicAccountant):
                                float(np.linalg.norm(entries.sum(axis=1))))
     coarse = smallest_passing_sigma(meets_with(max(discretization, 1e-2), 4 * step),
                                     tolerance=4e-2, floor=self.sigma_floor, start=start,
-                                    step=1.5, progress=progress)
+                                    step=1.5, progress=progress,
+                                    stage='σ search (coarse pass)')
     return smallest_passing_sigma(meets_with(discretization, step), tolerance=tolerance,
                                   floor=self.sigma_floor, start=coarse, step=1.05,
                                   progress=progress)

@@ -30,12 +30,13 @@ from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import evr, sharding, stream, verification
+from jaxacct.montecarlo import evr, sharding, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 
 _SWEEP = 16  # σ per estimation batch (one shared draw serves all)
@@ -120,15 +121,6 @@ class Calibration:
   charge: dict | None = None
 
 
-def _estimation_sweep(key, mechanism, sigmas, epsilon, num_samples, shared_draws, precision,
-                      devices, phase, progress):
-  sweep = candidates_lib.sweep_sigmas(
-      key, mechanism, sigmas, [epsilon], num_samples, purpose='estimation',
-      shared_draws=shared_draws, precision=precision, devices=devices, phase=phase,
-      progress=progress)
-  return sweep.delta_hat_max[:, 0]
-
-
 def _fallback_and_guess(scheme, matrix, fallback, epsilon, base) -> list[float]:
   """[σ_up, the search's initial guess]: the fallback's σ at (ε, δ_b), and Poisson DP-SGD's
   PLD σ at the expected participation rate times the maximum column norm (capped at σ_up)."""
@@ -146,7 +138,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                num_candidates: int = 8, attempt: int = 1,
                                ledger=None, fallback=None, precision: str = 'float64',
                                devices=None, progress=None, checkpoint=None,
-                               checkpoint_interval: float = 60.0,
+                               checkpoint_interval: float | None = None,
                                max_seconds: float | None = None,
                                run: options_lib.RunOptions | None = None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
@@ -199,10 +191,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   References:
     Dong & Ganesh, arXiv 2602.09338v2, App. A; spec 000 §8.
   """
-  options = options_lib.resolve(run, 'calibrate_noise_multiplier', **options_lib.run_keywords(locals()))
-  devices, progress, checkpoint = options.devices, options.progress, options.checkpoint
-  checkpoint_interval, ledger, max_seconds = (options.checkpoint_interval, options.ledger,
-                                              options.max_seconds)
+  run = options_lib.resolve(run, 'calibrate_noise_multiplier',
+                            **options_lib.run_keywords(locals()))
   epsilon = _validate.finite_real('epsilon', epsilon)
   # Checks the band against the scheme before any compute (σ is a placeholder).
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
@@ -211,7 +201,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     raise InputError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
-  max_seconds = plan_lib.check_max_seconds(max_seconds)
+  max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   key = keys_lib.canonicalize_key(key)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
@@ -220,15 +210,15 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)
   choice = precision_lib.choose(precision, placeholder)
-  ledger = ledger_lib.ledger_from(ledger)
-  saved = checkpoint_lib.open_checkpoint(checkpoint, {
+  ledger = ledger_lib.ledger_from(run.ledger)
+  saved = checkpoint_lib.open_checkpoint(run.checkpoint, {
       'run': 'calibrate', 'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint),
       'epsilon': epsilon, 'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
       'num_samples': n_verify, 'base_delta': base, 'grid_ratio': grid_ratio,
       'shared_draws': bool(shared_draws), 'estimation_samples': estimation_samples,
       'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name,
       **({} if choice.precision == 'float64' else {'precision': choice.precision})},
-      checkpoint_interval)
+      run.checkpoint_interval)
   verification.check_checkpoint_charge(saved, ledger)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
@@ -238,7 +228,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, num_samples=n_verify,
                                   base_delta=base, estimation_samples=estimation_samples,
                                   num_candidates=num_candidates, precision=choice.precision,
-                                  devices=devices)
+                                  run=run)
     plan_lib.refuse_over_budget(f'the calibration ({plan.verification_samples:,} verification '
                                 f'and ≥ {2 * plan.estimation_samples_per_sweep:,} estimation '
                                 f'samples)', plan.seconds_here, max_seconds)
@@ -247,9 +237,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   def sweep(sigmas):
     phase = checkpoint_lib.Phase(saved, f'estimation-sweep-{len(sweeps)}',
                                  [float(s).hex() for s in sigmas])
-    values = _estimation_sweep(key, probe, sigmas, epsilon, estimation_samples, shared_draws,
-                               choice.precision, devices, phase,
-                               stream.staged(progress, f'estimation sweep {len(sweeps) + 1}'))
+    values = candidates_lib.sweep_sigmas(
+        key, probe, sigmas, [epsilon], estimation_samples, purpose='estimation',
+        shared_draws=shared_draws, precision=choice.precision, devices=run.devices,
+        blocks_per_call=run.blocks_per_call, phase=phase,
+        progress=progress_lib.staged(run.progress, f'estimation sweep {len(sweeps) + 1}')
+    ).delta_hat_max[:, 0]
     sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
     return values
 
@@ -283,8 +276,8 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
                                 attempt=attempt, ledger=ledger, fallback=fallback,
-                                precision=choice.precision, devices=devices, progress=progress,
-                                checkpoint=saved)
+                                precision=choice.precision, run=dataclasses.replace(
+                                    run, checkpoint=saved, ledger=ledger, max_seconds=None))
   record = CalibrationRecord(
       base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),

@@ -39,7 +39,9 @@ from jaxacct.montecarlo import estimator, kernels, sampling, stream
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 
 
@@ -79,8 +81,9 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
                               dtype=jnp.float64, precision: str | None = None,
                               block_size: int | None = None,
                               blocks_per_call: int | None = None, devices=None,
-                              progress: stream.Progress | None = None,
-                              max_seconds: float | None = None) -> SigmaSweep:
+                              progress: progress_lib.Progress | None = None,
+                              max_seconds: float | None = None,
+                              run: options_lib.RunOptions | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
 
   With ``shared_draws`` every candidate uses the same draws (x, z) of the key's
@@ -88,7 +91,10 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
   reachable only through ``evr.verify``.) ``progress(samples_done, samples_total, stage)``
   is called after each call (stage "estimation sweep"). ``dtype`` / ``precision`` /
-  ``max_seconds``: as ``estimate_delta``.
+  ``max_seconds``: as ``estimate_delta``. ``run``: ``RunOptions`` with devices, blocks per
+  call, progress, checkpoint (a folder; calling again with the same arguments resumes the
+  sweep bitwise), checkpoint interval and max_seconds (``montecarlo/options.py``); give each
+  there or as a keyword. A ledger is refused: a sweep verifies nothing.
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -97,12 +103,32 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
     spec 000 §8.5 (common random numbers).
   """
-  return sweep_sigmas(key, mechanism, noise_multipliers, epsilons, num_samples,
-                      purpose='estimation', shared_draws=shared_draws, dtype=dtype,
-                      precision=precision, block_size=block_size,
-                      blocks_per_call=blocks_per_call, devices=devices,
-                      progress=stream.staged(progress, 'estimation sweep'),
-                      max_seconds=max_seconds)
+  run = options_lib.resolve(run, 'estimate_delta_for_sigmas', devices=devices,
+                            blocks_per_call=blocks_per_call, progress=progress,
+                            max_seconds=max_seconds)
+  if run.ledger is not None:
+    raise InputError('estimate_delta_for_sigmas: run.ledger must be None (a sweep verifies '
+                     'nothing; the ledger is for verify and calibrate_noise_multiplier)')
+  sigmas = _check_sigmas(noise_multipliers)
+  saved = checkpoint_lib.open_checkpoint(
+      run.checkpoint, {'run': 'sweep', 'scheme': repr(mechanism.scheme),
+                       'strategy': repr(mechanism.matrix.fingerprint),
+                       'sigmas': [float(s).hex() for s in sigmas],
+                       'epsilons': [float(e) for e in np.ravel(epsilons)],
+                       'num_samples': int(num_samples), 'shared_draws': bool(shared_draws),
+                       'dtype': str(np.dtype(dtype)), 'precision': precision,
+                       'block_size': block_size,
+                       'seed': list(keys_lib.key_words(keys_lib.canonicalize_key(key)))},
+      run.checkpoint_interval)
+  result = sweep_sigmas(key, mechanism, sigmas, epsilons, num_samples, purpose='estimation',
+                        shared_draws=shared_draws, dtype=dtype, precision=precision,
+                        block_size=block_size, blocks_per_call=run.blocks_per_call,
+                        devices=run.devices,
+                        progress=progress_lib.staged(run.progress, 'estimation sweep'),
+                        phase=checkpoint_lib.Phase(saved, 'sweep', [s.hex() for s in
+                                                                    sigmas.tolist()]),
+                        max_seconds=run.max_seconds)
+  return result
 
 
 def _programs(mechanism: MatrixMechanism, kernel, sigmas: np.ndarray, block_size: int,

@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -47,12 +46,18 @@ from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
 from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
 class EstimatorState:
-  """Serialisable accumulator of a streaming estimate (enough to resume a run).
+  """Serialisable accumulator of a streaming estimate (enough to extend a run).
+
+  It is one candidate's ``stream.BlockSums`` — the sums a checkpoint folder stores for the
+  same run (``totals``/``of_totals``) — with the run's identity: extending an estimate in
+  memory (``estimate_delta(state=…)``) and resuming it from a checkpoint continue the same
+  sums with the same keys, so both give the bits of one uninterrupted run.
 
   Attributes:
     fingerprint: hash of everything that determines the samples and the sums
@@ -77,6 +82,23 @@ class EstimatorState:
   sums_of_squares: dict
   histogram: dict | None
   histogram_edges: tuple[float, ...] | None
+
+  @classmethod
+  def of_totals(cls, totals: stream.BlockSums, **fields) -> 'EstimatorState':
+    """The state of a one-candidate stream whose float64 sums are ``totals``."""
+    return cls(sums={d: totals.sums[d][0].tolist() for d in DIRECTIONS},
+               sums_of_squares={d: totals.squares[d][0].tolist() for d in DIRECTIONS},
+               histogram=(None if totals.counts is None
+                          else {d: totals.counts[d][0].tolist() for d in DIRECTIONS}),
+               **fields)
+
+  def totals(self) -> stream.BlockSums:
+    """The stream sums this state holds: what a checkpoint of the same run stores."""
+    return stream.BlockSums.from_dict({
+        'sums': {d: [self.sums[d]] for d in DIRECTIONS},
+        'squares': {d: [self.sums_of_squares[d]] for d in DIRECTIONS},
+        'counts': (None if self.histogram is None
+                   else {d: [self.histogram[d]] for d in DIRECTIONS})})
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self))
@@ -196,8 +218,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    dtype=jnp.float64, precision: str | None = None,
                    block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
-                   devices=None, progress: stream.Progress | None = None,
-                   checkpoint=None, checkpoint_interval: float = 60.0,
+                   devices=None, progress: progress_lib.Progress | None = None,
+                   checkpoint=None, checkpoint_interval: float | None = None,
                    max_seconds: float | None = None,
                    run: options_lib.RunOptions | None = None) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
@@ -251,24 +273,18 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                             checkpoint=checkpoint, checkpoint_interval=checkpoint_interval,
                             max_seconds=max_seconds)
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
-                      precision=precision,
-                      block_size=block_size, blocks_per_call=run.blocks_per_call,
-                      histogram_edges=histogram_edges, state=state, devices=run.devices,
-                      progress=stream.staged(run.progress, 'estimate'),
-                      checkpoint=run.checkpoint, checkpoint_interval=run.checkpoint_interval,
-                      max_seconds=run.max_seconds)
+                      precision=precision, block_size=block_size,
+                      histogram_edges=histogram_edges, state=state, run=run)
 
 
 @scoped_x64
 def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *, purpose: str,
                  dtype=jnp.float64, precision: str | None = None,
-                 block_size: int | None = None,
-                 blocks_per_call: int | None = None, histogram_edges=None,
-                 state: EstimatorState | None = None, devices=None,
-                 progress: Callable[[int, int], None] | None = None,
-                 checkpoint=None, checkpoint_interval: float = 60.0,
-                 max_seconds: float | None = None) -> DeltaEstimate:
-  """``estimate_delta`` on the stream of ``purpose`` (library-internal)."""
+                 block_size: int | None = None, histogram_edges=None,
+                 state: EstimatorState | None = None,
+                 run: options_lib.RunOptions = options_lib.RunOptions()) -> DeltaEstimate:
+  """``estimate_delta`` on the stream of ``purpose`` (library-internal); progress is
+  reported under the stage "estimate"."""
   sampling.check_mechanism(mechanism)
   grid = check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
@@ -276,7 +292,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
     block_size = sampling.default_block_size(mechanism.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
-  max_seconds = plan_lib.check_max_seconds(max_seconds)
+  max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   edges = _check_edges(histogram_edges)
   choice = precision_lib.from_arguments(dtype, precision, mechanism)
   key = keys_lib.canonicalize_key(key)
@@ -299,18 +315,15 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
       raise InputError(f'num_samples must be >= the resumed state\'s {state.num_samples}, '
                        f'got {num_samples}')
     first_block = state.num_samples // block_size
-    totals = stream.BlockSums.from_dict({
-        'sums': {d: [state.sums[d]] for d in DIRECTIONS},
-        'squares': {d: [state.sums_of_squares[d]] for d in DIRECTIONS},
-        'counts': None if edges is None else {d: [state.histogram[d]] for d in DIRECTIONS}})
+    totals = state.totals()
 
-  mesh = SampleMesh.over(devices)
+  mesh = SampleMesh.over(run.devices)
   purpose_key = keys_lib.purpose_key(key, purpose)
   saved = checkpoint_lib.open_checkpoint(
-      checkpoint, {'run': 'estimate', 'estimator': run_fingerprint, 'num_samples': num_samples,
+      run.checkpoint, {'run': 'estimate', 'estimator': run_fingerprint, 'num_samples': num_samples,
                    'extends_samples': 0 if state is None else state.num_samples,
                    **({} if choice.precision == 'float64' else {'precision': choice.precision})},
-      checkpoint_interval)
+      run.checkpoint_interval)
   phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
   run_state = phase.start(stream.StreamState(totals))
   program = stream.one_sigma_program(mechanism, kernel, block_size, mesh)
@@ -323,18 +336,14 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
                     program, run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,
-                    blocks_per_call=blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
-                    progress=progress, after_call=phase.after_call)
+                    blocks_per_call=run.blocks_per_call, mesh=mesh, epsilons=grid, edges=edges,
+                    progress=progress_lib.staged(run.progress, 'estimate'),
+                    after_call=phase.after_call)
   phase.finish(run_state)
-  totals = run_state.totals
-  new_state = EstimatorState(
-      fingerprint=run_fingerprint, key_data=key_data, purpose=purpose,
+  return estimate_from_state(EstimatorState.of_totals(
+      run_state.totals, fingerprint=run_fingerprint, key_data=key_data, purpose=purpose,
       epsilons=tuple(grid.tolist()), block_size=block_size, num_samples=num_samples,
-      sums={d: totals.sums[d][0].tolist() for d in DIRECTIONS},
-      sums_of_squares={d: totals.squares[d][0].tolist() for d in DIRECTIONS},
-      histogram=None if edges is None else {d: totals.counts[d][0].tolist() for d in DIRECTIONS},
-      histogram_edges=edges)
-  return estimate_from_state(new_state)
+      histogram_edges=edges))
 
 
 def estimate_from_state(state: EstimatorState) -> DeltaEstimate:

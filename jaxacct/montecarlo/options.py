@@ -15,8 +15,8 @@ import dataclasses
 from typing import Any
 
 from jaxacct import _validate
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
-from jaxacct.montecarlo.stream import Progress
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -29,7 +29,7 @@ class RunOptions:
     blocks_per_call: blocks per device per call (performance only; default keeps ~8 MB of
       outputs per device).
     progress: ``progress(samples_done, samples_total, stage)`` after each call
-      (``stream.Progress``).
+      (``jaxacct.progress.Progress``).
     checkpoint: a folder (or ``checkpoint.Checkpoint``) where the run saves its state; calling
       again with the same arguments resumes from it bitwise (``montecarlo/checkpoint.py``).
     checkpoint_interval: seconds between saves (> 0; default 60).
@@ -41,7 +41,7 @@ class RunOptions:
 
   devices: Any = None
   blocks_per_call: int | None = None
-  progress: Progress | None = None
+  progress: progress_lib.Progress | None = None
   checkpoint: Any = None
   checkpoint_interval: float = 60.0
   ledger: Any = None
@@ -69,12 +69,14 @@ def run_keywords(arguments: dict) -> dict:
 def resolve(run: RunOptions | None, function: str, **keywords) -> RunOptions:
   """The options of a call of ``function``: ``run``, or the run keywords it was given.
 
-  ``keywords`` are the legacy keyword arguments (their defaults mean "not given"); giving one
-  of them with ``run`` is an ``InputError`` naming it.
+  ``keywords`` are the legacy keyword arguments, each None when not given (the functions'
+  signatures default them to None; ``RunOptions`` states the defaults once); giving one of
+  them with ``run`` is an ``InputError`` naming it, even when its value equals the default.
   """
-  given = {name: value for name, value in keywords.items()
-           if not (value is _DEFAULTS[name] or (value is not None and value == _DEFAULTS[name]
-                                               and isinstance(value, float)))}
+  unknown = set(keywords) - set(_DEFAULTS)
+  if unknown:
+    raise TypeError(f'resolve: not RunOptions fields: {sorted(unknown)}')
+  given = {name: value for name, value in keywords.items() if value is not None}
   if run is None:
     return RunOptions(**given)
   if not isinstance(run, RunOptions):

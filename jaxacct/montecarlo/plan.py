@@ -41,6 +41,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
+from jaxacct.progress import format_seconds
 
 SWEEP_CANDIDATES = 16  # σ per estimation sweep (calibration.py)
 MIN_SWEEPS = 2
@@ -158,14 +159,6 @@ def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int) -> 
   if blocks <= 0:
     return 0.0
   return blocks * block_size * _time_program(program, mesh, block_size, calls=1)[0]
-
-
-def format_seconds(seconds: float) -> str:
-  """``seconds`` in the largest unit that keeps it ≥ 1 (s, min, h, days)."""
-  for unit, size in (('days', 86400.0), ('h', 3600.0), ('min', 60.0)):
-    if seconds >= size:
-      return f'{seconds / size:,.1f} {unit}'
-  return f'{seconds:,.1f} s'
 
 
 @scoped_x64

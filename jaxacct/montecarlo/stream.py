@@ -19,8 +19,9 @@ Loss programs:
 run can be resumed from any block boundary without changing any key.
 
 Progress: every public long run takes ``progress(samples_done, samples_total, stage)``
-(``Progress``), called after each call; ``stage`` names the part of the run ("estimate",
-"estimation sweep 2", "verification") and the counts start again at 0 with each stage.
+(``jaxacct.progress.Progress``), called after each call; ``stage`` names the part of the run
+("estimate", "estimation sweep 2", "verification") and the counts start again at 0 with each
+stage.
 
 Where the code runs: the loss programs and block reductions are JAX (device, sharded over the
 sample axis); the driver and the accumulator are NumPy (host).
@@ -43,17 +44,6 @@ from jaxacct.montecarlo import program32, sampling, sharding
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
-
-Progress = Callable[[int, int, str], None]
-"""``progress(samples_done, samples_total, stage)``: the public progress callback."""
-
-
-def staged(progress: Progress | None, stage: str) -> Callable[[int, int], None] | None:
-  """The driver's ``(done, total)`` callback reporting to ``progress`` under ``stage``."""
-  if progress is None:
-    return None
-  return lambda done, total: progress(done, total, stage)
-
 
 def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
   """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""

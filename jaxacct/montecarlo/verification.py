@@ -31,6 +31,7 @@ from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
 
 
@@ -129,7 +130,7 @@ def released_index(accepted) -> int:
 def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
            base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
            ledger=None, fallback=None, precision: str = 'float64', devices=None, progress=None,
-           checkpoint=None, checkpoint_interval: float = 60.0,
+           checkpoint=None, checkpoint_interval: float | None = None,
            max_seconds: float | None = None,
            run: options_lib.RunOptions | None = None) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
@@ -186,13 +187,10 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
     Chua et al., AISTATS 2025, Fact 4.2; spec 000 §8.
   """
-  options = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
-  devices, progress, checkpoint = options.devices, options.progress, options.checkpoint
-  checkpoint_interval, ledger, max_seconds = (options.checkpoint_interval, options.ledger,
-                                              options.max_seconds)
+  run = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
   epsilon = _validate.finite_real('epsilon', epsilon)
   attempt = _validate.integer_at_least('attempt', attempt, 1)
-  max_seconds = plan_lib.check_max_seconds(max_seconds)
+  max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   candidates = list(candidates)
   if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
     raise InputError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
@@ -216,18 +214,19 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   key_data = keys_lib.key_words(key)
   # Any verification run that differs in key, candidates, N, δ_b, shared draws or precision is
   # another attempt at the same guarantee.
-  ledger = ledger_lib.ledger_from(ledger)
+  ledger = ledger_lib.ledger_from(run.ledger)
   guarantee_id = VerificationLedger.guarantee_id(first, epsilon, delta)
-  run = repr((key_data, tuple(sigmas), n, base, bool(shared_draws))
+  run_id = repr((key_data, tuple(sigmas), n, base, bool(shared_draws))
              + (() if choice.precision == 'float64' else (choice.precision,)))
-  if isinstance(checkpoint, checkpoint_lib.Checkpoint):
-    saved = checkpoint
+  if isinstance(run.checkpoint, checkpoint_lib.Checkpoint):
+    saved = run.checkpoint
   else:
     saved = checkpoint_lib.open_checkpoint(
-        checkpoint, {'run': 'verify', 'guarantee': guarantee_id, 'verification': run,
-                     'attempt': attempt, 'fallback': fallback.name,
-                     **({} if choice.precision == 'float64' else {'precision': choice.precision})},
-        checkpoint_interval)
+        run.checkpoint, {'run': 'verify', 'guarantee': guarantee_id, 'verification': run_id,
+                         'attempt': attempt, 'fallback': fallback.name,
+                         **({} if choice.precision == 'float64'
+                            else {'precision': choice.precision})},
+        run.checkpoint_interval)
 
   def within_delta(attempts):
     released = overall_delta(n, base, attempts=attempts)
@@ -240,15 +239,16 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if len(candidates) > 1:
     sweep = candidates_lib.prepare_sweep(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        precision=choice.precision, devices=devices,
+        precision=choice.precision, devices=run.devices, blocks_per_call=run.blocks_per_call,
         phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
                              f'samples per direction', max_seconds)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
-  attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run, attempt, within_delta))
+  attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run_id, attempt,
+                                                     within_delta))
   charge = sharding.on_leader(lambda: {'ledger': ledger.location, 'guarantee': guarantee_id,
-                                       'run': run})
+                                       'run': run_id})
   if saved is not None:
     saved.record_charge(charge)
   released_delta = overall_delta(n, base, attempts=attempts)
@@ -256,7 +256,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
   if sweep is not None:
-    sweep = candidates_lib.run_sweep(sweep, stream.staged(progress, 'verification'))
+    sweep = candidates_lib.run_sweep(sweep, progress_lib.staged(run.progress, 'verification'))
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]

@@ -84,3 +84,32 @@ def test_unsupported_schemes_and_adjacencies():
   with pytest.raises(ValueError, match='adjacency must be one of'):
     jaxacct.Guarantee(epsilon=1.0, delta=1e-5, method='deterministic', noise_multiplier=1.0,
                       adjacency='swap')
+
+
+@pytest.mark.parametrize('answer', [0.3, 3.7, 1.0])
+def test_sigma_search_counts_its_probes_in_the_one_progress_protocol(answer):
+  from jaxacct.deterministic._search import smallest_passing_sigma
+  probes, calls = [], []
+
+  def meets(sigma):
+    probes.append(sigma)
+    return sigma >= answer
+
+  sigma = smallest_passing_sigma(meets, tolerance=1e-4, floor=0.0, start=1.0, step=2.0,
+                                 progress=lambda *call: calls.append(call))
+  assert answer <= sigma <= answer * (1 + 1e-4)
+  assert [c[0] for c in calls[:-1]] == list(range(1, len(probes) + 1))
+  assert all(done <= total for done, total, _ in calls)
+  # Once the bracket holds, the expected count is exact: it never changes again.
+  assert calls[-1][:2] == (len(probes), len(probes)) and calls[-2][1] == len(probes)
+  assert {c[2] for c in calls} == {'σ search'}
+
+
+def test_deterministic_calibration_names_the_accountant_in_its_progress_stage():
+  scheme = jaxacct.Poisson(sampling_prob=0.01, iterations=100)
+  calls = []
+  accountant.calibrate_deterministic(scheme, jaxacct.BandedToeplitz([1.0]), epsilon=2.0,
+                                     delta=1e-5, accountant='pld',
+                                     progress=lambda *call: calls.append(call))
+  assert calls and {c[2] for c in calls} == {'σ search with pld'}
+  assert calls[-1][0] == calls[-1][1]

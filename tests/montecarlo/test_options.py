@@ -58,10 +58,82 @@ def test_bad_run_options_are_named(fields, message):
     jaxacct.RunOptions(**fields)
 
 
-def test_resolve_keeps_defaults_as_not_given():
+def test_resolve_takes_none_as_not_given_and_refuses_any_value_given_twice():
   run = jaxacct.RunOptions(max_seconds=5.0)
-  assert options_lib.resolve(run, 'f', devices=None, checkpoint_interval=60.0) is run
+  assert options_lib.resolve(run, 'f', devices=None, checkpoint_interval=None) is run
+  # A keyword equal to the default is still given: refused beside run= (no silent choice).
+  with pytest.raises(jaxacct.InputError, match='f: checkpoint_interval given both'):
+    options_lib.resolve(run, 'f', checkpoint_interval=60.0)
+  with pytest.raises(TypeError, match='not RunOptions fields'):
+    options_lib.resolve(run, 'f', interval=60.0)
   assert options_lib.resolve(None, 'f', checkpoint_interval=5.0) == jaxacct.RunOptions(
       checkpoint_interval=5.0)
   with pytest.raises(jaxacct.InputTypeError, match='run must be a jaxacct.RunOptions'):
     options_lib.resolve({'devices': None}, 'f')
+
+
+class _Stop(Exception):
+  pass
+
+
+def _stopping_after(calls: int):
+  seen = []
+
+  def progress(done, total, stage):
+    seen.append(stage)
+    if len(seen) == calls:
+      raise _Stop
+  return progress
+
+
+def test_a_sigma_sweep_resumes_from_its_checkpoint_bitwise_and_refuses_another_run(tmp_path):
+  from jaxacct.montecarlo import candidates
+  key, sigmas = jax.random.key(5), [0.8, 1.0, 1.25]
+  whole = candidates.estimate_delta_for_sigmas(key, MECHANISM, sigmas, [0.5], 512,
+                                               block_size=128)
+  folder = tmp_path / 'sweep'
+  with pytest.raises(_Stop):
+    candidates.estimate_delta_for_sigmas(
+        key, MECHANISM, sigmas, [0.5], 512, block_size=128,
+        run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+                               checkpoint_interval=1e-9, progress=_stopping_after(3)))
+  seen = []
+  resumed = candidates.estimate_delta_for_sigmas(
+      key, MECHANISM, sigmas, [0.5], 512, block_size=128,
+      run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+                             progress=lambda done, total, stage: seen.append(done)))
+  assert seen[0] > 128 * len(sigmas)  # it went on from the saved blocks, not from 0
+  for direction in ('remove', 'add'):
+    np.testing.assert_array_equal(resumed.delta_hat[direction], whole.delta_hat[direction])
+  with pytest.raises(jaxacct.InputError, match='sigmas'):
+    candidates.estimate_delta_for_sigmas(key, MECHANISM, [0.8, 1.0], [0.5], 512,
+                                         block_size=128, run=jaxacct.RunOptions(checkpoint=folder))
+  with pytest.raises(jaxacct.InputError, match='run.ledger must be None'):
+    candidates.estimate_delta_for_sigmas(key, MECHANISM, sigmas, [0.5], 512,
+                                         run=jaxacct.RunOptions(ledger=tmp_path / 'ledger'))
+
+
+def test_an_extended_estimate_holds_the_sums_a_checkpoint_of_the_same_run_holds(tmp_path):
+  """``EstimatorState`` is one candidate's ``BlockSums``: extending in memory, resuming
+  from the checkpoint folder and one uninterrupted run give the same bits."""
+  key = jax.random.key(9)
+  half = jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 256, block_size=128)
+  extended = jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128,
+                                    state=half.state)
+  folder = tmp_path / 'estimate'
+  with pytest.raises(_Stop):
+    jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128,
+                           run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+                                                  checkpoint_interval=1e-9,
+                                                  progress=_stopping_after(3)))
+  resumed = jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128,
+                                   run=jaxacct.RunOptions(checkpoint=folder))
+  whole = jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128)
+  for result in (extended, resumed):
+    assert result.state.sums == whole.state.sums
+    assert result.state.sums_of_squares == whole.state.sums_of_squares
+  totals = whole.state.totals()
+  assert type(whole.state).of_totals(
+      totals, **{f: getattr(whole.state, f) for f in ('fingerprint', 'key_data', 'purpose',
+                                                      'epsilons', 'block_size', 'num_samples',
+                                                      'histogram_edges')}) == whole.state
