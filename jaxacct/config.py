@@ -279,6 +279,33 @@ when a config is loaded, before any compute; errors name the key. The scheme's v
 typed by its family's annotations (``_scheme_value``) and ranged by its constructor."""
 
 
+DEFAULTS: dict[str, Any] = {
+    'adjacency': 'zero_out',
+    'monte_carlo.num_samples': 100_000, 'monte_carlo.seed': 0, 'monte_carlo.epsilons': [1.0],
+    'calibration.seed': 0, 'training.noise': True,
+}
+"""The config's own defaults: values a config may leave out that no library function
+defaults (the library's keyword defaults, e.g. ``train_task``'s learning rate or
+``calibrate_noise_multiplier``'s grid ratio, apply where a key is left out; ``setting``)."""
+
+
+def setting(raw: dict, path: str):
+  """The value of ``path`` ("section.key" or a top-level key) in a loaded config, or its
+  ``DEFAULTS`` entry when the config leaves it out (KeyError for a key without one)."""
+  section, _, key = path.rpartition('.')
+  holder = (raw.get(section) or {}) if section else raw
+  if key in holder and holder[key] is not None:
+    return holder[key]
+  return DEFAULTS[path]
+
+
+def library_keywords(raw: dict, section: str, names) -> dict:
+  """The keys of ``section`` among ``names`` that the config gives: keyword arguments for a
+  library function whose own defaults apply to the others."""
+  given = raw.get(section) or {}
+  return {name: given[name] for name in names if name in given}
+
+
 def scheme_keys() -> tuple[str, ...]:
   """The keys of the scheme section: ``type`` and every registered family's config fields."""
   keys = {'type': None}

@@ -14,7 +14,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo.calibration import CalibrationRecord
 from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_budget, check_state_files, curve_payload,
+                                check_budget, check_state_files,
                                 deterministic_curve, output_dir, plan_mechanism,
                                 print_deterministic, print_footer, run_options,
                                 scheme_and_matrix, with_prefix_error, write_on_leader)
@@ -36,13 +36,13 @@ def _calibrate(args, raw) -> dict:
   if isinstance(found, CalibrationRecord):
     # δ̂(ε) at the released σ on a fine ε grid, from the report stream (fresh draws, as many
     # as one estimation sweep): an illustration of the released σ, not part of the guarantee
-    key = keys_lib.purpose_key(jax.random.key(int(raw['calibration'].get('seed', 0))),
+    key = keys_lib.purpose_key(jax.random.key(int(config_lib.setting(raw, 'calibration.seed'))),
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
                            found.estimation_samples, precision=g.precision,
                            run=run_options(args, reporter(args, 'report curve'),
                                             'report-curve'))
-    payload['curve'] = curve_payload(curve)
+    payload['curve'] = curve.to_dict()
     write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,
                     curve.standard_error,
                     f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per '

@@ -21,7 +21,7 @@ from jaxacct import config as config_lib
 from jaxacct import progress as progress_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
-from jaxacct.mechanism import DIRECTIONS, MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
@@ -147,18 +147,6 @@ def deterministic_curve(curve, epsilons, released: float | None) -> dict:
   return {'epsilons': grid, 'delta': [curve.delta_for_epsilon(e) for e in grid]}
 
 
-def scheme_fields(scheme) -> dict:
-  """The scheme as JSON: its type and public fields."""
-  return {'type': type(scheme).__name__, **dataclasses.asdict(scheme)}
-
-
-def curve_payload(result) -> dict:
-  """A ``DeltaEstimate`` on the report's fine ε grid, as JSON."""
-  return {'epsilons': result.epsilons.tolist(),
-          'delta_hat': {d: result.delta_hat[d].tolist() for d in DIRECTIONS},
-          'standard_error': {d: result.standard_error[d].tolist() for d in DIRECTIONS}}
-
-
 def scheme_and_matrix(raw) -> tuple:
   """(scheme, matrix) of the config, built once (an optimised band costs an L-BFGS run)."""
   scheme = config_lib.scheme_from(raw)
@@ -173,7 +161,7 @@ def plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
   the cheap one of the same shape its config key names (``config.timing_stand_in``).
   """
   scheme = config_lib.scheme_from(raw)
-  sigma = float(raw.get('noise_multiplier', 1.0))
+  sigma = float(raw.get('noise_multiplier') or 1.0)  # a placeholder: timing ignores σ
   stand_in = config_lib.timing_stand_in(raw, scheme.iterations)
   if stand_in is not None:
     return MatrixMechanism(scheme, stand_in[0], sigma), stand_in[1]
@@ -185,8 +173,8 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
   for ``precisions`` (the run's own precision is always among them)."""
   cal = calibration_section(raw)
   mechanism, note = plan_mechanism(raw)
-  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'estimation_samples',
-                                 'num_candidates') if k in cal}
+  options = config_lib.library_keywords(raw, 'calibration', (
+      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates'))
   run = run_precision(raw, mechanism).precision
   plans, refusal = {}, None
   for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
@@ -310,23 +298,20 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
     options = config_lib.accountant_options(raw)
     mechanism, g = deterministic.calibrate_deterministic(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        accountant=name, adjacency=raw.get('adjacency', 'zero_out'),
+        accountant=name, adjacency=config_lib.setting(raw, 'adjacency'),
         progress=reporter(args, unit='probes'),
         **options)
     # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
     # the named one was chosen
     curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=g.adjacency,
                                         **options)
-    payload = {'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
-               'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-               'accountant': g.accountant, 'accountant_options': options,
-               'explanation': curve.explain(g.delta), 'num_samples': 0, 'seed': None,
-               'seconds': time.perf_counter() - started}
+    payload = {**g.to_dict(), 'accountant_options': options,
+               'explanation': curve.explain(g.delta), 'seconds': time.perf_counter() - started}
     return mechanism, g, payload, curve
-  seed = int(cal.get('seed', 0))
-  options = {k: cal[k] for k in ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                                 'estimation_samples', 'num_candidates', 'fallback', 'attempt')
-             if k in cal}
+  seed = int(config_lib.setting(raw, 'calibration.seed'))
+  options = config_lib.library_keywords(raw, 'calibration', (
+      'num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
+      'num_candidates', 'fallback', 'attempt'))
   ledger = ledger_path(args)
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)
@@ -334,17 +319,10 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
                                       delta=float(cal['delta']), key=jax.random.key(seed),
                                       precision=choice.precision, **options,
                                       run=run_options(args, reporter(args), ledger=ledger))
-  g = result.guarantee
-  payload = {
-      'noise_multiplier': g.noise_multiplier, 'epsilon': g.epsilon, 'delta': g.delta,
-      'verified': g.verified, 'method': g.method, 'adjacency': g.adjacency,
-      'accountant': g.accountant, 'bounded': g.bounded, 'num_samples': g.num_samples, 'seed': seed,
-      'base_delta': g.base_delta, 'delta_hat': g.delta_hat, 'candidates': list(result.candidates),
-      'seconds': time.perf_counter() - started, 'record': result.record.to_dict(),
-      'attempts': g.attempts, 'ledger': str(ledger), 'charge': result.charge,
-      'precision': g.precision, 'margin': g.margin, 'precision_reason': choice.reason,
-  }
-  return result.mechanism, g, payload, result.record
+  # The config's seed replaces the guarantee's key words (those of jax.random.key(seed)).
+  payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
+             'ledger': str(ledger), 'precision_reason': choice.reason}
+  return result.mechanism, result.guarantee, payload, result.record
 
 
 _DEFAULT_PRECISION = precision_lib.PrecisionChoice(

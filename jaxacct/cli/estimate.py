@@ -15,17 +15,16 @@ from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.cli.common import (Command, reporter, check_state_files, curve_payload,
-                                deterministic_curve, estimate_max_seconds, output_dir,
-                                print_deterministic, print_footer, refuse_over_budget,
-                                run_options, run_precision, say_precision, scheme_fields,
-                                write_on_leader)
+from jaxacct.cli.common import (Command, check_state_files, deterministic_curve,
+                                estimate_max_seconds, output_dir, print_deterministic,
+                                print_footer, refuse_over_budget, reporter, run_options,
+                                run_precision, say_precision, write_on_leader)
 
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
-  adjacency = raw.get('adjacency', 'zero_out')
+  adjacency = config_lib.setting(raw, 'adjacency')
   options = config_lib.accountant_options(raw)
-  epsilons = [float(e) for e in raw.get('monte_carlo', {}).get('epsilons', [1.0])]
+  epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
   curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
   deltas = [curve.delta_for_epsilon(e) for e in epsilons]
   target = raw.get('calibration', {}).get('delta')
@@ -60,9 +59,9 @@ def _estimate(args, raw) -> dict:
   if name != config_lib.MONTE_CARLO:
     return _estimate_deterministic(args, raw, mechanism, name)
   mc = raw.get('monte_carlo', {})
-  num_samples = int(mc.get('num_samples', 100_000))
-  seed = int(mc.get('seed', 0))
-  epsilons = mc.get('epsilons', [1.0])
+  num_samples = int(config_lib.setting(raw, 'monte_carlo.num_samples'))
+  seed = int(config_lib.setting(raw, 'monte_carlo.seed'))
+  epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
   if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
     raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
                                  'monte_carlo.dtype, not both')
@@ -86,20 +85,17 @@ def _estimate(args, raw) -> dict:
     raise
   target = raw.get('calibration', {}).get('delta')
   eps_hat = result.epsilon_for_delta(target) if target is not None else None
-  table = [grid.index(float(e)) for e in epsilons]
+  scheme = mechanism.scheme.to_dict()
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
       'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
       'accountant': config_lib.MONTE_CARLO,
       'conjectural': mechanism.scheme.conjectural, 'bounded': mechanism.bounded,
-      'scheme': scheme_fields(mechanism.scheme),
-      'sampling_prob': scheme_fields(mechanism.scheme).get('sampling_prob'),  # None: no p
+      'scheme': scheme, 'sampling_prob': scheme.get('sampling_prob'),  # None: no p
       'expected_participation_rate': mechanism.scheme.expected_participation_rate,
-      'num_samples': num_samples, 'seed': seed, 'epsilons': [float(e) for e in epsilons],
-      'precision': choice.precision, 'precision_reason': choice.reason,
-      'delta_hat': {d: result.delta_hat[d][table].tolist() for d in DIRECTIONS},
-      'standard_error': {d: result.standard_error[d][table].tolist() for d in DIRECTIONS},
-      'curve': curve_payload(result),
+      'seed': seed, 'precision': choice.precision, 'precision_reason': choice.reason,
+      **result.to_dict(epsilons),  # the table's rows: epsilons, delta_hat, standard_error, N
+      'curve': result.to_dict(),
   }
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'estimate.json', payload)

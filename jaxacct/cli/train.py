@@ -22,14 +22,13 @@ from jaxacct.cli.common import (Command, reporter, calibrated, calibration_secti
 def _train(args, raw) -> dict:
   from jaxacct.training.loop import noise_bands  # local: flax and optax only for training
   from jaxacct.training.task import train_task
-  training = raw.get('training') or {}
   task = config_lib.training_task_from(raw, pathlib.Path(args.config).parent)
   m = task.dataset_size
   declared = raw['scheme'].get('dataset_size')
   if declared != m:
     raise config_lib.ConfigError(f'scheme.dataset_size must be the training set size {m} (the '
                                  f'scheme is accounted for it), got {declared}')
-  noise = bool(training.get('noise', True))
+  noise = bool(config_lib.setting(raw, 'training.noise'))
   if noise:
     calibration_section(raw)
   scheme, matrix = scheme_and_matrix(raw)
@@ -48,11 +47,10 @@ def _train(args, raw) -> dict:
     mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
   started = time.perf_counter()
   payload = train_task(
-      task, mechanism, g, clip_norm=float(training.get('clip_norm', 1.0)),
-      learning_rate=float(training.get('learning_rate', 0.5)),
-      momentum=float(training.get('momentum', 0.9)),
-      seed=None if training.get('seed') is None else int(training['seed']), noise=noise,
-      individual=individual, progress=reporter(args, unit='steps'))
+      task, mechanism, g, noise=noise, individual=individual,
+      progress=reporter(args, unit='steps'),
+      **config_lib.library_keywords(raw, 'training', ('clip_norm', 'learning_rate',
+                                                      'momentum', 'seed')))
   payload['task'] = task.name
   payload['training_seconds'] = time.perf_counter() - started
   payload['calibration'] = calibration

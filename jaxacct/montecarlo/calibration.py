@@ -120,6 +120,12 @@ class Calibration:
   record: CalibrationRecord
   charge: dict | None = None
 
+  def to_dict(self) -> dict:
+    """JSON-ready: the guarantee's fields (``Guarantee.to_dict``), the verified
+    ``candidates``, the search ``record`` and the ledger ``charge``."""
+    return {**self.guarantee.to_dict(), 'candidates': list(self.candidates),
+            'record': self.record.to_dict(), 'charge': self.charge}
+
 
 def _fallback_and_guess(scheme, matrix, fallback, epsilon, base) -> list[float]:
   """[σ_up, the search's initial guess]: the fallback's σ at (ε, δ_b), and Poisson DP-SGD's
@@ -275,7 +281,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
-                                attempt=attempt, ledger=ledger, fallback=fallback,
+                                attempt=attempt, fallback=fallback,
                                 precision=choice.precision, run=dataclasses.replace(
                                     run, checkpoint=saved, ledger=ledger, max_seconds=None))
   record = CalibrationRecord(

@@ -132,6 +132,22 @@ class DeltaEstimate:
   def delta_hat_max(self) -> np.ndarray:
     return np.maximum(*(self.delta_hat[d] for d in DIRECTIONS))
 
+  def to_dict(self, epsilons=None) -> dict:
+    """JSON-ready: ``epsilons``, ``delta_hat`` and ``standard_error`` per direction and
+    ``num_samples`` (per direction), on the estimate's grid or on the listed ``epsilons``
+    (each must be a grid point)."""
+    rows = slice(None)
+    if epsilons is not None:
+      grid = self.epsilons.tolist()
+      missing = [float(e) for e in epsilons if float(e) not in grid]
+      if missing:
+        raise InputError(f'epsilons {missing} are not on this estimate\'s grid')
+      rows = [grid.index(float(e)) for e in epsilons]
+    return {'epsilons': self.epsilons[rows].tolist(),
+            'delta_hat': {d: self.delta_hat[d][rows].tolist() for d in DIRECTIONS},
+            'standard_error': {d: self.standard_error[d][rows].tolist() for d in DIRECTIONS},
+            'num_samples': self.num_samples}
+
   def epsilon_for_delta(self, delta: float) -> float:
     """ε̂(δ): the smallest ε with δ̂(ε) ≤ δ in both directions (``inf`` if none).
 

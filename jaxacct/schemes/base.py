@@ -106,6 +106,10 @@ class SamplingScheme(abc.ABC):
              if getattr(self, name) is not None]
     return f'{type(self).__name__} ({", ".join(parts)})'
 
+  def to_dict(self) -> dict:
+    """The scheme as JSON: ``type`` (its class name) and its public fields."""
+    return {'type': type(self).__name__, **dataclasses.asdict(self)}
+
   # (field, format) pairs that ``summary`` prints, in order.
   summary_fields: ClassVar[tuple[tuple[str, str], ...]] = ()
 
