@@ -137,3 +137,21 @@ def test_an_extended_estimate_holds_the_sums_a_checkpoint_of_the_same_run_holds(
       totals, **{f: getattr(whole.state, f) for f in ('fingerprint', 'key_data', 'purpose',
                                                       'epsilons', 'block_size', 'num_samples',
                                                       'histogram_edges')}) == whole.state
+
+
+def test_an_estimate_writes_its_own_json_rows():
+  result = jaxacct.estimate_delta(jax.random.key(2), MECHANISM, [0.5, 1.0, 2.0], 256,
+                                  block_size=128)
+  whole, rows = result.to_dict(), result.to_dict([2.0, 0.5])
+  assert whole['epsilons'] == [0.5, 1.0, 2.0] and whole['num_samples'] == 256
+  assert rows['epsilons'] == [2.0, 0.5]
+  for direction in ('remove', 'add'):
+    assert rows['delta_hat'][direction] == [whole['delta_hat'][direction][2],
+                                            whole['delta_hat'][direction][0]]
+    assert rows['standard_error'][direction][1] == whole['standard_error'][direction][0]
+  with pytest.raises(jaxacct.InputError, match=r'epsilons \[0.75\] are not on'):
+    result.to_dict([0.75])
+  scheme = MECHANISM.scheme.to_dict()
+  assert (scheme['type'], scheme['sampling_prob'], scheme['iterations'], scheme['min_sep']) == (
+      'BMinSep', 0.25, 4, 2)
+  assert jaxacct.BMinSep(**{k: v for k, v in scheme.items() if k != 'type'}) == MECHANISM.scheme
