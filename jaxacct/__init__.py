@@ -20,10 +20,6 @@ from jaxacct.errors import InputError as InputError
 from jaxacct.errors import InputTypeError as InputTypeError
 from jaxacct.errors import MissingExtraError as MissingExtraError
 from jaxacct.guarantee import Guarantee as Guarantee
-from jaxacct.lower_triangular import banded_inverse_square_root as banded_inverse_square_root
-from jaxacct.lower_triangular import LowerTriangular as LowerTriangular
-from jaxacct.lower_triangular import optimize_banded_inverse as optimize_banded_inverse
-from jaxacct.matrices import BandedToeplitz as BandedToeplitz
 from jaxacct.mechanism import MatrixMechanism as MatrixMechanism
 from jaxacct.montecarlo.calibration import Calibration as Calibration
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier as calibrate_noise_multiplier
@@ -39,13 +35,13 @@ from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_
 from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses
 from jaxacct import schemes as schemes
 from jaxacct.schemes import *  # every registered scheme family (Poisson, BMinSep, …)  # noqa: F401,F403
+from jaxacct import strategies as strategies
+from jaxacct.strategies import *  # every strategy module's EXPORTED names  # noqa: F401,F403
 
 __all__ = [
     'account',
     'NotVerifiedError',
     'AttributionGraph',
-    'banded_inverse_square_root',
-    'BandedToeplitz',
     'base_delta',
     'bound_contributions',
     'calibrate_deterministic',
@@ -59,12 +55,10 @@ __all__ = [
     'Guarantee',
     'InputError',
     'InputTypeError',
-    'LowerTriangular',
     'MatrixMechanism',
     'MissingExtraError',
     'mechanism_pld',
     'minimum_samples',
-    'optimize_banded_inverse',
     'overall_delta',
     'privacy_loss',
     'RunOptions',
@@ -74,5 +68,6 @@ __all__ = [
     'truncation_regimes',
     'verify',
     *schemes.__all__,  # every registered scheme family
+    *strategies.__all__,  # every strategy module's exported names
 ]
 

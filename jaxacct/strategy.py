@@ -19,10 +19,11 @@ A strategy also says which schemes it can be accounted with (``check_scheme``, c
 ``MatrixMechanism`` before any compute) and has a cached, hashable ``fingerprint`` (ledgers,
 checkpoints, estimator states).
 
-Implementations: ``jaxacct.BandedToeplitz`` (``matrices.py``: exact losses) and
-``jaxacct.LowerTriangular`` (``lower_triangular.py``: App. B bounds). A new strategy
-subclasses ``Strategy`` in its own module, with a view class next to it; no other module
-branches on the strategy's type.
+Implementations live in ``jaxacct/strategies/``: ``jaxacct.BandedToeplitz``
+(``banded_toeplitz.py``: exact losses) and ``jaxacct.LowerTriangular`` (``lower_triangular.py``:
+App. B bounds). A new strategy is one module there: it subclasses ``Strategy``, with a view
+class next to it, registers its config keys (``config_key``) and lists its public names in
+``EXPORTED``; the package finds it, and no other module branches on the strategy's type.
 """
 
 from __future__ import annotations

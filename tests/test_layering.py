@@ -19,7 +19,7 @@ LAYERS = (
     ('_version', 'errors', '_validate', '_precision', '_files', 'conventions', 'guarantee',
      'progress'),
     ('schemes', 'strategy'),
-    ('matrices', 'lower_triangular', 'mechanism'),
+    ('strategies', 'matrices', 'lower_triangular', 'mechanism'),
     ('deterministic',),
     ('individual',),
     ('montecarlo',),
@@ -86,3 +86,22 @@ def test_every_unit_has_a_layer():
   units = {_unit('.'.join(p.relative_to(PACKAGE.parent).with_suffix('').parts))
            for p in PACKAGE.rglob('*.py')}
   assert units <= set(RANK), sorted(units - set(RANK))
+
+
+def test_every_strategy_module_is_found_and_exported():
+  """A new strategy is one module in ``jaxacct/strategies/``: the package imports it, and
+  ``jaxacct`` exports its ``EXPORTED`` names (issue 30's file count)."""
+  import importlib
+  import jaxacct
+  modules = sorted(p.stem for p in (PACKAGE / 'strategies').glob('*.py') if p.stem != '__init__')
+  assert modules == ['banded_toeplitz', 'lower_triangular']
+  for name in modules:
+    module = importlib.import_module(f'jaxacct.strategies.{name}')
+    assert module.EXPORTED, name
+    for exported in module.EXPORTED:
+      assert getattr(jaxacct, exported) is getattr(module, exported)
+      assert exported in jaxacct.__all__
+  import jaxacct.matrices
+  import jaxacct.lower_triangular
+  assert jaxacct.matrices is importlib.import_module('jaxacct.strategies.banded_toeplitz')
+  assert jaxacct.lower_triangular is importlib.import_module('jaxacct.strategies.lower_triangular')

@@ -27,7 +27,7 @@ from scipy import special
 
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
-from jaxacct.matrices import BandedToeplitz
+from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.errors import InputError, InputTypeError
 
 

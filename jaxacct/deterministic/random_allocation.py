@@ -29,10 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct import lower_triangular, matrices, schemes
+from jaxacct import schemes
+from jaxacct.strategies import banded_toeplitz, lower_triangular
 from jaxacct.conventions import Adjacency
-from jaxacct.lower_triangular import LowerTriangular
-from jaxacct.matrices import BandedToeplitz
+from jaxacct.strategies.lower_triangular import LowerTriangular
+from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 
 
 ADJACENCIES = (Adjacency.ZERO_OUT.value, Adjacency.ADD_REMOVE.value)
@@ -64,7 +65,7 @@ def slot_means(scheme, matrix) -> np.ndarray:
   if isinstance(matrix, LowerTriangular):
     return lower_triangular.phase_sums(matrix.entries, b)
   with jax.enable_x64(True):
-    return np.asarray(matrices.balls_in_bins_modes(n, b, jnp.asarray(matrix.c_col)), np.float64)
+    return np.asarray(banded_toeplitz.balls_in_bins_modes(n, b, jnp.asarray(matrix.c_col)), np.float64)
 
 
 def gram_matrix(scheme, matrix) -> np.ndarray:

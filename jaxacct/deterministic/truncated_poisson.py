@@ -48,7 +48,7 @@ from jaxacct import _validate, schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.deterministic import pld_pmfs
 from jaxacct.deterministic._search import smallest_passing_sigma
-from jaxacct.matrices import BandedToeplitz
+from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.errors import InputError, InputTypeError
 
 DIRECTIONS = ('remove', 'add', 'max')  # one_step_delta's direction argument ('max': both)

@@ -34,7 +34,7 @@ float32 ``ndtri`` as stated in ``noise.py``.
 3. Output. ŷ = fl(m̂ + fl(σ̂ẑ)) with |σ̂ − σ| ≤ uσ: |ŷ − y| ≤ E_y = E_m
    + σ·8u(1 + Z) + 2.01u·σ·Z + u·Y, with Y = max|ŷ| and Z = max|ẑ| ≤ (Y + c_max + E_m)(1 + 3u)/σ̂.
 4. Products. d̂_i = Σ_k ĉ_ki ŷ_k: a band's m products are summed as a binary tree of depth
-   ⌈log₂ m⌉ (``matrices.sliding_dot_products``, float32), t = ⌈log₂ m⌉ + 1 roundings per
+   ⌈log₂ m⌉ (``strategies.banded_toeplitz.sliding_dot_products``, float32), t = ⌈log₂ m⌉ + 1 roundings per
    term; a dense column's n products in any order (``jnp.matmul``), t = n. So
    |d̂_i − Σ_k ĉ_ki ŷ_k| ≤ γ_t Σ|ĉ_ki||ŷ_k|, and with |ĉ − c| ≤ u|c|:
    |d̂_i − d_i| ≤ Δd = ‖c‖₁·[(u + γ_t(1 + u))·Y + E_y], ‖c‖₁ the largest column sum. With shared draws

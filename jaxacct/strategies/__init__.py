@@ -1,0 +1,27 @@
+"""The strategy matrices C of the matrix mechanism: one module per family.
+
+``jaxacct/strategy.py`` is the interface (``Strategy``, its Monte Carlo view, config keys);
+each module here implements it and is found by importing this package, so a new strategy is
+its module alone:
+
+- ``banded_toeplitz``: ``BandedToeplitz``, banded Toeplitz C for DP-BandMF (exact losses);
+- ``lower_triangular``: ``LowerTriangular``, any lower-triangular C ≥ 0 (seed 000 App. B
+  r-min-sep loss bounds), with BISR and BandInvMF builders.
+
+A module lists in ``EXPORTED`` the names ``jaxacct`` exports at the top level; its
+``@strategy.config_key`` functions become config keys when it is imported here.
+(``jaxacct.matrices`` and ``jaxacct.lower_triangular`` remain as the same module objects.)
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+__all__: list[str] = []
+for _module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+  _module = importlib.import_module(f'{__name__}.{_module_info.name}')
+  for _name in getattr(_module, 'EXPORTED', ()):
+    globals()[_name] = getattr(_module, _name)
+    __all__.append(_name)
+del _module_info, _module, _name
