@@ -51,7 +51,7 @@ def _calibrate(args, raw) -> dict:
                     released=(g.epsilon, g.delta), threshold=g.base_delta)
     write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title)
   else:
-    payload['curve'] = deterministic_curve(found, [g.epsilon], g.epsilon)
+    payload['curve'] = deterministic_curve(args, found, [g.epsilon], g.epsilon, g.delta)
     write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
                     payload['curve']['delta'], f'{title}\nproven δ(ε) by {g.accountant}',
                     released=(g.epsilon, g.delta))

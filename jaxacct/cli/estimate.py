@@ -26,22 +26,29 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   options = config_lib.accountant_options(raw)
   epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
   curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
-  deltas = [curve.delta_for_epsilon(e) for e in epsilons]
   target = raw.get('calibration', {}).get('delta')
+  released = None if target is None else curve.epsilon_for_delta(target)
+  # The figure's points first: their ε(δ) on fixed δ (decades and half decades) are the
+  # brackets every δ(ε) search of the table starts from, so the table reuses them.
+  figure = deterministic_curve(args, curve, epsilons, released, target)
+  table = reporter(args, unit='queries')
+  by_direction = {d: [] for d in DIRECTIONS}
+  for i, (e, d) in enumerate(((e, d) for e in epsilons for d in DIRECTIONS), start=1):
+    by_direction[d].append(curve.delta_for_epsilon(e, direction=d))
+    table(i, len(epsilons) * len(DIRECTIONS), 'δ(ε) table')
   if isinstance(curve, deterministic.TightestCurve):  # auto: name the one that gave ε(δ)
     name = curve.chosen(target) if target is not None else config_lib.AUTO
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
-      'epsilon': None if target is None else curve.epsilon_for_delta(target),
+      'epsilon': released,
       'delta': target, 'verified': True, 'method': 'deterministic', 'adjacency': adjacency,
       'accountant': name, 'num_samples': 0, 'seed': None, 'epsilons': epsilons,
-      'delta_of_epsilon': deltas,
-      'delta_of_epsilon_by_direction': {d: [curve.delta_for_epsilon(e, direction=d)
-                                            for e in epsilons] for d in DIRECTIONS},
+      'delta_of_epsilon': [max(pair) for pair in zip(*by_direction.values())],
+      'delta_of_epsilon_by_direction': by_direction,
       'accountant_options': options,
       'explanation': None if target is None else curve.explain(target),
   }
-  payload['curve'] = deterministic_curve(curve, epsilons, payload['epsilon'])
+  payload['curve'] = figure
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'estimate.json', payload)
   write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],

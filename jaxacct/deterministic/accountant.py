@@ -24,6 +24,7 @@ Schuchardt & Kalinin, arXiv 2601.21636 (balls-in-bins: Rényi, conditional compo
 
 from __future__ import annotations
 
+import math
 import typing
 from typing import Any, Mapping
 
@@ -98,7 +99,13 @@ class TightestCurve(base.PrivacyCurve):
     self.curves = dict(curves)
 
   def _delta(self, epsilon: float, direction: str) -> float:
-    return min(c.delta_for_epsilon(epsilon, direction=direction) for c in self.curves.values())
+    # Cheapest first (``PrivacyCurve.relative_cost``); a costly curve is only asked whether
+    # it beats the best so far, so it is not inverted where it cannot win. The minimum is
+    # the same as querying every curve in full.
+    best = 1.0
+    for curve in sorted(self.curves.values(), key=lambda c: c.relative_cost):
+      best = curve._delta_below(epsilon, direction, best)
+    return best
 
   def _epsilon(self, delta: float, direction: str) -> float:
     return min(c.epsilon_for_delta(delta, direction=direction) for c in self.curves.values())
@@ -224,7 +231,7 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
     tolerance: relative σ tolerance in [1e-12, 0.5): σ·(1 − 2·tolerance) does not meet the
       target (unless σ is the accountant's ``sigma_floor``).
     progress: ``progress(probes_done, probes_expected, stage)`` (``jaxacct.progress``)
-      after every probe of a search; the stage names the accountant ("σ search with pld").
+      after every probe of a search; the stage names the accountant ("σ search with renyi").
     **options: ``adjacency`` (default ``"zero_out"``) and the accountant's own, e.g.
       ``value_discretization_interval`` (``"pld"``, default 1e-4).
 
@@ -253,3 +260,41 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
     if best is None or result[0].noise_multiplier < best[0].noise_multiplier:
       best = result  # ties: registration order
   return best
+
+
+def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
+                 per_decade: int = 2, progress=None) -> dict:
+  """Proven (ε(δ), δ) pairs of ``curve`` for a report's figure (max over directions).
+
+  ε(δ) is evaluated on the δ grid 10^(−k/``per_decade``) (with 0.5 on top), from large δ
+  down to ``floor`` or until ε(δ) passes 1.5 × the largest of ``epsilons``. Each point is one
+  ε(δ) query — one composed PLD per direction for the bad-event curves (MMCC, conditional
+  composition), where δ(ε) on an ε grid would search several per point — so every point is a
+  pair the accountant proves; the line drawn between points is an illustration.
+
+  ``progress(points_done, points_expected, "report curve")`` (``jaxacct.progress``) after
+  every point.
+
+  Returns:
+    ``{"epsilons": [...], "delta": [...]}``: ε increasing, δ decreasing (of points with equal
+    ε the smallest δ; points with ε = ∞ left out).
+  """
+  top = 1.5 * max([float(e) for e in epsilons] + [1e-3])
+  floor = base.check_delta(floor)
+  last = math.ceil(-math.log10(floor) * per_decade)
+  deltas = [0.5] + [10.0 ** (-k / per_decade) for k in range(1, last + 1)]
+  points = []
+  for done, delta in enumerate(deltas, start=1):
+    epsilon = curve.epsilon_for_delta(delta)
+    if math.isfinite(epsilon):
+      points.append((epsilon, delta))
+    finished = epsilon > top or done == len(deltas)
+    if progress is not None:
+      progress(done, done if finished else len(deltas), 'report curve')
+    if finished:
+      break
+  frontier = []  # ε increasing, δ decreasing: the smallest proven δ at each ε (ties at ε = 0)
+  for epsilon, delta in sorted(points):
+    if not frontier or delta < frontier[-1][1]:
+      frontier.append((epsilon, delta))
+  return {'epsilons': [e for e, _ in frontier], 'delta': [d for _, d in frontier]}

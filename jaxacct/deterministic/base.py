@@ -149,6 +149,17 @@ class PrivacyCurve(abc.ABC):
     del delta
     return {}
 
+  # Cost model of ``auto`` (TightestCurve): curves are queried cheapest first, and a costly
+  # one is asked only whether it beats the best answer so far (``_delta_below``). 1: a
+  # closed form or one composed PLD / RDP vector answers every ε; larger: a δ(ε) query
+  # builds new compositions (the bad-event curves of MMCC and conditional composition).
+  relative_cost: typing.ClassVar[int] = 1
+
+  def _delta_below(self, epsilon: float, direction: str, bound: float) -> float:
+    """min(δ(ε), ``bound``) of one direction; a curve may return ``bound`` as soon as it
+    knows its own δ(ε) is not below it (without computing it)."""
+    return min(float(self._delta(epsilon, direction)), bound)
+
   @abc.abstractmethod
   def _delta(self, epsilon: float, direction: str) -> float:
     """δ(ε) of one direction (arguments already checked)."""
@@ -272,7 +283,7 @@ class DeterministicAccountant(abc.ABC):
     return f'{type(self).__name__}(name={self.name!r})'
 
   def _named(self, progress):
-    """``progress`` with this accountant's name in every stage ("σ search with pld")."""
+    """``progress`` with this accountant's name in every stage ("σ search with renyi")."""
     if progress is None:
       return None
     return lambda done, total, stage: progress(done, total, f'{stage} with {self.name}')

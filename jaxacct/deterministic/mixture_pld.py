@@ -72,6 +72,7 @@ def compose(pmfs: list, tail_mass_truncation: float = 1e-15):
 
 # ---------------------------------------------------------------- bound off a bad event
 _INVERSE_PRECISION = 1e-4  # relative: δ(ε) without a fixed δ_E is found to within this
+_CACHED_COMPOSITIONS = 48
 
 
 class BadEventCurve(PrivacyCurve):
@@ -80,15 +81,17 @@ class BadEventCurve(PrivacyCurve):
   seed 002 Lemma 4.1). Abstract: subclasses build the composed PMF (``_compose``).
 
   With ``bad_event_delta`` None, δ_E is half the δ asked for (both papers' choice): ε(δ) =
-  ε_PLD(δ/2) with δ_E = δ/2, and δ(ε) is the smallest δ (by bisection on ln δ, to a relative
+  ε_PLD(δ/2) with δ_E = δ/2, and δ(ε) is the smallest δ (to a relative
   ``_INVERSE_PRECISION``, rounded up) with ε(δ) ≤ ε — so each answer is a proven pair, at the
-  price of ~15 compositions per δ(ε) query (give δ_E to make δ(ε) one lookup). Each
+  price of a few compositions per δ(ε) query (``_smallest_delta``; give δ_E to make δ(ε) one
+  lookup). Each
   (direction, δ_E)'s composition is built on first use, then kept.
   """
 
   def __init__(self, bad_event_delta: float | None):
     self.bad_event_delta = None if bad_event_delta is None else float(bad_event_delta)
     self._composed = {}
+    self._known = {}  # (direction, δ) → ε(δ), which a composition is too large to keep
 
   @abc.abstractmethod
   def _compose(self, direction: str, bad_event_delta: float):
@@ -107,40 +110,106 @@ class BadEventCurve(PrivacyCurve):
     return delta / 2 if self.bad_event_delta is None else self.bad_event_delta
 
   def composed(self, direction: str, bad_event_delta: float):
-    """The composed PLD PMF of ``direction`` at δ_E (dp_accounting ``DensePLDPmf``), cached."""
+    """The composed PLD PMF of ``direction`` at δ_E (dp_accounting ``DensePLDPmf``), cached
+    (the last ``_CACHED_COMPOSITIONS``: a δ(ε) grid of a report probes hundreds)."""
     key = (direction, bad_event_delta)
-    if key not in self._composed:
+    if key in self._composed:
+      self._composed[key] = self._composed.pop(key)  # most recently used last
+    else:
       self._composed[key] = self._compose(direction, bad_event_delta)
+      while len(self._composed) > _CACHED_COMPOSITIONS:
+        del self._composed[next(iter(self._composed))]
     return self._composed[key]
 
+  relative_cost = 100  # a δ(ε) query with δ_E = δ/2 composes new PLDs (base.PrivacyCurve)
+
+  def _fixed_bad_event(self) -> bool:
+    return self.bad_event_delta is not None or self.tail_bound_count == 0
+
   def _delta(self, epsilon: float, direction: str) -> float:
-    if self.bad_event_delta is not None or self.tail_bound_count == 0:
+    if self._fixed_bad_event():
       bad_event = self.bad_event_for(1.0)  # δ_E does not depend on δ here
       return min(1.0, float(self.composed(direction, bad_event).get_delta_for_epsilon(epsilon))
                  + bad_event)
-    # The smallest δ with ε(δ) ≤ ε: bracket by factors of 10 in δ, then bisect ln δ. `high`
-    # always meets ε, so the answer is a δ this accountant proves.
-    high = 1e-6
-    while high < 0.5 and self._epsilon(high, direction) > epsilon:
-      high = min(0.5, high * 10)
-    if self._epsilon(high, direction) > epsilon:
-      return 1.0
-    low = high / 10
-    while self._epsilon(low, direction) <= epsilon:
-      if low < 1e-300:
-        return low
-      low, high = low / 10, low
-    while high / low - 1.0 > _INVERSE_PRECISION:
-      middle = math.sqrt(low * high)
-      low, high = (low, middle) if self._epsilon(middle, direction) <= epsilon else (middle, high)
-    return high
+    return self._smallest_delta(epsilon, direction, None)
+
+  def _delta_below(self, epsilon: float, direction: str, bound: float) -> float:
+    if self._fixed_bad_event() or bound >= 0.5:
+      return min(self._delta(epsilon, direction), bound)
+    # ε(δ) decreases in δ, so ε(bound) > ε means δ(ε) > bound: one composition, not a search.
+    if self._epsilon(bound, direction) > epsilon:
+      return bound
+    return min(self._smallest_delta(epsilon, direction, bound), bound)
+
+  def _smallest_delta(self, epsilon: float, direction: str, high: float | None) -> float:
+    """The smallest δ (to a relative ``_INVERSE_PRECISION``, rounded up) with ε(δ) ≤ ε, given
+    a ``high`` known to meet it (or None). ε(δ) decreases in δ; the bracket [low, high] on
+    ln δ always has ε(high) ≤ ε < ε(low), so the answer is a δ this accountant proves.
+
+    Brackets are found on decades and then half decades (fixed points whose compositions
+    every ε query and ``report_curve`` share, so the answer depends on (ε, direction) only,
+    not on earlier queries), then narrowed
+    by regula falsi on ln δ with the Illinois modification (ε(δ) is close to linear in ln δ,
+    so a handful of compositions replace bisection's ~15); every third step bisects, so a
+    kink cannot stall it.
+    """
+    # Decades as 10.0 ** integer, so every query (and report_curve) hits the same cache keys.
+    if high is None:
+      exponent = -6
+      while exponent < 0 and self._epsilon(10.0 ** exponent, direction) > epsilon:
+        exponent += 1
+      high = 0.5 if exponent == 0 else 10.0 ** exponent
+      if self._epsilon(high, direction) > epsilon:
+        return 1.0
+    exponent = math.floor(math.log10(high) - 1e-12)  # the decade just below
+    while self._epsilon(10.0 ** exponent, direction) <= epsilon:
+      if exponent < -300:
+        return 10.0 ** exponent
+      high, exponent = 10.0 ** exponent, exponent - 1
+    low = 10.0 ** exponent
+    half = 10.0 ** ((2 * exponent + 1) / 2)  # the half decade (report_curve's grid point)
+    if low < half < high:
+      low, high = (low, half) if self._epsilon(half, direction) <= epsilon else (half, high)
+    return self._narrowed(epsilon, direction, low, high)
+
+  def _narrowed(self, epsilon: float, direction: str, low: float, high: float) -> float:
+    """``_smallest_delta`` within a bracket: ε(low) > ε ≥ ε(high)."""
+    x_low, x_high = math.log(low), math.log(high)
+    g_low = self._epsilon(low, direction) - epsilon     # > 0 (inf when δ ≤ δ_E)
+    g_high = self._epsilon(high, direction) - epsilon   # ≤ 0
+    side, step = 0, 0
+    while math.exp(x_high - x_low) - 1.0 > _INVERSE_PRECISION:
+      step += 1
+      if step % 3 == 0 or not math.isfinite(g_low) or g_low == g_high:
+        x = 0.5 * (x_low + x_high)
+      else:
+        x = x_high - g_high * (x_high - x_low) / (g_high - g_low)
+        # Keep the probe strictly inside, and off the ends by a little, so each step shrinks.
+        margin = 0.01 * (x_high - x_low)
+        x = min(max(x, x_low + margin), x_high - margin)
+      g = self._epsilon(math.exp(x), direction) - epsilon
+      if g <= 0:
+        x_high, g_high = x, g
+        if side == -1:
+          g_low *= 0.5  # Illinois: the stale end's weight halves
+        side = -1
+      else:
+        x_low, g_low = x, g
+        if side == 1:
+          g_high *= 0.5
+        side = 1
+    return math.exp(x_high)
 
   def _epsilon(self, delta: float, direction: str) -> float:
+    if (direction, delta) in self._known:
+      return self._known[direction, delta]
     bad_event = self.bad_event_for(delta)
     if delta <= bad_event:
       return math.inf  # the bad event alone may cost δ_E
-    return max(0.0, float(self.composed(direction, bad_event).get_epsilon_for_delta(
+    epsilon = max(0.0, float(self.composed(direction, bad_event).get_epsilon_for_delta(
         delta - bad_event)))
+    self._known[direction, delta] = epsilon
+    return epsilon
 
 
 def check_bad_event_delta(value):

@@ -106,10 +106,10 @@ def test_sigma_search_counts_its_probes_in_the_one_progress_protocol(answer):
 
 
 def test_deterministic_calibration_names_the_accountant_in_its_progress_stage():
-  scheme = jaxacct.Poisson(sampling_prob=0.01, iterations=100)
+  scheme = jaxacct.BallsInBins(iterations=10, cycle_length=5)
   calls = []
   accountant.calibrate_deterministic(scheme, jaxacct.BandedToeplitz([1.0]), epsilon=2.0,
-                                     delta=1e-5, accountant='pld',
+                                     delta=1e-5, accountant='renyi',
                                      progress=lambda *call: calls.append(call))
-  assert calls and {c[2] for c in calls} == {'σ search with pld'}
+  assert calls and {c[2] for c in calls} == {'σ search with renyi'}
   assert calls[-1][0] == calls[-1][1]
