@@ -36,6 +36,8 @@ from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sampl
 from jaxacct import schemes as schemes
 from jaxacct.schemes import *  # every registered scheme family (Poisson, BMinSep, …)  # noqa: F401,F403
 from jaxacct import strategies as strategies
+from jaxacct import lower_triangular as lower_triangular  # the old module paths (aliases)
+from jaxacct import matrices as matrices
 from jaxacct.strategies import *  # every strategy module's EXPORTED names  # noqa: F401,F403
 
 __all__ = [

@@ -101,7 +101,6 @@ def test_every_strategy_module_is_found_and_exported():
     for exported in module.EXPORTED:
       assert getattr(jaxacct, exported) is getattr(module, exported)
       assert exported in jaxacct.__all__
-  import jaxacct.matrices
-  import jaxacct.lower_triangular
+  # Old paths, as attributes too (``jaxacct.matrices.square_root_coefficients``).
   assert jaxacct.matrices is importlib.import_module('jaxacct.strategies.banded_toeplitz')
   assert jaxacct.lower_triangular is importlib.import_module('jaxacct.strategies.lower_triangular')
