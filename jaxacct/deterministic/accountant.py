@@ -9,9 +9,11 @@
 - ``mechanism_pld``: the PLD object of the ``"pld"`` accountant (as before the contract).
 
 ``accountant`` is a registered name (``jaxacct.deterministic.base.available()``: ``"pld"``,
-``"unamplified_gaussian"``, ``"renyi"``, ``"conditional_composition"``) or ``"auto"``: every
-registered accountant that supports the mechanism under the given options is evaluated and
-the smallest ε, δ or σ is returned, per direction. Each is a valid bound of its direction, so
+``"unamplified_gaussian"``, ``"renyi"``, ``"conditional_composition"``, ``"mmcc"``) or
+``"auto"``: every registered *amplified* accountant that supports the mechanism under the
+given options is evaluated and the smallest ε, δ or σ is returned, per direction (the
+unamplified Gaussian bound ignores the sampling, so ``"auto"`` never answers with it: ask for
+it by name; where no amplified accountant supports a mechanism the error names Monte Carlo). Each is a valid bound of its direction, so
 their minimum is too. ``"auto"`` passes each accountant only the options
 it takes; an option that no supporting accountant takes is an error, never ignored, and an
 accountant that cannot honour the requested adjacency does not support the call.
@@ -54,7 +56,9 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
   if accountant != AUTO:
     return [(base.get(accountant), dict(options))]
   base.check_mechanism(mechanism)
-  every = base.accountants()
+  # "auto" is over the amplified accountants: a bound that ignores the sampling is answered
+  # only when asked for by name, never as the silent winner of a sampled mechanism.
+  every = tuple(a for a in base.accountants() if a.amplified)
   known = {name for a in every for name in a.option_names()}
   unknown = [name for name in options if name not in known]
   if unknown:
@@ -69,9 +73,13 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
     else:
       reasons.append(f'{candidate.name}: {reason}')
   if not chosen:
+    loose = [a.name for a in base.accountants() if not a.amplified
+             and a.supports(mechanism, **base.taken_options(a, options)) is None]
     raise UnsupportedMechanismError(
-        'no registered deterministic accountant supports this mechanism under these options ('
-        + '; '.join(reasons) + f'); use {base.MONTE_CARLO_HINT}')
+        'no amplified deterministic accountant supports this mechanism under these options ('
+        + '; '.join(reasons) + f'); use {base.MONTE_CARLO_HINT}, or accountant: monte_carlo '
+        'in a config' + (f'; accountant={loose[0]!r} gives a loose bound that ignores the '
+                         'sampling' if loose else ''))
   used = {name for candidate, taken in chosen for name in taken}
   ignored = [name for name in options if name not in used]
   if ignored:

@@ -179,6 +179,8 @@ class DeterministicAccountant(abc.ABC):
     adjacencies: the adjacencies it covers for at least one mechanism.
     options: its keyword options besides ``adjacency`` (name → ``Option``).
     sigma_floor: the lowest σ ``calibrate`` tries (returned when it already meets the target).
+    amplified: False for a bound that ignores the sampling (``unamplified_gaussian``):
+      ``"auto"`` never chooses it, so a loose answer is never returned without being asked.
 
   Concrete accountants implement the hooks ``_refusal``, ``_curve``, ``_sigma`` and
   ``_supersedes_monte_carlo``; the public methods below check every argument first and are
@@ -190,6 +192,7 @@ class DeterministicAccountant(abc.ABC):
   adjacencies: ClassVar[tuple[str, ...]]
   options: ClassVar[Mapping[str, Option]] = types.MappingProxyType({})
   sigma_floor: ClassVar[float] = 0.0
+  amplified: ClassVar[bool] = True
 
   # -- public, final
   @typing.final

@@ -65,6 +65,7 @@ class UnamplifiedGaussianAccountant(DeterministicAccountant):
       '2602.09338v2, App. A (fallback M_k of Algorithm 5), App. B (dense C sensitivity bound)',
   )
   adjacencies = (Adjacency.ZERO_OUT.value,)
+  amplified = False  # "auto" does not choose it: ask for it by name
 
   def _refusal(self, mechanism, options):
     del mechanism  # max_sensitivity_squared covers every scheme and strategy

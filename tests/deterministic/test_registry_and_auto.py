@@ -92,15 +92,16 @@ def test_supporting_asks_each_accountant_with_the_options_it_takes():
 
 # ---------------------------------------------------------------- auto
 def _every_supporting(mech, **options):
+  """The accountants "auto" takes the minimum over: the amplified ones that support it."""
   return {name: base.taken_options(base.get(name), options)
-          for name in base.supporting(mech, **options)}
+          for name in base.supporting(mech, **options) if base.get(name).amplified}
 
 
 @pytest.mark.parametrize('scheme, options', [
     (TRUNCATED_POISSON, COARSE),
-    (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3), {}),
     (jaxacct.Poisson(sampling_prob=1.0, iterations=1), COARSE),  # no amplification to credit
-], ids=['truncated_poisson', 'bminsep3', 'poisson-p1'])
+    (jaxacct.BallsInBins(iterations=4, cycle_length=2), {}),
+], ids=['truncated_poisson', 'poisson-p1', 'balls-in-bins'])
 def test_auto_takes_the_smallest_over_the_supporting_accountants(scheme, options):
   mech = mechanism(scheme, sigma=2.0)
   chosen = _every_supporting(mech, **options)
@@ -120,24 +121,39 @@ def test_auto_takes_the_smallest_over_the_supporting_accountants(scheme, options
   assert guarantee.method == 'deterministic' and guarantee.adjacency == 'zero_out'
 
 
-def test_auto_winner_depends_on_the_mechanism():
-  # Amplified (p = 0.1, truncated): the PLD wins. Unamplified (p = 1, one round): the exact
-  # Gaussian σ (1e-12 relative) beats the PLD's σ rounded up to 1e-3 on a 1e-3 grid.
+def test_auto_never_answers_with_the_unamplified_bound():
+  # Issue 31: "auto" is over the amplified accountants. With p = 1 and one round the exact
+  # Gaussian σ (1e-12 relative) would beat the PLD's or MMCC's σ rounded up to 1e-3, yet auto
+  # answers with an amplified one; the unamplified bound is there by name.
   matrix = jaxacct.BandedToeplitz([1.0])
-  winners = [jaxacct.calibrate_deterministic(s, matrix, epsilon=1.0, delta=1e-5, tolerance=1e-3,
-                                             **COARSE)[1].accountant
-             for s in (TRUNCATED_POISSON, jaxacct.Poisson(sampling_prob=1.0, iterations=1))]
-  assert winners == ['pld', 'unamplified_gaussian']
+  unamplified = jaxacct.Poisson(sampling_prob=1.0, iterations=1)
+  _, guarantee = jaxacct.calibrate_deterministic(unamplified, matrix, epsilon=1.0, delta=1e-5,
+                                                 tolerance=1e-3, **COARSE)
+  _, by_name = jaxacct.calibrate_deterministic(unamplified, matrix, epsilon=1.0, delta=1e-5,
+                                               tolerance=1e-3, accountant='unamplified_gaussian')
+  assert guarantee.accountant in ('pld', 'mmcc') and by_name.accountant == 'unamplified_gaussian'
+  assert by_name.noise_multiplier <= guarantee.noise_multiplier <= by_name.noise_multiplier * 1.01
+  # b-min-sep has no amplified deterministic accountant: auto refuses, naming Monte Carlo and
+  # the loose option; by name the loose bound is answered.
+  bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
+  for call in (jaxacct.epsilon_for_delta, jaxacct.delta_for_epsilon):
+    with pytest.raises(base.UnsupportedMechanismError, match=(
+        r'no amplified deterministic accountant supports.*jaxacct.estimate_delta / '
+        r"calibrate_noise_multiplier\), or accountant: monte_carlo in a config; "
+        r"accountant='unamplified_gaussian' gives a loose bound that ignores the sampling")):
+      call(bminsep, 1e-5 if call is jaxacct.epsilon_for_delta else 1.0)
+  assert jaxacct.epsilon_for_delta(bminsep, 1e-5, accountant='unamplified_gaussian') > 0
 
 
 def test_auto_options_are_passed_only_where_taken_and_never_ignored():
   bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
-  with pytest.raises(TypeError, match="'value_discretization_interval' is not taken by any "
-                                      'accountant that supports this mechanism'):
-    jaxacct.delta_for_epsilon(bminsep, 1.0, **COARSE)
+  with pytest.raises(TypeError, match=r"'bandwidths' is not taken by any accountant that "
+                                      r'supports this mechanism \(pld\); it is an option of '
+                                      'renyi'):
+    jaxacct.delta_for_epsilon(mechanism(TRUNCATED_POISSON), 1.0, bandwidths=[1])
   with pytest.raises(TypeError, match="unexpected option 'discretization'"):
     jaxacct.delta_for_epsilon(bminsep, 1.0, discretization=1e-3)
-  with pytest.raises(base.UnsupportedMechanismError, match='no registered deterministic '
+  with pytest.raises(base.UnsupportedMechanismError, match='no amplified deterministic '
                                                            'accountant supports'):
     jaxacct.delta_for_epsilon(bminsep, 1.0, adjacency='replace_one')
   with pytest.raises(ValueError, match='adjacency must be one of'):
@@ -244,7 +260,7 @@ def test_cli_payloads_name_the_accountant(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
-  # Seed 002's two accountants and the unamplified one: per direction the smallest ε, the
+  # Seed 002's two accountants (auto leaves the unamplified one out): per direction the smallest ε, the
   # statement the max over directions; which wins depends on σ (conditional composition at
   # small ε and large b, Rényi at larger ε).
   from jaxacct.conventions import DIRECTIONS
@@ -255,7 +271,7 @@ def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
     curve = accountant.privacy_curve(mech)
     assert isinstance(curve, accountant.TightestCurve)
     epsilons = {n: {d: base.get(n).epsilon_for_delta(mech, 1e-5, direction=d) for d in DIRECTIONS}
-                for n in ('unamplified_gaussian', 'renyi', 'conditional_composition')}
+                for n in ('renyi', 'conditional_composition')}
     explanation = curve.explain(1e-5)
     assert explanation['epsilons'] == epsilons
     expected = max(min(e[d] for e in epsilons.values()) for d in DIRECTIONS)
@@ -273,7 +289,7 @@ def test_auto_calibration_on_balls_in_bins_takes_the_smallest_sigma(epsilon, win
   scheme = jaxacct.BallsInBins(iterations=60, cycle_length=60)
   matrix = jaxacct.BandedToeplitz([1.0])
   sigmas = {n: base.get(n).sigma(scheme, matrix, epsilon=epsilon, delta=1e-5, tolerance=1e-3)
-            for n in ('unamplified_gaussian', 'renyi', 'conditional_composition')}
+            for n in ('renyi', 'conditional_composition')}
   calibrated, guarantee = jaxacct.calibrate_deterministic(scheme, matrix, epsilon=epsilon,
                                                           delta=1e-5, tolerance=1e-3)
   assert guarantee.accountant == winner == min(sigmas, key=sigmas.get)
@@ -289,8 +305,7 @@ def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
   assert cli.main(['estimate', config] + small) == 0
   estimate = json.loads(capsys.readouterr().out)
   assert estimate['accountant'] == 'conditional_composition'
-  assert set(estimate['explanation']['epsilons']) == {'unamplified_gaussian', 'renyi',
-                                                      'conditional_composition'}
+  assert set(estimate['explanation']['epsilons']) == {'renyi', 'conditional_composition'}
   assert estimate['epsilon'] == jaxacct.epsilon_for_delta(
       jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=10, cycle_length=10),
                               jaxacct.BandedToeplitz([1.0]), 3.0), 1e-5)
