@@ -114,3 +114,25 @@ def test_a_calibration_over_the_time_budget_is_refused_with_its_plan(capsys):
 def test_max_minutes_must_be_positive(capsys):
   assert cli.main(['calibrate', QUICK, '--max-minutes', '0']) == 2
   assert '--max-minutes' in capsys.readouterr().err
+
+
+def test_an_undeclared_retry_is_refused_before_any_compute_with_the_set_that_declares_it(
+    tmp_path, capsys):
+  import jax
+  import jaxacct
+  from jaxacct import config as config_lib
+  from jaxacct.montecarlo import keys as keys_lib
+  from jaxacct.montecarlo import ledger as ledger_lib
+  raw = config_lib.load(QUICK)
+  mechanism = config_lib.mechanism_from(raw)
+  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
+  ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
+  ledger.charge(ledger_lib.VerificationLedger.guarantee_id(mechanism, 2.0, 1e-3),
+                repr((keys_lib.key_words(jax.random.key(5)), (1.0,), n, base, True)), 1,
+                lambda attempts: None)
+  code = cli.main(['calibrate', QUICK, '--ledger', str(tmp_path / 'ledger.json'), '--out',
+                   str(tmp_path / 'out')])
+  err = capsys.readouterr().err
+  assert code == 2
+  assert 'declare the run with --set calibration.attempt=2' in err.lower()
+  assert 'capacity plan' not in err and 'precision:' not in err  # nothing timed or run

@@ -24,7 +24,7 @@ def _calibrate(args, raw) -> dict:
   calibration_section(raw)  # a config error before the strategy is built
   stand_in, _ = plan_mechanism(raw)  # an optimised band is built after the checks below
   check_state_files(args, raw, ledger=config_lib.accountant_from(
-      raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO)
+      raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO, mechanism=stand_in)
   check_budget(args, raw)
   mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw))
   with_prefix_error(mechanism, payload)

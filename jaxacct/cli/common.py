@@ -5,7 +5,9 @@ Monte Carlo budget and capacity plan, output and state-file checks, the calibrat
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import inspect
 import json
 import os
 import pathlib
@@ -23,6 +25,8 @@ from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
+from jaxacct.montecarlo import evr, verification
+from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
@@ -261,11 +265,13 @@ def ledger_path(args) -> pathlib.Path:
   return pathlib.Path(args.ledger) if args.ledger else ledger_lib.default_path()
 
 
-def check_state_files(args, raw, *, ledger: bool) -> None:
+def check_state_files(args, raw, *, ledger: bool, mechanism: MatrixMechanism | None = None
+                      ) -> None:
   """Before any compute or throughput probe: the checkpoint file (``--checkpoint``) reads and
   has its format's structure; with ``ledger`` (a Monte Carlo calibration) the attempt ledger
-  opens, and a calibration report already in the report folder that records a ledger charge
-  finds it in that ledger (``ledger.check_recorded_charge``)."""
+  opens, a calibration report already in the report folder that records a ledger charge
+  finds it in that ledger (``ledger.check_recorded_charge``), and an undeclared retry of
+  ``mechanism``'s guarantee is refused (``verification.check_retry``)."""
   if args.checkpoint:
     checkpoint_lib.check_file(args.checkpoint)
   if not ledger:
@@ -277,6 +283,9 @@ def check_state_files(args, raw, *, ledger: bool) -> None:
       opened = ledger_lib.FileLedger(ledger_path(args))
     except ledger_lib.LedgerError as error:
       raise config_lib.ConfigError(str(error)) from None
+    if mechanism is not None:
+      with declared_in_config():
+        _check_retry(opened, raw, mechanism)
     if not path.exists():
       return
     try:
@@ -290,6 +299,38 @@ def check_state_files(args, raw, *, ledger: bool) -> None:
     except ledger_lib.LedgerError as error:
       raise config_lib.ConfigError(str(error)) from None
   sharding.on_leader(check)
+
+
+@contextlib.contextmanager
+def declared_in_config():
+  """An undeclared retry refused in the config's language: the ``--set`` that declares it."""
+  try:
+    yield
+  except ledger_lib.UndeclaredRetryError as error:
+    raise config_lib.ConfigError(
+        str(error).replace(f'with attempt={error.required_attempt}',
+                           f'with --set calibration.attempt={error.required_attempt} (or '
+                           f'calibration.attempt: {error.required_attempt} in the config)')
+    ) from None
+
+
+def _check_retry(ledger, raw, mechanism) -> None:
+  """``verification.check_retry`` for the config's calibration, before any compute (an
+  ``auto`` precision, decided by measuring, matches any recorded precision)."""
+  cal = calibration_section(raw)
+  defaults = inspect.signature(calibrate_noise_multiplier).parameters
+  given = config_lib.library_keywords(raw, 'calibration', ('num_samples', 'base_delta',
+                                                           'shared_draws', 'attempt'))
+  n, base = evr.resolve_sample_size(float(cal['delta']), given.get('num_samples'),
+                                    given.get('base_delta'))
+  precision = raw.get('monte_carlo', {}).get('precision', defaults['precision'].default)
+  seed = int(config_lib.setting(raw, 'calibration.seed'))
+  verification.check_retry(
+      ledger, mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+      key_data=keys_lib.key_words(jax.random.key(seed)), num_samples=n, base_delta=base,
+      shared_draws=given.get('shared_draws', defaults['shared_draws'].default),
+      precision=None if precision == 'auto' else precision,
+      attempt=given.get('attempt', defaults['attempt'].default))
 
 
 def calibrated(args, raw, scheme, matrix) -> tuple:
@@ -318,10 +359,11 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
   ledger = ledger_path(args)
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)
-  result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
-                                      delta=float(cal['delta']), key=jax.random.key(seed),
-                                      precision=choice.precision, **options,
-                                      run=run_options(args, reporter(args), ledger=ledger))
+  with declared_in_config():
+    result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
+                                        delta=float(cal['delta']), key=jax.random.key(seed),
+                                        precision=choice.precision, **options,
+                                        run=run_options(args, reporter(args), ledger=ledger))
   # The config's seed replaces the guarantee's key words (those of jax.random.key(seed)).
   payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
              'ledger': str(ledger), 'precision_reason': choice.reason}

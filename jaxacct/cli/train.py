@@ -15,6 +15,7 @@ from jaxacct import report
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
+                                check_state_files,
                                 check_budget, output_dir, print_footer, scheme_and_matrix,
                                 with_prefix_error, write_on_leader)
 
@@ -34,6 +35,9 @@ def _train(args, raw) -> dict:
   scheme, matrix = scheme_and_matrix(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
   if noise:
+    probe = MatrixMechanism(scheme, matrix, 1.0)
+    check_state_files(args, raw, ledger=config_lib.accountant_from(
+        raw, scheme, matrix) == config_lib.MONTE_CARLO, mechanism=probe)
     check_budget(args, raw)
   individual = config_lib.individual_from(raw, m)
   if individual is not None and not noise:

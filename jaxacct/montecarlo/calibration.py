@@ -226,6 +226,11 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       run.checkpoint_interval)
   verification.check_checkpoint_charge(saved, ledger)
+  # An undeclared retry is refused now, not after the sweeps (its σ are not known yet).
+  verification.check_retry(ledger, placeholder, epsilon=epsilon, delta=delta,
+                           key_data=keys_lib.key_words(key), num_samples=n_verify,
+                           base_delta=base, shared_draws=shared_draws,
+                           precision=choice.precision, attempt=attempt)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
       scheme, matrix, fallback, epsilon, base))

@@ -61,6 +61,20 @@ class LedgerError(InputError):
   """A ledger file that cannot be used (corrupt, or its lock cannot be taken)."""
 
 
+class UndeclaredRetryError(InputError):
+  """A verification of a guarantee the ledger holds other runs of, without declaring the
+  attempt; ``required_attempt`` is the ``attempt`` that declares it (the CLI names its
+  ``--set calibration.attempt=…``)."""
+
+  def __init__(self, runs: int):
+    self.required_attempt = runs + 1
+    super().__init__(
+        f'this mechanism was already verified {runs} time(s) at the same (epsilon, delta) '
+        f'with other keys or settings; re-running verification until it passes voids the '
+        f'guarantee. Declare the run with attempt={runs + 1} to charge a union bound over all '
+        'attempts')
+
+
 class VerificationLedger:
   """The verification runs made for each (scheme, strategy, ε, δ): the attempts to charge.
 
@@ -92,12 +106,18 @@ class VerificationLedger:
     seen = self._runs.get(guarantee_id, [])
     new_run = run not in seen
     if new_run and len(seen) >= attempt:
-      raise InputError(
-          f'this mechanism was already verified {len(seen)} time(s) at the same (epsilon, '
-          f'delta) with other keys or settings; re-running verification until it passes voids '
-          f'the guarantee. Declare the run with attempt={len(seen) + 1} to charge a union '
-          'bound over all attempts')
+      raise UndeclaredRetryError(len(seen))
     return max(attempt, len(seen) + new_run)
+
+  def check_retry(self, guarantee_id: str, could_be: Callable[[str], bool],
+                  attempt: int) -> None:
+    """Before any compute: ``UndeclaredRetryError`` when the guarantee has ``attempt`` or more
+    recorded runs and none of them ``could_be`` the coming one (whose identity is known only
+    in part before its search). Never refuses a run ``charge`` would accept."""
+    with self._locked():
+      seen = self._runs.get(guarantee_id, [])
+      if len(seen) >= attempt and not any(could_be(run) for run in seen):
+        raise UndeclaredRetryError(len(seen))
 
   def record(self, guarantee_id: str, run: str) -> None:
     """Records ``run`` (once it is certain to draw verification samples)."""

@@ -12,6 +12,8 @@ References:
 
 from __future__ import annotations
 
+import ast
+
 import dataclasses
 from typing import Any
 
@@ -109,6 +111,35 @@ def check_checkpoint_charge(saved, ledger) -> None:
   if saved is not None and saved.charge is not None:
     sharding.on_leader(lambda: ledger_lib.check_recorded_charge(
         ledger, saved.charge, f'checkpoint {str(saved.path)!r}'))
+
+
+def _run_identity(key_data, sigmas, n: int, base: float, shared_draws: bool,
+                  precision: str) -> str:
+  """A verification run's ledger identity (the ledger file's format: keep it)."""
+  return repr((tuple(key_data), tuple(sigmas), n, base, bool(shared_draws))
+              + (() if precision == 'float64' else (precision,)))
+
+
+def check_retry(ledger, mechanism, *, epsilon: float, delta: float, key_data, num_samples: int,
+                base_delta: float, shared_draws: bool, precision: str | None,
+                attempt: int) -> None:
+  """Before any compute: ``ledger.UndeclaredRetryError`` when the ledger holds ``attempt`` or
+  more runs of this guarantee and none could be this calibration's (same key, N, δ_b, shared
+  draws and precision; ``precision=None``: any). Its candidate σ are found by the search, so
+  they cannot be compared yet; a run this check lets through is still checked in full when
+  ``verify`` charges it."""
+  guarantee_id = VerificationLedger.guarantee_id(mechanism, epsilon, delta)
+  known = (tuple(key_data), num_samples, base_delta, bool(shared_draws))
+
+  def could_be(run: str) -> bool:
+    try:
+      recorded = ast.literal_eval(run)
+    except (ValueError, SyntaxError):
+      return True  # unreadable: let the full check at charge time decide
+    if (recorded[0], *recorded[2:5]) != known:
+      return False
+    return precision is None or (recorded[5] if len(recorded) > 5 else 'float64') == precision
+  sharding.on_leader(lambda: ledger.check_retry(guarantee_id, could_be, attempt))
 
 
 def released_index(accepted) -> int:
@@ -216,8 +247,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   # another attempt at the same guarantee.
   ledger = ledger_lib.ledger_from(run.ledger)
   guarantee_id = VerificationLedger.guarantee_id(first, epsilon, delta)
-  run_id = repr((key_data, tuple(sigmas), n, base, bool(shared_draws))
-             + (() if choice.precision == 'float64' else (choice.precision,)))
+  run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision)
   if isinstance(run.checkpoint, checkpoint_lib.Checkpoint):
     saved = run.checkpoint
   else:

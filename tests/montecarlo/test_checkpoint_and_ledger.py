@@ -367,3 +367,38 @@ def test_blocks_remaining_counts_what_accumulate_still_visits(program, direction
   expected = _blocks_left_by_enumeration(state, num_samples, first_block, 1024, 2)
   assert state.blocks_remaining(num_samples=num_samples, first_block=first_block,
                                 block_size=1024, num_programs=2) == expected
+
+
+# ---- issue 31: an undeclared retry is refused before any compute ----
+
+def _ledger_holding_another_run(path, mechanism, epsilon, delta, seed=7):
+  """A file ledger that recorded one run of the guarantee with another key."""
+  from jaxacct.montecarlo import keys as keys_lib
+  ledger = ledger_lib.FileLedger(path)
+  n, base = jaxacct.montecarlo.evr.resolve_sample_size(delta, None, None)
+  run = repr((keys_lib.key_words(jax.random.key(seed)), (1.0, 2.0), n, base, True))
+  ledger.charge(ledger_lib.VerificationLedger.guarantee_id(mechanism, epsilon, delta), run, 1,
+                lambda attempts: None)
+  return ledger
+
+
+def test_an_undeclared_retry_is_refused_before_any_sweep_and_a_declared_one_is_not(tmp_path):
+  _ledger_holding_another_run(tmp_path / 'ledger.json', MECHANISM, 1.0, 1e-3)
+  with pytest.raises(ledger_lib.UndeclaredRetryError, match='attempt=2') as refusal:
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
+                                       delta=1e-3, key=jax.random.key(0), progress=_never,
+                                       ledger=tmp_path / 'ledger.json')
+  assert refusal.value.required_attempt == 2 and isinstance(refusal.value, ValueError)
+  # The same key as the recorded run could be its replay: let through to the full check.
+  from jaxacct.montecarlo import verification
+  ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
+  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
+  from jaxacct.montecarlo import keys as keys_lib
+  check = dict(epsilon=1.0, delta=1e-3, num_samples=n, base_delta=base, shared_draws=True)
+  verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
+                           precision='float64', attempt=1, **check)
+  verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(0)),
+                           precision=None, attempt=2, **check)  # declared
+  with pytest.raises(ledger_lib.UndeclaredRetryError):  # another precision is another run
+    verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
+                             precision='float32', attempt=1, **check)
