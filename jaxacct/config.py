@@ -92,6 +92,7 @@ Schema (every key below; unknown keys are errors that name the key and the valid
 from __future__ import annotations
 
 import copy
+import difflib
 import inspect
 import logging
 import pathlib
@@ -138,12 +139,19 @@ class ConfigError(InputError):
   """A configuration that cannot be turned into a run (the message is one line)."""
 
 
+def _did_you_mean(given: str, valid) -> str:
+  """" (did you mean X?)" for the closest valid key, or "" when none is close."""
+  close = difflib.get_close_matches(str(given), [str(v) for v in valid], n=1, cutoff=0.6)
+  return f' (did you mean {close[0]}?)' if close else ''
+
+
 def _check(raw: Any) -> dict:
   if not isinstance(raw, dict):
     raise ConfigError(f'a config must be a mapping of sections, got {type(raw).__name__}')
   for key, value in raw.items():
     if key not in SCHEMA:
-      raise ConfigError(f'unknown key {key}; valid keys: {", ".join(SCHEMA)}')
+      raise ConfigError(f'unknown key {key}{_did_you_mean(key, SCHEMA)}; valid keys: '
+                        f'{", ".join(SCHEMA)}')
     allowed = {'scheme': scheme_keys, 'strategy': strategy_keys}.get(key, lambda: SCHEMA[key])()
     if allowed is None:
       continue
@@ -151,7 +159,8 @@ def _check(raw: Any) -> dict:
       raise ConfigError(f'{key} must be a mapping with keys {", ".join(allowed)}')
     for sub in value:
       if sub not in allowed:
-        raise ConfigError(f'unknown key {key}.{sub}; valid keys: {", ".join(allowed)}')
+        raise ConfigError(f'unknown key {key}.{sub}{_did_you_mean(sub, allowed)}; valid keys: '
+                          f'{", ".join(allowed)}')
   for required in ('scheme', 'strategy'):
     if required not in raw:
       raise ConfigError(f'missing section {required}')
@@ -221,7 +230,8 @@ def _text(path: str, value: Any):
 def _choice(*allowed: str):
   def check(path: str, value: Any):
     if value not in allowed:
-      raise ConfigError(f'{path} must be one of {", ".join(allowed)}, got {value!r}')
+      raise ConfigError(f'{path} must be one of {", ".join(allowed)}, got {value!r}'
+                        + _did_you_mean(value, allowed))
     return value
   return check
 
@@ -421,7 +431,8 @@ def scheme_from(raw: dict):
       raise ConfigError(f'scheme.{key} cannot be given with scheme.expected_batch_size (which '
                         f'sets the scheme from the batch size): give one of them')
     if key not in accepted:
-      raise ConfigError(f'scheme.{key} is not a key of scheme.type {kind}; its keys: '
+      raise ConfigError(f'scheme.{key} is not a key of scheme.type {kind}'
+                        f'{_did_you_mean(key, accepted)}; its keys: '
                         f'{", ".join(["type", *sorted(accepted)])}')
   try:
     return build(**scheme_cfg)
@@ -537,11 +548,13 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
   choices = accountant_choices()
   choice = raw.get('accountant', AUTO)
   if choice not in choices:
-    raise ConfigError(f'accountant must be one of {", ".join(choices)}, got {choice!r}')
+    raise ConfigError(f'accountant must be one of {", ".join(choices)}, got {choice!r}'
+                      + _did_you_mean(choice, choices))
   options = accountant_options(raw)
-  adjacency = raw.get('adjacency', Adjacency.ZERO_OUT.value)
+  adjacency = setting(raw, 'adjacency')
   if adjacency not in ADJACENCIES:
-    raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}')
+    raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}'
+                      + _did_you_mean(adjacency, ADJACENCIES))
   probe = MatrixMechanism(scheme, matrix, 1.0)
   try:
     choice = accounting.choose_accountant(probe, choice, adjacency=adjacency)
@@ -553,15 +566,26 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
     try:
       deterministic_functions.chosen_accountants(probe, AUTO, {'adjacency': adjacency})
     except ValueError as error:  # none supports it: every accountant's reason
-      raise ConfigError(f'accountant: auto: {error}') from None
+      raise ConfigError(f'accountant: auto: {_in_config_terms(error)}') from None
     return choice
   try:
     reason = deterministic.get(choice).supports(probe, adjacency=adjacency, **options)
   except (TypeError, ValueError) as error:  # an option the accountant does not take / refuses
     raise ConfigError(f'accountant_options: {error}') from None
   if reason is not None:
-    raise ConfigError(f'accountant: {reason}')
+    raise ConfigError(f'accountant: {_in_config_terms(reason)}')
   return choice
+
+
+def _in_config_terms(message) -> str:
+  """A library refusal in a config's words: the Monte Carlo accountant is ``accountant:
+  monte_carlo`` there, not the Python functions."""
+  return (str(message)
+          .replace(f'{deterministic.MONTE_CARLO_HINT}, or accountant: monte_carlo in a config',
+                   'accountant: monte_carlo (the Monte Carlo accountant)')
+          .replace(deterministic.MONTE_CARLO_HINT,
+                   'accountant: monte_carlo (the Monte Carlo accountant)')
+          .replace("accountant='unamplified_gaussian'", 'accountant: unamplified_gaussian'))
 
 
 def mechanism_from(raw: dict, noise_multiplier: float | None = None) -> MatrixMechanism:

@@ -84,6 +84,20 @@ CASES = [
     ('train', DPSGD, ['--set', 'individual.track=0'], 'individual.track'),
     ('estimate', str(CONFIGS / 'multi_attribution.yaml'),
      ['--set', 'attribution.num_users=-1'], 'attribution.num_users'),
+    # Issue 31: the closest valid key or value, and the config's words for Monte Carlo.
+    ('estimate', QUICK, ['--set', 'monte_carlo.num_sample=10'],
+     'unknown key monte_carlo.num_sample (did you mean num_samples?)'),
+    ('estimate', QUICK, ['--set', 'calibraton.delta=0.1'],
+     'unknown key calibraton (did you mean calibration?)'),
+    ('estimate', QUICK, ['--set', 'scheme.warm_star=true'],
+     'unknown key scheme.warm_star (did you mean warm_start?)'),
+    ('estimate', QUICK, ['--set', 'scheme.cycle_lenght=4'],
+     'unknown key scheme.cycle_lenght (did you mean cycle_length?)'),
+    ('estimate', QUICK, ['--set', 'accountant=pdl'], "got 'pdl' (did you mean pld?)"),
+    ('estimate', QUICK, ['--set', 'monte_carlo.precision=flaot32'],
+     "got 'flaot32' (did you mean float32?)"),
+    ('estimate', QUICK, ['--set', 'accountant=pld'],
+     'use accountant: monte_carlo (the Monte Carlo accountant)'),
 ]
 
 
