@@ -75,6 +75,13 @@ class Guarantee:
     object.__setattr__(self, 'method', Method(self.method).value)
     object.__setattr__(self, 'adjacency', Adjacency(self.adjacency).value)
 
+  def __repr__(self) -> str:
+    """One line: σ, (ε, δ), how it was obtained and by which accountant."""
+    return (f'Guarantee(noise_multiplier={self.noise_multiplier:.6g}, epsilon={self.epsilon:.6g}, '
+            f'delta={self.delta:.4g}, method={self.method!r}, accountant={self.accountant!r}'
+            + (f', num_samples={self.num_samples}' if self.num_samples else '')
+            + (f', precision={self.precision!r}' if self.precision != 'float64' else '') + ')')
+
   @property
   def verified(self) -> bool:
     """True when the statement is a proven guarantee (verified MC, fallback or deterministic)."""

@@ -16,6 +16,7 @@ seconds with the rate and ETA, so a long run is never silent.
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from typing import Callable
@@ -32,6 +33,31 @@ def staged(progress: Progress | None, stage: str) -> Callable[[int, int], None] 
   if progress is None:
     return None
   return lambda done, total: progress(done, total, stage)
+
+
+ENVIRONMENT_VARIABLE = 'JAXACCT_PROGRESS'
+
+
+def interactive() -> bool:
+  """True where a person watches: stderr is a terminal or the process is a Jupyter/IPython
+  kernel, and neither pytest runs nor ``$JAXACCT_PROGRESS`` is ``0`` (``1`` forces it on)."""
+  forced = os.environ.get(ENVIRONMENT_VARIABLE)
+  if forced in ('0', '1'):
+    return forced == '1'
+  if 'PYTEST_CURRENT_TEST' in os.environ:
+    return False
+  return sys.stderr.isatty() or 'ipykernel' in sys.modules
+
+
+def for_caller(progress) -> Progress | None:
+  """The progress callback of a public long call: ``progress`` when given, none for
+  ``progress=False`` (the flag that turns it off), and a ``Reporter`` when the caller gave
+  nothing and a person is watching (``interactive``)."""
+  if progress is False:
+    return None
+  if progress is None:
+    return Reporter() if interactive() else None
+  return progress
 
 
 def format_seconds(seconds: float) -> str:

@@ -47,6 +47,7 @@ from jaxacct import _validate
 from jaxacct.conventions import ADJACENCIES, DIRECTIONS, Adjacency, Direction, Method
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
 
 MONTE_CARLO_HINT = 'the Monte Carlo accountant (jaxacct.estimate_delta / calibrate_noise_multiplier)'
@@ -286,7 +287,9 @@ class DeterministicAccountant(abc.ABC):
     return f'{type(self).__name__}(name={self.name!r})'
 
   def _named(self, progress):
-    """``progress`` with this accountant's name in every stage ("σ search with renyi")."""
+    """``progress`` with this accountant's name in every stage ("σ search with renyi");
+    None: a ``Reporter`` when a person is watching (``progress.for_caller``); False: none."""
+    progress = progress_lib.for_caller(progress)
     if progress is None:
       return None
     return lambda done, total, stage: progress(done, total, f'{stage} with {self.name}')

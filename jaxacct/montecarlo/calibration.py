@@ -120,6 +120,10 @@ class Calibration:
   record: CalibrationRecord
   charge: dict | None = None
 
+  def __repr__(self) -> str:
+    """One line: the released guarantee and how many candidates were verified."""
+    return f'Calibration({self.guarantee!r}, candidates={len(self.candidates)})'
+
   def to_dict(self) -> dict:
     """JSON-ready: the guarantee's fields (``Guarantee.to_dict``), the verified
     ``candidates``, the search ``record`` and the ledger ``charge``."""

@@ -132,6 +132,16 @@ class DeltaEstimate:
   def delta_hat_max(self) -> np.ndarray:
     return np.maximum(*(self.delta_hat[d] for d in DIRECTIONS))
 
+  def __repr__(self) -> str:
+    """One line: N and δ̂(ε), max over directions, at up to four ε (the state is not shown)."""
+    shown = range(self.epsilons.size) if self.epsilons.size <= 4 else (0, self.epsilons.size - 1)
+    error = np.maximum(*(self.standard_error[d] for d in DIRECTIONS))
+    points = ', '.join(f'δ̂({self.epsilons[i]:.4g})={self.delta_hat_max[i]:.4g}±{error[i]:.2g}'
+                       for i in shown)
+    more = '' if self.epsilons.size <= 4 else f' ({self.epsilons.size} ε in all)'
+    return (f'DeltaEstimate(num_samples={self.num_samples} per direction, {points}{more}; '
+            'max over directions; an estimate, not a guarantee)')
+
   def to_dict(self, epsilons=None) -> dict:
     """JSON-ready: ``epsilons``, ``delta_hat`` and ``standard_error`` per direction and
     ``num_samples`` (per direction), on the estimate's grid or on the listed ``epsilons``

@@ -29,7 +29,9 @@ class RunOptions:
     blocks_per_call: blocks per device per call (performance only; default keeps ~8 MB of
       outputs per device).
     progress: ``progress(samples_done, samples_total, stage)`` after each call
-      (``jaxacct.progress.Progress``).
+      (``jaxacct.progress.Progress``); None (default): a bar or a line every 30 s on stderr
+      when a person is watching (a terminal or Jupyter, not pytest;
+      ``jaxacct.progress.interactive``); False: none.
     checkpoint: a folder (or ``checkpoint.Checkpoint``) where the run saves its state; calling
       again with the same arguments resumes from it bitwise (``montecarlo/checkpoint.py``).
     checkpoint_interval: seconds between saves (> 0; default 60).
@@ -53,9 +55,9 @@ class RunOptions:
     _validate.positive_finite('checkpoint_interval', self.checkpoint_interval)
     if self.max_seconds is not None:
       _validate.positive_finite('max_seconds', self.max_seconds)
-    if self.progress is not None and not callable(self.progress):
-      raise InputTypeError(f'progress must be callable (samples_done, samples_total, stage), '
-                           f'got {self.progress!r}')
+    if self.progress not in (None, False) and not callable(self.progress):
+      raise InputTypeError(f'progress must be callable (samples_done, samples_total, stage) '
+                           f'or False, got {self.progress!r}')
 
 
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}
@@ -78,10 +80,11 @@ def resolve(run: RunOptions | None, function: str, **keywords) -> RunOptions:
     raise TypeError(f'resolve: not RunOptions fields: {sorted(unknown)}')
   given = {name: value for name, value in keywords.items() if value is not None}
   if run is None:
-    return RunOptions(**given)
-  if not isinstance(run, RunOptions):
+    run = RunOptions(**given)
+  elif not isinstance(run, RunOptions):
     raise InputTypeError(f'run must be a jaxacct.RunOptions, got {run!r}')
-  if given:
+  elif given:
     raise InputError(f'{function}: {", ".join(sorted(given))} given both as keyword(s) and in '
                      'run=RunOptions(...); give each once')
-  return run
+  shown = progress_lib.for_caller(run.progress)
+  return run if shown is run.progress else dataclasses.replace(run, progress=shown)

@@ -96,6 +96,11 @@ class Verification:
   sums: Any = None
   charge: dict | None = None
 
+  def __repr__(self) -> str:
+    """One line: the released guarantee and which candidate it is."""
+    return (f'Verification({self.guarantee!r}, released candidate {self.index + 1} of '
+            f'{len(self.accepted)})')
+
 
 def _released_margin(sweep, index: int, method: str) -> float | None:
   """The largest certified margin η over both directions' draws of candidate ``index``

@@ -155,3 +155,30 @@ def test_an_estimate_writes_its_own_json_rows():
   assert (scheme['type'], scheme['sampling_prob'], scheme['iterations'], scheme['min_sep']) == (
       'BMinSep', 0.25, 4, 2)
   assert jaxacct.BMinSep(**{k: v for k, v in scheme.items() if k != 'type'}) == MECHANISM.scheme
+
+
+def test_progress_is_shown_where_a_person_watches_and_off_by_a_flag(monkeypatch):
+  from jaxacct import progress as progress_lib
+  assert options_lib.resolve(None, 'f').progress is None  # under pytest: silent
+  monkeypatch.setenv(progress_lib.ENVIRONMENT_VARIABLE, '1')
+  assert isinstance(options_lib.resolve(None, 'f').progress, progress_lib.Reporter)
+  assert options_lib.resolve(None, 'f', progress=False).progress is None
+  assert options_lib.resolve(jaxacct.RunOptions(progress=False), 'f').progress is None
+  mine = lambda *call: None  # noqa: E731
+  assert options_lib.resolve(None, 'f', progress=mine).progress is mine
+  monkeypatch.setenv(progress_lib.ENVIRONMENT_VARIABLE, '0')
+  assert options_lib.resolve(None, 'f').progress is None
+  with pytest.raises(jaxacct.InputTypeError, match='or False'):
+    jaxacct.RunOptions(progress='yes')
+
+
+def test_results_print_as_one_short_line():
+  estimate = jaxacct.estimate_delta(jax.random.key(2), MECHANISM, [0.5, 1.0], 256,
+                                    block_size=128)
+  text = repr(estimate)
+  assert '\n' not in text and len(text) < 200 and 'EstimatorState' not in text
+  assert text.startswith('DeltaEstimate(num_samples=256 per direction, δ̂(0.5)=')
+  guarantee = jaxacct.Guarantee(epsilon=2.0, delta=1e-5, method='deterministic',
+                                noise_multiplier=1.25, accountant='pld')
+  assert repr(guarantee) == ("Guarantee(noise_multiplier=1.25, epsilon=2, delta=1e-05, "
+                             "method='deterministic', accountant='pld')")
