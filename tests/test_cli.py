@@ -6,6 +6,7 @@ import shutil
 import math
 import pathlib
 
+import jax
 import numpy as np
 import pytest
 import yaml
@@ -34,6 +35,31 @@ def test_estimate_json(tmp_path, capsys):
     assert deltas == sorted(deltas, reverse=True)  # δ̂(ε) is non-increasing in ε
     assert len(result['standard_error'][direction]) == 4
   assert (tmp_path / 'estimate.json').is_file() and (tmp_path / 'delta_hat.png').is_file()
+  # Issue 31: δ = 1e-3 is below 3/N = 1e-3 of 3000 samples: no (ε, δ) is marked or reported.
+  assert result['epsilon'] is None
+  assert result['resolution']['needed_samples'] == 3001
+  assert 'below the resolution 3/N' in result['resolution']['reason']
+
+
+def test_an_estimate_resolves_only_what_its_samples_resolve():
+  mech = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.25, iterations=4, min_sep=2),
+                                 jaxacct.BandedToeplitz([1.0, 0.5]), 1.0)
+  result = jaxacct.estimate_delta(jax.random.key(1), mech, [0.0, 0.5, 1.0, 2.0], 4096,
+                                  block_size=1024)
+  error = np.maximum(result.standard_error['remove'], result.standard_error['add'])
+  upper = result.delta_hat_max + 2 * error
+  # Measured at this seed: δ̂(2) = 4.30e-3 with δ̂ + 2·s.e. = 5.68e-3, above 3/N = 7.3e-4.
+  assert result.delta_hat_max[3] < 5e-3 < upper[3] and 3 / 4096 < 5e-3
+  assert result.resolved_epsilon(float(upper[2]) * 1.0001).epsilon == 1.0
+  assert result.resolved_epsilon(0.999).epsilon == 0.0
+  # δ̂(2) < δ < its upper bound: not resolved; the samples that would resolve it.
+  unresolved = result.resolved_epsilon(5e-3)
+  expected = math.ceil(4096 * (2 * error[3] / (5e-3 - result.delta_hat_max[3]))**2) + 1
+  assert unresolved.epsilon is None and unresolved.needed_samples == expected > 4096
+  below = result.resolved_epsilon(1e-4)  # δ below 3/N = 7.3e-4
+  assert below == (None, 30001, below.reason) and '3/N' in below.reason
+  short = result.resolved_epsilon(4e-3)  # no ε of the grid has δ̂ < δ: the grid is short
+  assert short.epsilon is None and short.needed_samples is None and 'ε grid' in short.reason
 
 
 @pytest.mark.slow

@@ -91,7 +91,9 @@ def _estimate(args, raw) -> dict:
                         'use fewer samples, ')
     raise
   target = raw.get('calibration', {}).get('delta')
-  eps_hat = result.epsilon_for_delta(target) if target is not None else None
+  # The (ε, δ) marked is one the samples resolve: δ̂ + 2·s.e. below δ, δ above 3/N.
+  resolution = None if target is None else result.resolved_epsilon(target)
+  eps_hat = None if resolution is None else resolution.epsilon
   scheme = mechanism.scheme.to_dict()
   payload = {
       'noise_multiplier': float(mechanism.noise_multiplier),
@@ -101,6 +103,7 @@ def _estimate(args, raw) -> dict:
       'scheme': scheme, 'sampling_prob': scheme.get('sampling_prob'),  # None: no p
       'expected_participation_rate': mechanism.scheme.expected_participation_rate,
       'seed': seed, 'precision': choice.precision, 'precision_reason': choice.reason,
+      'resolution': None if resolution is None else resolution._asdict(),
       **result.to_dict(epsilons),  # the table's rows: epsilons, delta_hat, standard_error, N
       'curve': result.to_dict(),
   }
@@ -110,7 +113,7 @@ def _estimate(args, raw) -> dict:
                   result.standard_error,
                   f'{report.describe(mechanism)}, N = {num_samples:,} per direction\nMonte Carlo '
                   'estimate (not a guarantee)', num_samples=num_samples,
-                  released=None if target is None else (eps_hat, target),
+                  released=None if eps_hat is None else (eps_hat, target),
                   point_label='estimated')
   payload['report'] = str(folder)
   return payload
@@ -124,11 +127,22 @@ def _print(payload: dict) -> None:
           f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee'
           + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '')
           + ('; App. B BOUNDS: upper bounds on δ̂' if payload.get('bounded') else '') + ')')
+    floor = 3.0 / payload['num_samples']  # below it δ̂ says nothing (the rule of three)
     print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
     for i, eps in enumerate(payload['epsilons']):
       cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'
+               if payload['delta_hat'][d][i] >= floor else f'< {floor:.1e} (3/N)'
                for d in DIRECTIONS]
       print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
+    resolution = payload.get('resolution')
+    if resolution is not None and resolution['epsilon'] is not None:
+      print(f'estimated ε̂ = {resolution["epsilon"]:.4g} at δ = {payload["delta"]:.3g}: the '
+            'smallest grid ε with δ̂ + 2·s.e. below δ (an estimate, not a guarantee)')
+    elif resolution is not None:
+      need = resolution['needed_samples']
+      print(f'δ = {payload["delta"]:.3g} not resolved at {payload["num_samples"]:,} samples'
+            + (f': need ≥ {need:,} (monte_carlo.num_samples)' if need else '')
+            + f' — {resolution["reason"]}')
   print_footer(payload)
 
 COMMAND = Command(name='estimate', help='Monte Carlo δ̂(ε), both directions (or a deterministic '

@@ -29,6 +29,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import typing
 
 import jax.numpy as jnp
 import numpy as np
@@ -112,6 +114,15 @@ class EstimatorState:
     return cls(**raw)
 
 
+class Resolution(typing.NamedTuple):
+  """What an estimate resolves at a δ (``DeltaEstimate.resolved_epsilon``): the resolved ε,
+  or None with the samples per direction that would resolve it and why."""
+
+  epsilon: float | None
+  needed_samples: int | None
+  reason: str | None
+
+
 @dataclasses.dataclass(frozen=True)
 class DeltaEstimate:
   """δ̂(ε) per direction with standard errors, from an ``EstimatorState``.
@@ -157,6 +168,37 @@ class DeltaEstimate:
             'delta_hat': {d: self.delta_hat[d][rows].tolist() for d in DIRECTIONS},
             'standard_error': {d: self.standard_error[d][rows].tolist() for d in DIRECTIONS},
             'num_samples': self.num_samples}
+
+  def resolved_epsilon(self, delta: float, *, z: float = 2.0) -> 'Resolution':
+    """The smallest grid ε whose δ̂(ε) is resolved below ``delta`` by these samples: its upper
+    confidence bound max over directions of δ̂ + z·s.e. is below ``delta``, and ``delta``
+    is above the resolution 3/N of N samples (the "rule of three": with no term above 0 in N
+    draws, δ up to 3/N is not excluded at 95 %). Otherwise ``epsilon`` is None and
+    ``needed_samples`` says how many samples per direction would resolve it (from the
+    s.e.'s 1/√N scaling at the first ε where δ̂ < ``delta``; None when no grid ε has
+    δ̂ < ``delta``: the grid, not N, is then short).
+    """
+    delta = _validate.probability('delta', delta)
+    floor = 3.0 / self.num_samples
+    rule_of_three = math.ceil(3.0 / delta) + 1
+    if floor >= delta:
+      return Resolution(None, rule_of_three,
+                        f'δ = {delta:.3g} is below the resolution 3/N = {floor:.3g} of '
+                        f'N = {self.num_samples:,} samples per direction')
+    error = np.maximum(*(self.standard_error[d] for d in DIRECTIONS))
+    upper = self.delta_hat_max + z * error
+    resolved = np.flatnonzero(upper < delta)
+    if resolved.size:
+      return Resolution(float(self.epsilons[resolved[0]]), None, None)
+    below = np.flatnonzero(self.delta_hat_max < delta)
+    if not below.size:
+      return Resolution(None, None, f'no ε of the grid (up to {self.epsilons.max():.4g}) has '
+                                    f'δ̂(ε) below δ = {delta:.3g}: extend the ε grid')
+    i = below[0]
+    needed = math.ceil(self.num_samples * (z * error[i] / (delta - self.delta_hat_max[i]))**2)
+    return Resolution(None, max(needed + 1, rule_of_three),
+                      f'the upper confidence bound δ̂ + {z:g}·s.e. is not below δ = {delta:.3g} '
+                      f'at any ε of the grid with N = {self.num_samples:,} samples per direction')
 
   def epsilon_for_delta(self, delta: float) -> float:
     """ε̂(δ): the smallest ε with δ̂(ε) ≤ δ in both directions (``inf`` if none).
