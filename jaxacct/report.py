@@ -157,19 +157,60 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
     sigmas = np.asarray(verification.sigmas[:-1])
     worst = np.maximum(verification.delta_hat[Direction.REMOVE],
                        verification.delta_hat[Direction.ADD])
-    ax.plot(sigmas[worst > 0], worst[worst > 0], 'o', color='tab:green', label='verification')
+    accepted = np.asarray(verification.accepted[:-1], bool)
+    # δ̂ = 0 sits on the axis floor, so every verified candidate is drawn.
+    floor = _log_floor(shown + worst.tolist())
+    for passed, marker, colour, label in ((True, 'o', 'tab:green', 'verified: accepted'),
+                                          (False, 'x', 'tab:red', 'verified: rejected')):
+      chosen_ones = accepted == passed
+      if chosen_ones.any():
+        ax.plot(sigmas[chosen_ones], np.maximum(worst[chosen_ones], floor), marker,
+                color=colour, label=label)
     shown.extend(worst.tolist())
+  sigma_up = record.sigma_up
+  ax.axvline(sigma_up, color='tab:purple', linestyle='-.', alpha=0.7,
+             label=f'σ_up = {sigma_up:.4g} (proven by {record.fallback_accountant})')
   ax.axhline(record.base_delta, color='tab:red', linestyle='--',
              label=f'verification threshold δ_b = {record.base_delta:.3g}')
   ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
   ax.set_yscale('log')
+  ax.set_xscale('log')  # σ_up is often several times the released σ
+  from matplotlib import ticker  # host only, and only when a figure is drawn
+  ax.xaxis.set_major_formatter(ticker.FormatStrFormatter('%g'))
+  ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter('%g'))
+  ax.tick_params(axis='x', which='minor', labelsize=7)
   ax.set_ylim(bottom=_log_floor(shown), top=1.0)
-  ax.set_xlabel('noise multiplier σ')
+  ax.set_xlabel('noise multiplier σ (log scale)')
   ax.set_ylabel('max-direction δ̂ at the target ε')
   ax.set_title(title or 'Estimate-Verify-Release: σ search', fontsize=9)
   ax.legend(fontsize=8)
   fig.tight_layout()
   path = folder / 'candidates.png'
+  _save_figure(fig, path)
+  return path
+
+
+def plot_training(folder: pathlib.Path, payload: dict, title: str) -> pathlib.Path:
+  """Training loss and test metric against the step (``train_task``'s ``history``), the
+  guarantee (or "not private") in the title."""
+  folder.mkdir(parents=True, exist_ok=True)
+  history = payload['history']
+  fig, axes = _figure((10, 4), 2)
+  axes[0].plot(history['steps'], history['train_loss'], color='tab:blue')
+  axes[0].set_xlabel('step')
+  axes[0].set_ylabel('mean training loss (≤ 512 training examples)')
+  axes[1].plot(history['steps'], history['test_metric'], color='tab:green')
+  axes[1].set_xlabel('step')
+  axes[1].set_ylabel('test metric (the task\'s evaluate, e.g. accuracy)')
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  privacy = ('no noise: not private' if payload['method'] == 'nonprivate' else
+             f'σ = {payload["noise_multiplier"]:.4g}: ({payload["epsilon"]:.4g}, '
+             f'{payload["delta"]:.3g})-DP [{payload["method"]}'
+             + (f' by {payload["accountant"]}' if payload.get('accountant') else '') + ']')
+  fig.suptitle(f'{title}\n{privacy}; test metric {payload["accuracy"]:.4f}', fontsize=9)
+  fig.tight_layout()
+  path = folder / 'training.png'
   _save_figure(fig, path)
   return path
 
@@ -192,7 +233,8 @@ def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.
   ax.set_xlabel(f'ε at δ = {summary["delta"]:.3g}')
   ax.set_ylabel('examples')
   ax.set_title(title)
-  ax.legend(fontsize=8)
+  # Below the axes: the worst-case line sits at the right edge, where a legend inside would be.
+  ax.legend(fontsize=8, loc='upper center', bbox_to_anchor=(0.5, -0.18), ncol=1, frameon=False)
   if filtering:
     active = summary['active_per_epoch']
     axes[0, 1].plot(np.arange(1, len(active) + 1), active, color='tab:green')

@@ -386,9 +386,12 @@ def say_precision(choice: precision_lib.PrecisionChoice) -> None:
 
 
 def with_prefix_error(mechanism, payload: dict) -> dict:
-  """Adds the prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n of seed 000 §7.1 (compare schemes at equal ε)."""
-  payload['prefix_sum_mse'] = (mechanism.matrix.prefix_error(mechanism.iterations)
-                               * mechanism.noise_multiplier**2)
+  """Adds the prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n (Dong & Ganesh, arXiv 2602.09338, §7.1: compare
+  correlated-noise strategies at equal ε) — not for one band (DP-SGD, C = c·I), where it
+  compares nothing."""
+  if mechanism.matrix.num_bands > 1:
+    payload['prefix_sum_mse'] = (mechanism.matrix.prefix_error(mechanism.iterations)
+                                 * mechanism.noise_multiplier**2)
   return payload
 
 
@@ -436,5 +439,6 @@ def print_deterministic(payload: dict, *, table: bool) -> None:
 def print_footer(payload: dict) -> None:
   """The prefix-sum MSE (when computed) and the report folder."""
   if 'prefix_sum_mse' in payload:
-    print(f'prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n = {payload["prefix_sum_mse"]:.6g} (seed 000 §7.1)')
+    print(f'prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n = {payload["prefix_sum_mse"]:.6g} (Dong & Ganesh, '
+          'arXiv 2602.09338, §7.1)')
   print(f'report: {payload["report"]}')

@@ -62,6 +62,8 @@ def _train(args, raw) -> dict:
     with_prefix_error(mechanism, payload)
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'training.json', payload)
+  write_on_leader(report.plot_training, folder, payload,
+                  f'{task.name}: {report.describe(mechanism)}')
   if payload['individual'] is not None:
     write_on_leader(report.plot_individual, folder, payload['individual'],
                     f'{task.name}: {report.describe(mechanism)}')
@@ -72,7 +74,8 @@ def _train(args, raw) -> dict:
 def _print(payload: dict) -> None:
   privacy = ('no noise: NOT private' if payload['method'] == 'nonprivate' else
              f'σ = {payload["noise_multiplier"]:.6g}, ({payload["epsilon"]:.6g}, '
-             f'{payload["delta"]:.4g})-DP [{payload["method"]}]')
+             f'{payload["delta"]:.4g})-DP [{payload["method"]}'
+             + (f' by {payload["accountant"]}' if payload.get('accountant') else '') + ']')
   if payload['seed'] is not None and payload['method'] != 'nonprivate':
     print(f'warning: training.seed = {payload["seed"]} is in the config: anyone with it can '
           'regenerate the noise and batches, so this model must not be released as private',

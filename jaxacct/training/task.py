@@ -99,7 +99,9 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
   Returns:
     dict with ``accuracy`` (test ``evaluate``), ``train_accuracy``, ``epsilon``, ``delta``,
     ``noise_multiplier``, ``method`` (the guarantee's; ``"nonprivate"`` without noise),
-    ``steps``, ``expected_batch_size``, ``batch_shape``, ``seed`` and ``individual``.
+    ``steps``, ``expected_batch_size``, ``batch_shape``, ``seed``, ``individual`` and
+    ``history`` (``steps``, mean ``train_loss`` on ≤ 512 training examples and
+    ``test_metric`` = test ``evaluate``, at ~50 evenly spaced steps).
   """
   if not isinstance(task, TrainingTask):
     raise InputTypeError(f'task must be a jaxacct.training.TrainingTask, got {task!r}')
@@ -119,11 +121,16 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
            else fixed_batch_size(expected, jax.local_device_count(), m))
   iterator = batches(scheme, m, rng, batch_size=shape)
   params = task.init(jax.random.fold_in(key, 7), task.x_train[:1])
+  history = _History(task, scheme.iterations)
+
+  def on_step(state):
+    history.record(state)
+    if progress is not None:
+      progress(int(state.step), scheme.iterations, 'training')
   result = train(task.per_example_loss, params, optax.sgd(learning_rate, momentum=momentum),
                  mechanism, iterator, task.x_train, task.y_train, clip_norm=clip_norm,
                  key=key, guarantee=guarantee, noise=noise, individual=individual,
-                 on_step=None if progress is None else
-                 lambda state: progress(int(state.step), scheme.iterations, 'training'))
+                 on_step=on_step)
   g = result.guarantee
   individual_summary = (None if result.tracking is None else tracking_lib.summary(
       result.tracking, result.state.individual, int(result.state.step)))
@@ -135,9 +142,36 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
       'delta': None if g is None else g.delta,
       'noise_multiplier': float(mechanism.noise_multiplier) if noise else 0.0,
       'method': 'nonprivate' if g is None else g.method,
+      'accountant': None if g is None else g.accountant,
       'steps': int(result.state.step), 'expected_batch_size': result.normalizer,
-      'batch_shape': shape, 'seed': None if secret else seed,
+      'batch_shape': shape, 'seed': None if secret else seed, 'history': history.as_dict(),
   }
+
+
+class _History:
+  """Mean training loss (on a fixed subset of at most 512 training examples) and test
+  ``evaluate`` at about 50 evenly spaced steps and the last: what ``report.plot_training``
+  draws. Host-side evaluation of the parameters; it does not touch the batches or the noise."""
+
+  def __init__(self, task: TrainingTask, steps: int):
+    self.task, self.every = task, max(1, steps // 50)
+    self.last = steps
+    count = min(512, task.dataset_size)
+    self.x, self.y = task.x_train[:count], task.y_train[:count]
+    self.loss = jax.jit(jax.vmap(task.per_example_loss, in_axes=(None, 0, 0)))
+    self.steps, self.train_loss, self.test_metric = [], [], []
+
+  def record(self, state) -> None:
+    step = int(state.step)
+    if step % self.every and step != self.last:
+      return
+    self.steps.append(step)
+    self.train_loss.append(float(np.mean(self.loss(state.params, self.x, self.y))))
+    self.test_metric.append(float(self.task.evaluate(state.params, self.task.x_test,
+                                                     self.task.y_test)))
+
+  def as_dict(self) -> dict:
+    return {'steps': self.steps, 'train_loss': self.train_loss, 'test_metric': self.test_metric}
 
 
 def load_task(spec: str, options: dict | None = None,

@@ -64,6 +64,12 @@ def test_a_users_task_trains_from_the_cli(own_config, tmp_path, capsys):
   result = json.loads(capsys.readouterr().out)
   assert result['task'] == 'blobs' and result['steps'] == 20 and result['method'] == 'nonprivate'
   assert result['accuracy'] >= 0.9  # separable blobs 6σ apart: measured 1.0
+  # Issue 31: train writes its figure from the history of every step (20 steps: each one).
+  history = result['history']
+  assert history['steps'] == list(range(1, 21))
+  assert history['train_loss'][-1] < history['train_loss'][0]
+  assert history['test_metric'][-1] == result['accuracy']
+  assert (tmp_path / 'out' / 'training.png').stat().st_size > 10_000
 
 
 @pytest.mark.parametrize('override, message', [
