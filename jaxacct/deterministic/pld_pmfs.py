@@ -18,6 +18,30 @@ from jaxacct.conventions import DIRECTIONS, Direction
 from jaxacct.errors import InputError
 
 
+@functools.cache
+def check_dp_accounting() -> None:
+  """Raises ``ImportError`` naming the installed version when
+  dp_accounting lacks a private attribute this module reads (a release outside the tested
+  range ``pyproject.toml`` states); checked once, on a tiny PLD, at first use."""
+  import dp_accounting
+  from dp_accounting.pld import privacy_loss_distribution, privacy_loss_mechanism
+  version = getattr(dp_accounting, '__version__', 'unknown')
+  pld = privacy_loss_distribution.from_gaussian_mechanism(
+      1.0, value_discretization_interval=1e-1)
+  dense = pld._pmf_remove.to_dense_pmf()  # pylint: disable=protected-access
+  needed = [(pld, '_pmf_remove'), (pld, '_pmf_add'), (dense, '_lower_loss'),
+            (dense, '_probs'), (dense, '_infinity_mass'),
+            (privacy_loss_distribution, '_create_pld_pmf_from_monotone_privacy_loss'),
+            (privacy_loss_mechanism.MixtureGaussianPrivacyLoss,
+             '_inverse_privacy_losses_with_range')]
+  mixture = privacy_loss_mechanism.MixtureGaussianPrivacyLoss(1.0, [0.0, 1.0], [0.5, 0.5])
+  needed += [(mixture, '_precompute_privacy_loss_constants'), (mixture, '_variance')]
+  missing = [name for owner, name in needed if not hasattr(owner, name)]
+  if missing:
+    raise ImportError(f'dp_accounting {version} lacks {", ".join(missing)}, which jaxacct '
+                      'reads (tested with 0.6.0): install dp-accounting>=0.6.0,<0.7')
+
+
 def direction_pmf(pld, direction: str):
   """The ``dp_accounting.pld.pld_pmf.PLDPmf`` of ``direction`` (``"remove"`` or ``"add"``).
 
@@ -27,6 +51,7 @@ def direction_pmf(pld, direction: str):
   if direction not in DIRECTIONS:
     raise InputError(f'direction must be one of {", ".join(map(repr, DIRECTIONS))}, got '
                      f'{direction!r}')
+  check_dp_accounting()
   # pylint: disable=protected-access  # see the module docstring
   return pld._pmf_remove if direction == Direction.REMOVE else pld._pmf_add
 
@@ -49,6 +74,7 @@ def fast_mixture_loss_class():
   bit-for-bit the same PMFs (tested) at ~30× the speed.
   """
   from dp_accounting.pld import privacy_loss_mechanism  # local: heavy import
+  check_dp_accounting()
 
   class FastMixtureGaussianPrivacyLoss(privacy_loss_mechanism.MixtureGaussianPrivacyLoss):
 
@@ -84,6 +110,7 @@ def monotone_loss_pmf(loss, discretization: float):
   """The pessimistic connect-the-dots PLD PMF of one direction's monotone privacy loss
   (dp_accounting's ``_create_pld_pmf_from_monotone_privacy_loss``, private in 0.6.0)."""
   from dp_accounting.pld import privacy_loss_distribution  # local: heavy import
+  check_dp_accounting()
   # pylint: disable=protected-access  # see the module docstring
   return privacy_loss_distribution._create_pld_pmf_from_monotone_privacy_loss(
       loss, pessimistic_estimate=True, value_discretization_interval=discretization,

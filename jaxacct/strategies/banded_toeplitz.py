@@ -45,7 +45,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import lax
 
 from jaxacct import _validate
@@ -628,6 +627,7 @@ def minimize_lbfgs(loss_fn, theta0: jax.Array, max_steps: int):
   ``max_steps`` iterations or once the gradient is at round-off level relative
   to the loss.
   """
+  import optax  # local: only the strategy optimisers need it, not `import jaxacct`
   solver = optax.lbfgs()
   value_and_grad = optax.value_and_grad_from_state(loss_fn)
 

@@ -26,7 +26,7 @@ import optax
 
 from jaxacct import _validate
 from jaxacct.batching.iterators import batches
-from jaxacct.errors import InputError, InputTypeError
+from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.guarantee import Guarantee
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
@@ -194,7 +194,12 @@ def load_task(spec: str, options: dict | None = None,
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
-    module_spec.loader.exec_module(module)
+    try:
+      module_spec.loader.exec_module(module)
+    except ModuleNotFoundError as error:  # e.g. the digits example's flax or scikit-learn
+      raise MissingExtraError(f'training.task: {path} needs {error.name!r}, which is not '
+                              "installed (pip install 'jaxacct[train]' for the digits "
+                              'example)') from None
   else:
     try:
       module = importlib.import_module(where)
