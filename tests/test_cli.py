@@ -305,7 +305,11 @@ def test_plan_of_the_production_config_is_finite(tmp_path, capsys):
   assert plan['num_samples'] == jaxacct.minimum_samples(1.301e-8 / 2, 1.301e-8)
   for name in ('seconds_here', 'seconds_on_target', 'device_hours_on_target'):
     assert math.isfinite(plan[name]) and plan[name] > 0
-  assert plan['seconds_on_target'] == pytest.approx(plan['seconds_here'] / 256, rel=1e-12)
+  # Sampling scales with the devices; the compiles (measured here) do not.
+  assert plan['compile_seconds'] > 0
+  assert plan['seconds_on_target'] == pytest.approx(
+      (plan['seconds_here'] - plan['compile_seconds']) / 256 + plan['compile_seconds'],
+      rel=1e-9)
   assert 'square-root band' in payload['stand_in'] and (tmp_path / 'plan.json').is_file()
   assert list(payload['plans']) == ['float64']
 
@@ -322,8 +326,10 @@ def test_plan_arithmetic_with_a_given_throughput(tmp_path, capsys):
   c1 = 1 / 1000
   c16 = c1 * (1 + 15 * plan_lib.DEFAULT_CANDIDATE_COST)
   c8 = c1 + (c16 - c1) / 15 * 7
-  expected = 2 * (2 * estimation) * c16 + 2 * n * c8
+  report = 2 * estimation * c1  # the report curve: one sweep's draws at one σ
+  expected = 2 * (2 * estimation) * c16 + 2 * n * c8 + report
   assert not plan['measured'] and plan['num_samples'] == n
+  assert plan['compile_seconds'] == 0.0 and plan['report_seconds'] == pytest.approx(report)
   assert plan['seconds_here'] == pytest.approx(expected, rel=1e-12)
   assert plan['seconds_on_target'] == pytest.approx(expected / 4, rel=1e-12)
 

@@ -4,6 +4,7 @@ smallest σ (``calibrate_deterministic``), with its report curve and figures."""
 
 from __future__ import annotations
 
+import time
 
 import jax
 
@@ -25,7 +26,8 @@ def _calibrate(args, raw) -> dict:
   stand_in, _ = plan_mechanism(raw)  # an optimised band is built after the checks below
   check_state_files(args, raw, ledger=config_lib.accountant_from(
       raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO, mechanism=stand_in)
-  check_budget(args, raw)
+  projected = check_budget(args, raw)
+  started = time.perf_counter()  # the run the plan projects: calibration and report curve
   mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw))
   with_prefix_error(mechanism, payload)
   folder = output_dir(args, raw)
@@ -55,6 +57,8 @@ def _calibrate(args, raw) -> dict:
     write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
                     payload['curve']['delta'], f'{title}\nproven δ(ε) by {g.accountant}',
                     released=(g.epsilon, g.delta))
+  payload['plan_check'] = {'projected_seconds': projected,
+                           'measured_seconds': time.perf_counter() - started}
   write_on_leader(report.write_json, folder, 'calibration.json', payload)
   payload['report'] = str(folder)
   return payload

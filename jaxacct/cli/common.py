@@ -44,17 +44,19 @@ def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_
 DEFAULT_MAX_MINUTES = 30.0
 
 
-def check_budget(args, raw) -> None:
+def check_budget(args, raw) -> float | None:
   """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
   projected time here) on stderr, and refuse it when the projection exceeds
-  ``--max-minutes`` (default 30) unless ``--force``."""
+  ``--max-minutes`` (default 30) unless ``--force``. Returns the projected seconds (None
+  without a Monte Carlo calibration), which the report records beside the measured ones."""
   mechanism, _ = plan_mechanism(raw)
   if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
-    return
+    return None
   plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
   if sharding.is_leader():
     print_plan(plan, file=sys.stderr)
   refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_here'], '')
+  return plan['plan']['seconds_here']
 
 
 def refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
@@ -217,8 +219,11 @@ def print_plan(payload: dict, file=None) -> None:
         file=file)
   if payload.get('stand_in'):
     print(f'  ({payload["stand_in"]})', file=file)
-  print(f'  projected wall time here: {progress_lib.format_seconds(plan["seconds_here"])} (+ '
-        f'{progress_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)', file=file)
+  print(f'  projected wall time here: {progress_lib.format_seconds(plan["seconds_here"])} '
+        f'(compiles {progress_lib.format_seconds(plan["compile_seconds"])}, report curve '
+        f'{progress_lib.format_seconds(plan["report_seconds"])}; + '
+        f'{progress_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)',
+        file=file)
   print(f'  on {plan["target_devices"]} device(s): '
         f'{progress_lib.format_seconds(plan["seconds_on_target"])}, '
         f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)

@@ -62,8 +62,11 @@ class CapacityPlan:
     seconds_per_sample: {1: c(1), 16: c(16), k: c(k)} seconds per draw on all devices here.
     measured: True when timed here, False when from ``samples_per_second``.
     devices_here: devices the rate refers to.
-    seconds_here: projected wall time here with the minimum of 2 sweeps;
-      seconds_per_extra_sweep: each further sweep.
+    seconds_here: projected wall time here with the minimum of 2 sweeps, the compiles and the
+      report curve; seconds_per_extra_sweep: each further sweep.
+    compile_seconds: the run's compiles (sweep, verification and one-σ programs), measured
+      here as the first timed call's excess (0 when not measured).
+    report_seconds: the CLI's report curve (one sweep's draws at one σ).
     target_devices: N for the projection; seconds_on_target / device_hours_on_target.
     memory_per_device: bytes of one call's arguments, outputs and temporaries (or None).
     block_size / iterations: the kernel's block and n.
@@ -87,6 +90,8 @@ class CapacityPlan:
   block_size: int
   iterations: int
   precision: str = 'float64'
+  compile_seconds: float = 0.0
+  report_seconds: float = 0.0
 
   def to_dict(self) -> dict:
     record = dataclasses.asdict(self)
@@ -96,7 +101,8 @@ class CapacityPlan:
 
 def _time_program(program, mesh: SampleMesh, block_size: int, calls: int = _TIMED_CALLS,
                   statistic=np.median):
-  """(seconds per sample of one call of ``program`` after compiling, the call's block ids)."""
+  """(seconds per sample of one call of ``program`` after compiling, the call's key and block
+  ids, seconds of its compile: the first call less the ``statistic`` of the others)."""
   key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
   seconds = []
   for _ in range(1 + calls):  # the first call compiles
@@ -107,21 +113,23 @@ def _time_program(program, mesh: SampleMesh, block_size: int, calls: int = _TIME
     else:
       jax.block_until_ready(program(key, ids, 'remove'))
     seconds.append(time.perf_counter() - start)
-  return float(statistic(seconds[1:])) / (mesh.size * block_size), (key, ids)
+  steady = float(statistic(seconds[1:]))
+  return steady / (mesh.size * block_size), (key, ids), max(0.0, seconds[0] - steady)
 
 
 def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
                 num_candidates: int, calls: int = _TIMED_CALLS,
                 statistic=np.median) -> tuple[float, int | None]:
-  """(seconds per sample of one call with K candidates after compiling, bytes per device)."""
+  """(seconds per sample of one call with K candidates after compiling, bytes per device,
+  seconds its compile took: the first call's time less a compiled call's)."""
   sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
   program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
-  cost, (key, ids) = _time_program(program, mesh, block_size, calls, statistic)
+  cost, (key, ids), compile_seconds = _time_program(program, mesh, block_size, calls, statistic)
   memory = program.draws_memory(key, ids, 'remove')
   if memory is not None:
     # The recursion pass holds the draws plus one (K, block) loss row per candidate.
     memory += 2 * num_candidates * block_size * 8
-  return cost, memory
+  return cost, memory, compile_seconds
 
 
 class OverBudgetError(InputError):
@@ -219,18 +227,30 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     rate = _validate.positive_finite('samples_per_second', samples_per_second)
     one = 1.0 / (rate * mesh.size)
     cost = {1: one, SWEEP_CANDIDATES: one * (1 + DEFAULT_CANDIDATE_COST * 15)}
-    memory, measured = None, False
+    memory, measured, compile_seconds = None, False, 0.0
   else:
-    one, _ = _timed_cost(mechanism, kernel, mesh, block_size, 1)
-    sweep, memory = _timed_cost(mechanism, kernel, mesh, block_size, SWEEP_CANDIDATES)
-    cost, measured = {1: one, SWEEP_CANDIDATES: sweep}, True
+    one, _, compile_one = _timed_cost(mechanism, kernel, mesh, block_size, 1)
+    sweep, memory, compile_sweep = _timed_cost(mechanism, kernel, mesh, block_size,
+                                               SWEEP_CANDIDATES)
+    # A draw serving 16 σ costs at least one serving one σ: a lower reading is timing noise
+    # of two short calls, not a cheaper program.
+    cost, measured = {1: one, SWEEP_CANDIDATES: max(sweep, one)}, True
+    # The run compiles the sweep program, the verification's (K candidates: timed as the
+    # sweep's, the larger of the two) and the report curve's one-σ program; this plan's own
+    # compiles of the first and the last are in the persistent cache, if one is on.
+    compile_seconds = compile_one + compile_sweep * (1 if num_candidates == SWEEP_CANDIDATES
+                                                     else 2)
   per_candidate = (cost[SWEEP_CANDIDATES] - cost[1]) / (SWEEP_CANDIDATES - 1)
   cost[num_candidates] = cost[1] + per_candidate * (num_candidates - 1)
   verification = 2 * n_verify
   per_sweep = 2 * estimation_samples
   sweep_seconds = per_sweep * cost[SWEEP_CANDIDATES]
-  here = MIN_SWEEPS * sweep_seconds + verification * cost[num_candidates]
-  on_target = here * mesh.size / target_devices
+  sampling_here = MIN_SWEEPS * sweep_seconds + verification * cost[num_candidates]
+  # The CLI's report curve: δ̂(ε) at the released σ from one sweep's worth of one-σ draws.
+  report_seconds = per_sweep * cost[1]
+  here = sampling_here + compile_seconds + report_seconds
+  on_target = ((sampling_here + report_seconds) * mesh.size / target_devices
+               + compile_seconds)
   return CapacityPlan(
       num_samples=n_verify, base_delta=base, verification_candidates=num_candidates,
       estimation_samples=estimation_samples, verification_samples=verification,
@@ -239,4 +259,4 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       target_devices=target_devices, seconds_on_target=on_target,
       device_hours_on_target=on_target * target_devices / 3600.0,
       memory_per_device=memory, block_size=block_size, iterations=kernel.iterations,
-      precision=precision)
+      precision=precision, compile_seconds=compile_seconds, report_seconds=report_seconds)
