@@ -105,6 +105,14 @@ def loss_pins(names=None) -> dict:
   return pins
 
 
+# Two blocks per call: these runs need a few blocks each, and a call of the default size (~2²⁰
+# outputs per device: 42 blocks at n = 24) would compute dozens. Blocks per call are performance
+# only (every sample keeps its bits in any call of two blocks or more: the pins were computed
+# with the default), and two blocks is the call ``sample_privacy_losses`` makes for the loss
+# pins (6 samples), so the estimates reuse its compiled programs.
+RUN = jaxacct.RunOptions(blocks_per_call=2)
+
+
 def compute() -> dict:
   """Today's values: a few losses per mechanism and direction, δ̂, a σ sweep and a calibration."""
   pins = loss_pins()
@@ -113,23 +121,23 @@ def compute() -> dict:
                                            dtype=np.float32)
   pins['losses/bminsep_warm/remove/float32'] = _hex(losses32)
   estimate = jaxacct.estimate_delta(jax.random.key(11), warm, [0.5, 1.0, 2.0], 3000,
-                                    histogram_edges=[0.0, 1.0, 2.0, 4.0])
+                                    histogram_edges=[0.0, 1.0, 2.0, 4.0], run=RUN)
   for direction in ('remove', 'add'):
     pins[f'estimate/delta_hat/{direction}'] = _hex(estimate.delta_hat[direction])
     pins[f'estimate/standard_error/{direction}'] = _hex(estimate.standard_error[direction])
   pins['estimate/histogram'] = estimate.state.histogram
   truncated = jaxacct.estimate_delta(jax.random.key(11), _mechanisms()['truncated_bminsep'],
-                                     [0.5, 1.0], 2000)
+                                     [0.5, 1.0], 2000, run=RUN)
   for direction in ('remove', 'add'):
     pins[f'estimate_truncated/delta_hat/{direction}'] = _hex(truncated.delta_hat[direction])
   sweep = candidates.estimate_delta_for_sigmas(jax.random.key(12), warm, [0.8, 1.0, 1.3],
-                                               [0.5, 1.0], 2000)
+                                               [0.5, 1.0], 2000, run=RUN)
   for direction in ('remove', 'add'):
     pins[f'sweep/delta_hat/{direction}'] = _hex(sweep.delta_hat[direction])
     pins[f'sweep/standard_error/{direction}'] = _hex(sweep.standard_error[direction])
   calibration = jaxacct.calibrate_noise_multiplier(
       warm.scheme, warm.matrix, epsilon=2.0, delta=1e-2, key=jax.random.key(13),
-      num_candidates=4)
+      num_candidates=4, run=RUN)
   pins['calibration/noise_multiplier'] = _hex([calibration.guarantee.noise_multiplier])
   pins['calibration/delta'] = _hex([calibration.guarantee.delta])
   pins['calibration/candidates'] = _hex(calibration.candidates)

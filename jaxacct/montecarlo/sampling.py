@@ -73,6 +73,20 @@ def default_blocks_per_call(block_size: int, iterations: int) -> int:
   return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
 
 
+def capped_blocks_per_call(num_blocks: int, block_size: int, iterations: int,
+                           num_devices: int) -> int:
+  """Blocks per device per call of a run of ``num_blocks`` blocks: the default, capped at the
+  blocks the run needs per device rounded up to a power of two (few call shapes compile; at
+  most half of the last call is computed and discarded), and never below 2 where the default
+  is larger. Performance only: a block's samples do not depend on the call that computes it,
+  with one exception that the floor of 2 keeps out: with one block per call XLA drops the
+  loop over blocks, and the multi-attribution loss program then rounds differently in the
+  last bits."""
+  needed = -(-num_blocks // num_devices)
+  default = default_blocks_per_call(block_size, iterations)
+  return min(default, max(2, 1 << (needed - 1).bit_length()))
+
+
 def traced_params(mechanism: MatrixMechanism, kernel: SchemeKernel):
   """(scheme parameters, σ, strategy view) as device values: traced, so new values do not
   recompile.
@@ -267,8 +281,9 @@ def _collect(stream_key, mechanism, kernel, num_samples, direction, *, keep_info
                                  block_size, mesh)
              if precision32 else OneSigma(mechanism, kernel, block_size, mesh))
   losses_parts, rest_parts = [], []
-  for block, used, ids in mesh.calls(0, -(-num_samples // block_size),
-                                     default_blocks_per_call(block_size, kernel.iterations)):
+  num_blocks = -(-num_samples // block_size)
+  per_call = capped_blocks_per_call(num_blocks, block_size, kernel.iterations, mesh.size)
+  for block, used, ids in mesh.calls(0, num_blocks, per_call):
     if precision32:
       outputs, block_loss, _ = program.losses_and_margins(stream_key, block, ids.shape[0],
                                                           direction)
@@ -348,19 +363,22 @@ def sample_outputs(key, mechanism: MatrixMechanism, num_samples: int, direction:
   if program32.serves(mechanism, kernel):
     program = program32.Program32(mechanism, kernel, np.asarray([mechanism.noise_multiplier]),
                                   block_size, one_device)
-    outputs_of = lambda block: program.losses_and_margins(  # noqa: E731
-        stream_key, block, 1, direction)[0]
+    outputs_of = lambda block, ids: program.losses_and_margins(  # noqa: E731
+        stream_key, block, ids.shape[0], direction)[0]
   else:
     params, sigma, view = traced_params(mechanism, kernel)
-    outputs_of = lambda block: block_outputs(  # noqa: E731
-        jnp.asarray([block], jnp.int64), stream_key, params, sigma, view, kernel=kernel,
-        direction=direction, block_size=block_size, mesh=one_device.mesh)
+    outputs_of = lambda block, ids: block_outputs(  # noqa: E731
+        ids, stream_key, params, sigma, view, kernel=kernel, direction=direction,
+        block_size=block_size, mesh=one_device.mesh)
+  # The calls of ``sample_privacy_losses`` on one device (its draw programs, compiled once).
+  num_blocks = -(-num_samples // block_size)
+  per_call = capped_blocks_per_call(num_blocks, block_size, kernel.iterations, 1)
   ys, rests = [], []
-  for block in range(-(-num_samples // block_size)):
-    y, info = outputs_of(block)
-    ys.append(y[0])
+  for block, used, ids in one_device.calls(0, num_blocks, per_call):
+    y, info = outputs_of(block, ids)
+    ys.append(y[:used].reshape(-1, kernel.iterations))
     rest = kernel.batch_sizes_of(info)
-    rests.append(None if rest is None else rest[0])
+    rests.append(None if rest is None else rest[:used].reshape(-1, kernel.iterations))
   rest = None if rests[0] is None else jnp.concatenate(rests)[:num_samples]
   return jnp.concatenate(ys)[:num_samples], rest
 

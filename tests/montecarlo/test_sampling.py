@@ -110,6 +110,43 @@ def test_bitwise_identical_whatever_the_chunking():
   assert len(np.unique(many)) == 600
 
 
+def test_a_call_computes_the_blocks_asked_for_with_the_bits_of_a_whole_call(monkeypatch):
+  """``sample_privacy_losses`` computes the blocks it needs, in a call of at most the next power
+  of two of them and at least 2 (a whole call of 2²⁰ entries is 113 blocks at n = 9), and every
+  sample keeps the bits it has in a whole call (its key depends only on its index; a block's
+  code only on the block's shape). The pinned values (test_pinned_values.py, computed with whole
+  calls) check the same for every kernel family."""
+  block_size = sampling.default_block_size(MECH.iterations)
+  whole = sampling.default_blocks_per_call(block_size, MECH.iterations)
+  assert (block_size, whole) == (1024, 113)
+  # Per device: the blocks needed, rounded up to a power of two, at least 2 (one block per call
+  # changes the multi-attribution losses' last bits), at most a whole call (the default: also
+  # when that is one block, n ≥ 1024).
+  assert [sampling.capped_blocks_per_call(blocks, block_size, 9, devices)
+          for blocks, devices in ((1, 1), (3, 1), (9, 2), (500, 1), (500, 4))] == [2, 4, 8, 113, 113]
+  assert sampling.capped_blocks_per_call(1, 1024, 1024, 1) == 1
+  calls = []
+  traced = sampling.block_outputs
+
+  def recorded(ids, *args, **kwargs):
+    calls.append(ids.shape[0])
+    return traced(ids, *args, **kwargs)
+
+  monkeypatch.setattr(sampling, 'block_outputs', recorded)
+  key = jax.random.key(14)
+  capped = {n: np.asarray(jaxacct.sample_privacy_losses(key, MECH, n, 'remove'))
+            for n in (10, 2500)}
+  assert calls == [2, 4]  # 1 block in a call of 2; 3 blocks in a call of 4 (not 113)
+  # The same samples computed in whole calls, as before the cap.
+  monkeypatch.setattr(sampling, 'capped_blocks_per_call', lambda *args: whole)
+  for n, losses in capped.items():
+    np.testing.assert_array_equal(
+        np.asarray(jaxacct.sample_privacy_losses(key, MECH, n, 'remove')), losses)
+  assert calls[2:] == [whole, whole]
+  np.testing.assert_array_equal(capped[2500][:10], capped[10])
+  assert len(np.unique(capped[2500])) == 2500
+
+
 def test_directions_and_keys_give_independent_streams():
   key = jax.random.key(9)
   remove = np.asarray(jaxacct.sample_privacy_losses(key, MECH, 50, 'remove'))

@@ -283,9 +283,12 @@ def test_one_round_estimate_matches_exact_delta():
       assert gap <= 5 * result.standard_error[direction][i], (direction, e, exact)
 
 
-# The next two tests' mechanism: the estimator's programs at the default block shapes are the
-# samplers' (compiled once).
+# The next two tests' mechanism. Its runs need a few blocks each; the estimator's calls hold
+# two blocks (a call of the default size, 64 blocks at n = 16, would compute ~20 times the
+# samples asked for), the call ``sample_privacy_losses`` makes for 500 samples: its compiled
+# programs are the samplers' (compiled once).
 PIPELINE = _mechanism(p=0.4, n=16, b=3, warm=True, batch=4, dataset=12, c_col=[1.0, 0.5, 0.2])
+PIPELINE_BLOCKS_PER_CALL = 2
 
 
 @pytest.mark.slow
@@ -293,11 +296,12 @@ def test_shared_draws_sweep_equals_the_estimator():
   mech = PIPELINE
   num_samples = 2 * sampling.default_block_size(mech.iterations) + 600  # a partial last block
   sweep = candidates.estimate_delta_for_sigmas(jax.random.key(9), mech, [0.8, 1.5], [0.5, 1.0],
-                                               num_samples)
+                                               num_samples, blocks_per_call=PIPELINE_BLOCKS_PER_CALL)
   for j, sigma in enumerate([0.8, 1.5]):
     single = estimator.estimate_delta(jax.random.key(9),
                                       dataclasses.replace(mech, noise_multiplier=sigma),
-                                      [0.5, 1.0], num_samples)
+                                      [0.5, 1.0], num_samples,
+                                      blocks_per_call=PIPELINE_BLOCKS_PER_CALL)
     for direction in ('remove', 'add'):
       np.testing.assert_allclose(sweep.delta_hat[direction][j], single.delta_hat[direction],
                                  rtol=1e-10, atol=1e-14)
