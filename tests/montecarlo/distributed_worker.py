@@ -52,7 +52,8 @@ for precision in ('float64', 'float32'):  # shared draws of K σ, as verificatio
 # truncated scheme, whose binomial batch sizes are the most intricate draws.
 for name, scheme, matrix in (('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4])),):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
-                                                   key=jax.random.key(13), num_candidates=3)
+                                                   key=jax.random.key(13), num_candidates=3,
+                                                   run=jaxacct.RunOptions(blocks_per_call=1))
   result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),
                   'candidates': hexes(calibration.candidates),
                   'delta_hat': json.dumps(calibration.record.to_dict()['verification'])}
