@@ -1,5 +1,7 @@
 """Streaming δ̂(ε): exact values, conservativeness, reproducibility, resume, devices."""
 
+import pathlib
+
 import jax
 import numpy as np
 import pytest
@@ -47,8 +49,10 @@ def test_estimate_equals_mean_of_the_stream_losses():
 @pytest.mark.slow
 def test_bitwise_identical_whatever_the_blocks_per_call():
   key = jax.random.key(4)
+  # One block per call, three (the last call partial), and the default: one call of 102 blocks,
+  # the other tests' programs.
   runs = [estimator.estimate_delta(key, MECH, EPS, 2500, block_size=256, blocks_per_call=k)
-          for k in (1, 3, 16)]
+          for k in (1, 3, None)]
   for run in runs[1:]:
     for direction in ('remove', 'add'):
       np.testing.assert_array_equal(run.delta_hat[direction], runs[0].delta_hat[direction])
@@ -127,40 +131,48 @@ def test_bad_estimator_arguments():
     estimator.estimate_delta(jax.random.key(0), MECH, EPS, 10, histogram_edges=[1.0, 0.0])
 
 
-_DEVICE_SCRIPT = '''
-import json, jax, numpy as np, jaxacct
-from jaxacct.montecarlo import estimator
-mech = jaxacct.MatrixMechanism(
-    jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),
-    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
 # Truncated b-min-sep (seed 000 App. D): its Binomial batch-size draws must be invariant too.
-truncated = jaxacct.MatrixMechanism(
+TRUNCATED = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True,
-                    truncated_batch_size=3, dataset_size=12),
-    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.0)
-runs = {}
-# Blocks per call vary on 4 devices only (1 device: test_bitwise_identical_whatever_the_blocks_per_call).
-for per_call in ((1, 2) if len(jax.devices()) > 1 else (1,)):
-  for name, m in (('plain', mech), ('truncated', truncated)):
-    r = estimator.estimate_delta(jax.random.key(11), m, [0.25, 0.5, 1.0, 2.0], 2300,
-                                 block_size=128, blocks_per_call=per_call)
-    runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in r.delta_hat[d]]
-                                 for d in ('remove', 'add')}
-print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
+                    truncated_batch_size=3, dataset_size=12), MECH.matrix, 1.0)
+
+
+def device_runs(per_calls) -> dict:
+  """δ̂'s bit patterns of 2,300 samples (9 blocks of 256, the last one partial) of ``MECH`` and
+  ``TRUNCATED`` on all of this process's devices, in calls of each of ``per_calls`` blocks per
+  device. Blocks of 256 in calls of one: ``MECH``'s programs are those of
+  test_bitwise_identical_whatever_the_blocks_per_call."""
+  runs = {}
+  for per_call in per_calls:
+    for name, mechanism in (('plain', MECH), ('truncated', TRUNCATED)):
+      result = estimator.estimate_delta(jax.random.key(11), mechanism, EPS, 2300, block_size=256,
+                                        blocks_per_call=per_call)
+      runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in result.delta_hat[d]]
+                                   for d in ('remove', 'add')}
+  return {'devices': len(jax.devices()), 'runs': runs}
+
+
+_DEVICE_SCRIPT = '''
+import json, sys
+sys.path[:0] = sys.argv[1:3]
+import test_estimator
+print(json.dumps(test_estimator.device_runs((1, 2))))
 '''
-
-
-def _run_with_devices(count):
-  from devices import run_on_devices
-  return run_on_devices(_DEVICE_SCRIPT, count)
 
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_bitwise_identical_on_one_and_four_devices():
-  one, four = _run_with_devices(1), _run_with_devices(4)
-  assert one['devices'] == 1 and four['devices'] == 4
+  """This process's device (one, in the suite; the reference) against 4 in a subprocess (2 if
+  this process has 4), where blocks per call vary too (1 device:
+  test_bitwise_identical_whatever_the_blocks_per_call)."""
+  from devices import run_on_devices
+  here = pathlib.Path(__file__).resolve().parent
+  local = device_runs((1,))
+  count = 2 if local['devices'] == 4 else 4
+  remote = run_on_devices(_DEVICE_SCRIPT, count, str(here.parent), str(here))
+  assert remote['devices'] == count != local['devices']
   for name in ('plain', 'truncated'):
-    reference = one['runs'][f'{name}1']
-    for result in (four['runs'][f'{name}1'], four['runs'][f'{name}2']):
+    reference = local['runs'][f'{name}1']
+    for result in (remote['runs'][f'{name}1'], remote['runs'][f'{name}2']):
       assert result == reference
