@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
-import json
 import math
 import re
 
@@ -325,7 +324,8 @@ def test_compiled_32_bit_programs_hold_no_64_bit_type(family):
     kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
     params, sigma, view = sampling.traced_params(mechanism, kernel)
     block_size = sampling.default_block_size(kernel.iterations)
-    ids = mesh.place(np.zeros(sampling.default_blocks_per_call(block_size, kernel.iterations),
+    # The margin tests' 256 or 512 samples: one block, in the sampler's call of one block.
+    ids = mesh.place(np.zeros(sampling.capped_blocks_per_call(1, block_size, kernel.iterations, 1),
                               np.int64))
     text = sampling.block_outputs.lower(
         ids, jax.random.key(0), params, sigma, view, kernel=kernel, direction='remove',
@@ -619,58 +619,69 @@ def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
                              precision='float64', block_size=BLOCK_SIZE)
 
 
+# The device check's families: the file's own where it has them (their programs are compiled
+# by the tests above), independent cyclic Poisson and truncated b-min-sep besides. Cold's code is
+# warm's, balls-in-bins' key use is cyclic Poisson's (uniform_index32).
+DEVICE_FAMILIES = {
+    'warm': WARM, 'poisson': POISSON,
+    'cyclic': _mechanism(jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8),
+                         4),
+    'multi': MULTI,
+    'truncated': _mechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
+                                            warm_start=True, truncated_batch_size=6,
+                                            dataset_size=60), 8)}
+# Blocks per device per call: this file's shape (``_shapes32``), and for warm also one block per
+# call (the checkpoint test's).
+DEVICE_PER_CALL = (BLOCKS_PER_CALL, 1)
+
+
+def device_runs() -> dict:
+  """Bit patterns of each ``DEVICE_FAMILIES`` mechanism's 32-bit δ̂ (2,300 samples) and of a
+  K-σ verification sweep with its margins (700 samples) on all of this process's devices."""
+  runs = {}
+  for name, mechanism in DEVICE_FAMILIES.items():
+    for per_call in DEVICE_PER_CALL if name == 'warm' else DEVICE_PER_CALL[:1]:
+      estimate = estimator.estimate_delta(jax.random.key(11), mechanism, EPS, 2300,
+                                          precision='float32', block_size=BLOCK_SIZE,
+                                          blocks_per_call=per_call)
+      run = runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in estimate.delta_hat[d]]
+                                         for d in ('remove', 'add')}
+      if name == 'truncated':  # its K σ path is the shared per-σ wrapper: the estimate suffices
+        continue
+      sweep = candidates.sweep_sigmas(jax.random.key(11), mechanism, list(SIGMAS), EPS, 700,
+                                      purpose='verification', precision='float32',
+                                      block_size=BLOCK_SIZE, blocks_per_call=per_call)
+      for d in ('remove', 'add'):
+        run[d] += ([float(v).hex() for v in sweep.delta_hat[d].ravel()]
+                   + [float(v).hex() for v in sweep.sums.margins[d]])
+  return {'devices': len(jax.devices()), 'runs': runs}
+
+
 _DEVICE_SCRIPT = '''
-import json, sys, jax, numpy as np, jaxacct
-from jaxacct.montecarlo import candidates, estimator
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
-# cold's code is warm's, balls-in-bins' key use is cyclic Poisson's (uniform_index32)
-schemes = {'warm': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
-                                    warm_start=True), 8),
-           'poisson': (jaxacct.Poisson(sampling_prob=0.2, iterations=64), 1),
-           'cyclic': (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=64, cycle_length=8), 4),
-           'multi': (jaxacct.MultiAttributionBMinSep(sampling_prob=0.1, iterations=64, min_sep=8,
-                                                     max_examples_per_user=3), 8),
-           'truncated': (jaxacct.BMinSep(sampling_prob=0.2, iterations=64, min_sep=8,
-                                         warm_start=True, truncated_batch_size=6,
-                                         dataset_size=60), 8)}
-shapes = json.loads(sys.argv[1])  # the parent's shapes: its compiled programs (1 device)
-block_size, eps, sigmas = shapes['block_size'], shapes['eps'], shapes['sigmas']
-runs = {}
-for name, (scheme, bands) in schemes.items():
-  m = jaxacct.MatrixMechanism(scheme, BandedToeplitz(square_root_coefficients(bands)), 1.0)
-  for per_call in (shapes['per_call'] if name == 'warm' else shapes['per_call'][:1]):
-    r = estimator.estimate_delta(jax.random.key(11), m, eps, 2300, precision='float32',
-                                 block_size=block_size, blocks_per_call=per_call)
-    runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in r.delta_hat[d]]
-                                 for d in ('remove', 'add')}
-    if name == 'truncated':  # its K σ path is the shared per-σ wrapper: the estimate suffices
-      continue
-    s = candidates.sweep_sigmas(jax.random.key(11), m, sigmas, eps, 700,
-                                purpose='verification', precision='float32',
-                                block_size=block_size, blocks_per_call=per_call)
-    for d in ('remove', 'add'):
-      runs[f'{name}{per_call}'][d] += ([float(v).hex() for v in s.delta_hat[d].ravel()]
-                                       + [float(v).hex() for v in s.sums.margins[d]])
-print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
+import json, sys
+sys.path[:0] = sys.argv[1:3]
+import test_program32
+print(json.dumps(test_program32.device_runs()))
 '''
 
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_32_bit_program_is_bitwise_identical_on_one_and_four_devices():
-  """On one device the script's programs are this file's (``_shapes32``; one block per call:
-  the checkpoint test's), read from the persistent compile cache."""
+  """This process's device (one, in the suite: the reference, on the programs the tests above
+  compiled) against 4 in a subprocess (2 if this process has 4)."""
+  import pathlib
   from devices import run_on_devices
-  per_call = (BLOCKS_PER_CALL, 1)
-  shapes = json.dumps({'block_size': BLOCK_SIZE, 'eps': EPS, 'sigmas': list(SIGMAS),
-                       'per_call': per_call})
-  one, four = run_on_devices(_DEVICE_SCRIPT, 1, shapes), run_on_devices(_DEVICE_SCRIPT, 4, shapes)
-  assert one['devices'] == 1 and four['devices'] == 4
-  for name in ('warm', 'poisson', 'cyclic', 'multi', 'truncated'):
-    first, second = (f'{name}{k}' for k in per_call)
-    reference = one['runs'][first]
-    others = [four['runs'][first]] + ([one['runs'][second], four['runs'][second]]
-                                      if name == 'warm' else [])
+  here = pathlib.Path(__file__).resolve().parent
+  local = device_runs()
+  count = 2 if local['devices'] == 4 else 4
+  remote = run_on_devices(_DEVICE_SCRIPT, count, str(here.parent), str(here))
+  assert remote['devices'] == count != local['devices']
+  for name in DEVICE_FAMILIES:
+    first, second = (f'{name}{k}' for k in DEVICE_PER_CALL)
+    reference = local['runs'][first]
+    others = [remote['runs'][first]] + ([local['runs'][second], remote['runs'][second]]
+                                        if name == 'warm' else [])
     for result in others:
       assert result == reference
 
