@@ -149,12 +149,17 @@ def test_verify_bad_input():
     jaxacct.verify(3, _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3)
 
 
+@pytest.fixture(scope='module')
+def poisson_pld_sigma() -> float:
+  """dp_accounting PLD σ for Poisson DP-SGD (q = 0.1, T = 20, ε = 1) at δ_b = 5e-4: 1.60054
+  (PLD, 1e-4 discretisation, tolerance 1e-6: ~10 s, computed once for the tests using it)."""
+  return pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6, discretization=1e-4)
+
+
 @pytest.mark.slow
-def test_calibration_matches_pld_for_poisson_dpsgd():
-  # dp_accounting PLD σ for Poisson DP-SGD (q = 0.1, T = 20, ε = 1) at δ_b = 5e-4: 1.60054
-  # (PLD, 1e-4 discretisation). MC + grid error: the 1.01 grid plus a few % of MC noise in δ.
-  reference = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6,
-                              discretization=1e-4)
+def test_calibration_matches_pld_for_poisson_dpsgd(poisson_pld_sigma):
+  # MC + grid error against the PLD σ: the 1.01 grid plus a few % of MC noise in δ.
+  reference = poisson_pld_sigma
   calls = []
   result = jaxacct.calibrate_noise_multiplier(
       POISSON, IDENTITY, epsilon=1.0, delta=1e-3, key=jax.random.key(2),
@@ -174,13 +179,12 @@ def test_calibration_matches_pld_for_poisson_dpsgd():
 
 
 @pytest.mark.slow
-def test_bminsep_needs_less_noise_than_poisson():
+def test_bminsep_needs_less_noise_than_poisson(poisson_pld_sigma):
   # Same expected participation rate p0 = 0.1 and C = I; b-min-sep (b = 4) has less variance
   # in the participation count (seed 000 §4.1), so its calibrated σ is below Poisson's PLD σ.
   scheme = jaxacct.BMinSep.from_expected_batch_size(expected_batch_size=10, dataset_size=100,
                                                     iterations=20, min_sep=4)
-  poisson_sigma = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6,
-                                  discretization=1e-4)
+  poisson_sigma = poisson_pld_sigma
   result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-3,
                                               key=jax.random.key(3))
   assert result.guarantee.verified
@@ -290,9 +294,12 @@ def test_calibration_with_pld_fallback_records_it():
   # m = 50, B = 9 (issue 27: m = 100, B = 18 took 91 s, two PLD calibrations of 45 s each).
   scheme = jaxacct.Poisson(sampling_prob=0.1, iterations=20, truncated_batch_size=9,
                            dataset_size=50)
+  # Two blocks per call (performance only): the runs need one or two blocks; a call of the
+  # default size computes 51.
   result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-1,
                                               key=jax.random.key(4), fallback='pld',
-                                              num_candidates=2)
+                                              num_candidates=2,
+                                              run=jaxacct.RunOptions(blocks_per_call=2))
   record = result.record
   assert record.fallback_accountant == 'pld' and record['fallback_accountant'] == 'pld'
   # σ_up is the PLD accountant's smallest σ (its contract: (ε, δ_b)-DP at σ, not at
