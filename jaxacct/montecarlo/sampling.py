@@ -75,13 +75,12 @@ def default_blocks_per_call(block_size: int, iterations: int) -> int:
 
 def capped_blocks_per_call(num_blocks: int, block_size: int, iterations: int,
                            num_devices: int) -> int:
-  """Blocks per device per call of a run of ``num_blocks`` blocks: the default, capped at the
-  blocks the run needs per device rounded up to a power of two (few call shapes compile; at
-  most half of the last call is computed and discarded), and never below 2 where the default
-  is larger. Performance only: a block's samples do not depend on the call that computes it,
-  with one exception that the floor of 2 keeps out: with one block per call XLA drops the
-  loop over blocks, and the multi-attribution loss program then rounds differently in the
-  last bits."""
+  """Blocks per device per call of a run of ``num_blocks`` blocks: the default (~2²⁰ outputs
+  per device), or where the run needs fewer per device, that need rounded up to a power of two
+  (few call shapes compile), and never below 2 where the default is larger. Performance only:
+  a block's samples do not depend on the call that computes it, with one exception that the
+  floor of 2 keeps out: with one block per call XLA drops the loop over blocks, and the
+  multi-attribution loss program then rounds differently in the last bits."""
   needed = -(-num_blocks // num_devices)
   default = default_blocks_per_call(block_size, iterations)
   return min(default, max(2, 1 << (needed - 1).bit_length()))
