@@ -24,6 +24,8 @@ from typing import Callable
 import jax
 import tqdm
 
+from jaxacct.errors import InputError
+
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, stage)``: the public progress callback (module docstring)."""
 
@@ -87,6 +89,8 @@ class Reporter:
                quiet_seconds: float = 5.0):
     self.enabled = jax.process_index() == 0
     self.terminal = sys.stderr.isatty() if terminal is None else bool(terminal)
+    if not (isinstance(interval, (int, float)) and 0 < interval < float('inf')):
+      raise InputError(f'interval must be a finite number of seconds > 0, got {interval!r}')
     self.label, self.interval, self.unit = label, float(interval), unit
     self.quiet_seconds = float(quiet_seconds)
     self.bar = None

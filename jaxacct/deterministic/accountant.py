@@ -30,6 +30,7 @@ import math
 import typing
 from typing import Any, Mapping
 
+from jaxacct import _validate
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.deterministic import base
@@ -278,7 +279,8 @@ def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
   down to ``floor`` or until ε(δ) passes 1.5 × the largest of ``epsilons``. Each point is one
   ε(δ) query — one composed PLD per direction for the bad-event curves (MMCC, conditional
   composition), where δ(ε) on an ε grid would search several per point — so every point is a
-  pair the accountant proves; the line drawn between points is an illustration.
+  pair the accountant proves; the line drawn between points is an illustration. References:
+  those of the curve's accountant (``base.get(name).references``).
 
   ``progress(points_done, points_expected, "report curve")`` (``jaxacct.progress``) after
   every point.
@@ -287,8 +289,9 @@ def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
     ``{"epsilons": [...], "delta": [...]}``: ε increasing, δ decreasing (of points with equal
     ε the smallest δ; points with ε = ∞ left out).
   """
-  top = 1.5 * max([float(e) for e in epsilons] + [1e-3])
+  top = 1.5 * max([base.check_epsilon(e) for e in epsilons] + [1e-3])
   floor = base.check_delta(floor)
+  per_decade = _validate.integer_at_least('per_decade', per_decade, 1)
   last = math.ceil(-math.log10(floor) * per_decade)
   deltas = [0.5] + [10.0 ** (-k / per_decade) for k in range(1, last + 1)]
   points = []

@@ -176,9 +176,11 @@ class DeltaEstimate:
     draws, δ up to 3/N is not excluded at 95 %). Otherwise ``epsilon`` is None and
     ``needed_samples`` says how many samples per direction would resolve it (from the
     s.e.'s 1/√N scaling at the first ε where δ̂ < ``delta``; None when no grid ε has
-    δ̂ < ``delta``: the grid, not N, is then short).
+    δ̂ < ``delta``: the grid, not N, is then short). The estimator and its standard error
+    are those of Dong & Ganesh, arXiv 2602.09338, §2.5 (spec 000 §4.6).
     """
     delta = _validate.probability('delta', delta)
+    z = _validate.positive_finite('z', z)
     floor = 3.0 / self.num_samples
     rule_of_three = math.ceil(3.0 / delta) + 1
     if floor >= delta:
