@@ -19,6 +19,14 @@ from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
 
 
+# A compiled program evaluates its call's blocks in a loop (lax.map); with one block per call
+# XLA drops the loop and fuses the block's arithmetic into the call's, and its FMA contractions
+# then differ (the multi-attribution loss moved by ~1e-14 at one block per call; any number
+# >= 2 gives the same bits). Two blocks per device per call at least keeps every sample's bits
+# independent of the call size.
+MIN_BLOCKS_PER_CALL = 2
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunOptions:
   """The execution of a Monte Carlo run (module docstring).
@@ -26,8 +34,8 @@ class RunOptions:
   Attributes:
     devices: devices or a ``jax.sharding.Mesh`` to shard over (default: every device of every
       process; under ``jax.distributed`` all processes pass the same value).
-    blocks_per_call: blocks per device per call (performance only; default keeps ~8 MB of
-      outputs per device).
+    blocks_per_call: blocks per device per call, at least ``MIN_BLOCKS_PER_CALL`` = 2
+      (performance only; default keeps ~8 MB of outputs per device).
     progress: ``progress(samples_done, samples_total, stage)`` after each call
       (``jaxacct.progress.Progress``); None (default): a bar or a line every 30 s on stderr
       when a person is watching (a terminal or Jupyter, not pytest;
@@ -51,7 +59,7 @@ class RunOptions:
 
   def __post_init__(self):
     if self.blocks_per_call is not None:
-      _validate.integer_at_least('blocks_per_call', self.blocks_per_call, 1)
+      _validate.integer_at_least('blocks_per_call', self.blocks_per_call, MIN_BLOCKS_PER_CALL)
     _validate.positive_finite('checkpoint_interval', self.checkpoint_interval)
     if self.max_seconds is not None:
       _validate.positive_finite('max_seconds', self.max_seconds)

@@ -7,8 +7,8 @@ outputs. Both return float64 ``(num_samples,)`` arrays whatever the global
 ``jax_enable_x64`` flag (they run under a scoped x64 context) and whatever the
 kernel ``dtype``.
 
-Directions (spec 000 §0): ``"remove"``: y ~ P (example present), loss
-ln P(y)/Q(y); ``"add"``: y ~ Q = N(0, σ²I), loss ln Q(y)/P(y) = −ln P(y)/Q(y).
+Directions (Dong & Ganesh (2026) §2.5, footnote 1): ``"remove"``: y ~ P (example
+present), loss ln P(y)/Q(y); ``"add"``: y ~ Q = N(0, σ²I), loss ln Q(y)/P(y) = −ln P(y)/Q(y).
 Both feed the same estimator δ̂(ε) = mean of (1 − e^{ε − loss})₊.
 
 Sample g of a direction's stream uses the key
@@ -17,6 +17,11 @@ fold_in(fold_in(fold_in(fold_in(key, "sampling"), direction), g >> 20), g & (2²
 bitwise identical whatever the number of blocks per call or devices (see
 ``default_block_size``). Work is done block by block, sharded over all local devices,
 so memory does not grow with ``num_samples``.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.5 (both directions: footnote 1), Fig. 1, Algorithms 1/2, §3, Eq. (1),
+  Theorem 5.1, App. B, App. D (Corollary D.2) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import DIRECTIONS, Purpose, Stream, signed_loss
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import kernels, noise, program32
+from jaxacct.montecarlo import kernels, noise, options, program32
 from jaxacct.montecarlo import sharding as sharding_lib
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.errors import InputError, InputTypeError
@@ -69,21 +74,20 @@ def _chunk_size(iterations: int, num_samples: int) -> int:
 
 
 def default_blocks_per_call(block_size: int, iterations: int) -> int:
-  """Blocks per device per call keeping ~2²⁰ output entries per device (performance only)."""
-  return max(1, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
+  """Blocks per device per call keeping ~2²⁰ output entries per device (performance only), and
+  never fewer than ``options.MIN_BLOCKS_PER_CALL`` (one block per call rounds differently)."""
+  return max(options.MIN_BLOCKS_PER_CALL, _MAX_CHUNK_ELEMENTS // (block_size * iterations))
 
 
 def capped_blocks_per_call(num_blocks: int, block_size: int, iterations: int,
                            num_devices: int) -> int:
   """Blocks per device per call of a run of ``num_blocks`` blocks: the default (~2²⁰ outputs
   per device), or where the run needs fewer per device, that need rounded up to a power of two
-  (few call shapes compile), and never below 2 where the default is larger. Performance only:
-  a block's samples do not depend on the call that computes it, with one exception that the
-  floor of 2 keeps out: with one block per call XLA drops the loop over blocks, and the
-  multi-attribution loss program then rounds differently in the last bits."""
+  (few call shapes compile), never below ``options.MIN_BLOCKS_PER_CALL``. Performance only: a
+  block's samples do not depend on the call that computes it."""
   needed = -(-num_blocks // num_devices)
   default = default_blocks_per_call(block_size, iterations)
-  return min(default, max(2, 1 << (needed - 1).bit_length()))
+  return min(default, max(options.MIN_BLOCKS_PER_CALL, 1 << (needed - 1).bit_length()))
 
 
 def traced_params(mechanism: MatrixMechanism, kernel: SchemeKernel):
@@ -92,7 +96,7 @@ def traced_params(mechanism: MatrixMechanism, kernel: SchemeKernel):
 
   The view is the strategy's ``kernel_view`` for the scheme (the band of a
   ``BandedToeplitz``; C, column norms and cross-term bounds of a dense
-  ``LowerTriangular``, computed once on the host; seed 000 App. B).
+  ``LowerTriangular``, computed once on the host; Dong & Ganesh (2026) App. B).
   """
   view = mechanism.matrix.kernel_view(mechanism.scheme)
   return (kernel.params(mechanism),
@@ -123,8 +127,8 @@ def draw_outputs(stream_key, indices, params, sigma, view, kernel: SchemeKernel,
   """Outputs (y, info) of the samples with global ``indices`` (N,) of a stream, batch-major.
 
   y = C·x + σ·z with x from the scheme's participation sampler (``remove``) or
-  y = σ·z (``add``); under truncation x is x^P or x^Q of seed 000 Corollary D.2
-  and ``info`` holds the released batch sizes of the other examples.
+  y = σ·z (``add``); under truncation x is x^P or x^Q of Dong & Ganesh (2026)
+  Corollary D.2 and ``info`` holds the released batch sizes of the other examples.
   Un-jitted device kernel.
   """
   mean, z, info = draw_components(stream_key, indices, params, view, kernel, direction)
@@ -154,7 +158,7 @@ def block_outputs(block_ids, stream_key, params, sigma, view, *, kernel: SchemeK
 def block_losses(outputs, params, sigma, view, *, kernel: SchemeKernel, direction: str, mesh):
   """float64 losses of whole blocks of outputs (y, info), (k, block_size, n) → (k, block_size).
 
-  ``remove``: ln P/Q; ``add``: ln Q/P = −ln P/Q (spec 000 §0).
+  ``remove``: ln P/Q; ``add``: ln Q/P = −ln P/Q (Dong & Ganesh (2026) §2.5, footnote 1).
   """
   def one_device(outputs, params, sigma, view):
     def one_block(block):
@@ -223,10 +227,11 @@ def sample_privacy_losses(key, mechanism: MatrixMechanism, num_samples: int, dir
   """Draws outputs of the dominating pair and returns their privacy losses.
 
   For ``direction="remove"`` y = C·x + σ·z with x drawn by the scheme's
-  participation chain (seed 000 Fig. 1, Algorithms 1/2; §2.2–2.3), loss
-  ln P(y)/Q(y); for ``"add"`` y = σ·z, loss ln Q(y)/P(y). Losses are exact
-  (seed 000 Eq. (1), Theorem 5.1 and its warm-start corollary; mode sums for
-  balls-in-bins; per-phase products for cyclic Poisson).
+  participation chain (Dong & Ganesh (2026) Fig. 1, Algorithms 1/2; §3 for cyclic
+  Poisson and balls-in-bins), loss ln P(y)/Q(y); for ``"add"`` y = σ·z, loss
+  ln Q(y)/P(y). Losses are exact (Dong & Ganesh (2026) Eq. (1), Theorem 5.1 and its
+  warm-start corollary; mode sums for balls-in-bins; per-phase products for cyclic
+  Poisson).
 
   Args:
     key: a typed JAX key (``jax.random.key``); legacy ``uint32[2]`` keys are converted.
@@ -314,8 +319,8 @@ def sample_truncated_privacy_losses(key, mechanism: MatrixMechanism, num_samples
                                     direction: str, dtype=jnp.float64) -> TruncatedSamples:
   """``sample_privacy_losses`` for a truncated scheme, also returning the drawn batch sizes r.
 
-  Under truncation the adversary of seed 000 App. D sees r (the other
-  examples' pre-truncation batch sizes; its law is the same under D and D′),
+  Under truncation the adversary of Dong & Ganesh (2026) App. D sees r (the
+  other examples' pre-truncation batch sizes; its law is the same under D and D′),
   so every loss is conditioned on its own r: r_i ~ Binomial(k_i, p) from the
   pool of examples not barred by the last b − 1 rounds (truncated-away ones
   included); the sensitive example joins by the b-min-sep chain and survives a
@@ -405,8 +410,8 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
   ``direction="remove"``: ln P(y)/Q(y) (for y ~ P); ``"add"``: ln Q(y)/P(y)
   (for y ~ Q). Evaluated in float64 whatever the dtype of ``y`` (float32
   inputs are upcast, never the reverse). For a dense ``LowerTriangular`` C it
-  is the App. B bound of seed 000 that is conservative for ``direction`` (≥ the
-  exact loss), not the exact loss.
+  is the Dong & Ganesh (2026) App. B bound (jaxacct's lower bound for ``add``)
+  that is conservative for ``direction`` (≥ the exact loss), not the exact loss.
 
   Args:
     mechanism: the mechanism.
@@ -414,7 +419,7 @@ def privacy_loss(mechanism: MatrixMechanism, y, direction: str, *,
     direction: ``"remove"`` or ``"add"``.
     rest_batch_sizes: required exactly for truncated schemes: the other
       examples' pre-truncation batch sizes r, integers of the same shape as
-      ``y`` (part of the released output, seed 000 App. D).
+      ``y`` (part of the released output, Dong & Ganesh (2026) App. D).
 
   Returns:
     float64 array of shape ``(num_samples,)``.

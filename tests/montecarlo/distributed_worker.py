@@ -31,10 +31,10 @@ warm = jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=T
 truncated = jaxacct.BMinSep(sampling_prob=0.3, iterations=16, min_sep=3, truncated_batch_size=4,
                             dataset_size=12)
 estimate = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
-                                  [0.5, 1.0, 2.0], 20_000, blocks_per_call=1)
+                                  [0.5, 1.0, 2.0], 20_000, blocks_per_call=2)
 # The 32-bit program (issue 28) under the same rule.
 estimate32 = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
-                                    [0.5, 1.0, 2.0], 20_000, blocks_per_call=1,
+                                    [0.5, 1.0, 2.0], 20_000, blocks_per_call=2,
                                     precision='float32')
 result = {'devices': jax.device_count(),
           'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')},
@@ -43,7 +43,7 @@ result = {'devices': jax.device_count(),
 for precision in ('float64', 'float32'):  # shared draws of K σ, as verification runs them
   sweep = candidates.sweep_sigmas(jax.random.key(13), jaxacct.MatrixMechanism(warm, band, 1.1),
                                   [0.9, 1.2, 1.6], [1.0, 2.0], 6000, purpose='verification',
-                                  blocks_per_call=1, precision=precision)
+                                  blocks_per_call=2, precision=precision)
   result['sweep' + precision[-2:]] = {
       d: hexes(sweep.delta_hat[d]) + ([] if sweep.sums.margins is None
                                       else hexes(sweep.sums.margins[d]))
@@ -53,7 +53,7 @@ for precision in ('float64', 'float32'):  # shared draws of K σ, as verificatio
 for name, scheme, matrix in (('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4])),):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
                                                    key=jax.random.key(13), num_candidates=3,
-                                                   run=jaxacct.RunOptions(blocks_per_call=1))
+                                                   run=jaxacct.RunOptions(blocks_per_call=2))
   result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),
                   'candidates': hexes(calibration.candidates),
                   'delta_hat': json.dumps(calibration.record.to_dict()['verification'])}

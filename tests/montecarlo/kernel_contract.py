@@ -20,8 +20,9 @@ Every test here then runs for that kernel, per direction:
    draws as often as two independent draws of the law differ; a block computed in another
    call, at another position, next to other blocks, has the same bits (a sample depends only
    on its own key);
-3. devices (``test_bitwise_identical_on_one_and_several_devices``, slow): one subprocess with
-   2 virtual CPU devices (4 if this process has 2) computes every family's samples (in the
+3. devices and call sizes (``test_bitwise_identical_on_one_and_several_devices``, slow): one
+   subprocess with 2 virtual CPU devices (4 if this process has 2), in calls of the fewest
+   blocks per device allowed, computes every family's samples (in the
    directions where it draws participations: ``fingerprints``), which must be bitwise those
    of this process;
 4. the brute-force oracle: every drawn loss equals the enumerated ln P/Q of its output; the
@@ -315,8 +316,9 @@ def _program(contract: 'KernelContract', sigma: float = SIGMA) -> sampling.OneSi
                            SampleMesh.over())
 
 
-def _reference(program: sampling.OneSigma, direction: str) -> Samples:
-  size = BLOCKS_PER_CALL * program.mesh.size
+def _reference(program: sampling.OneSigma, direction: str,
+               blocks_per_call: int = BLOCKS_PER_CALL) -> Samples:
+  size = blocks_per_call * program.mesh.size
   return _calls(program, KEY, direction, *(range(b, b + size) for b in range(
       0, NUM_BLOCKS, size))).blocks(slice(NUM_BLOCKS))
 
@@ -502,16 +504,18 @@ def test_every_registered_kernel_has_a_contract_class():
   assert not uncollected, f'pytest does not collect these contract classes: {uncollected}'
 
 
-def fingerprints() -> dict[str, dict[str, str]]:
-  """The digest of every contract class's reference samples on all devices, per direction in
-  which its kernel draws participations (``has_signal``; without one, the outputs are noise
-  and the loss is the kernel's ``log_ratio``, which the other direction runs too)."""
+def fingerprints(blocks_per_call: int = BLOCKS_PER_CALL) -> dict[str, dict[str, str]]:
+  """The digest of every contract class's reference samples on all devices, computed in calls
+  of ``blocks_per_call`` blocks per device, per direction in which its kernel draws
+  participations (``has_signal``; without one, the outputs are noise and the loss is the
+  kernel's ``log_ratio``, which the other direction runs too)."""
   digests = {}
   for contract in contract_classes():
     program = _program(contract())
     digests[contract.__qualname__] = {
-        d: (_RUNS[contract, d].reference if (contract, d) in _RUNS
-            else _reference(program, d)).digest()
+        d: (_RUNS[contract, d].reference
+            if (contract, d) in _RUNS and blocks_per_call == BLOCKS_PER_CALL
+            else _reference(program, d, blocks_per_call)).digest()
         for d in DIRECTIONS if program.kernel.has_signal(d)}
   return digests
 
@@ -523,15 +527,19 @@ import jax
 import kernel_contract
 for module in sys.argv[3:]:
   importlib.import_module(module)
-print(json.dumps({'devices': len(jax.devices()), 'fingerprints': kernel_contract.fingerprints()}))
+from jaxacct.montecarlo import options
+print(json.dumps({'devices': len(jax.devices()),
+                  'fingerprints': kernel_contract.fingerprints(options.MIN_BLOCKS_PER_CALL)}))
 '''
 
 
 @pytest.mark.multiprocess
 @pytest.mark.slow
 def test_bitwise_identical_on_one_and_several_devices():
-  # One subprocess for every family: its mesh spans 2 devices (a call then holds twice the
-  # blocks, split over them); each sample's bits must not change.
+  # One subprocess for every family: its mesh spans 2 devices (4 if this process has 2), and
+  # its calls hold the fewest blocks per device allowed (options.MIN_BLOCKS_PER_CALL; this
+  # process's hold BLOCKS_PER_CALL); each sample's bits must not change. At one block per call
+  # the multi-attribution losses moved in their last bits (XLA drops the loop over blocks).
   from devices import run_on_devices  # pylint: disable=import-outside-toplevel
   here = pathlib.Path(__file__).resolve().parent
   modules = sorted({contract.__module__ for contract in contract_classes()})
@@ -542,4 +550,5 @@ def test_bitwise_identical_on_one_and_several_devices():
   differ = [f'{name} ({direction})' for name, digests in local['fingerprints'].items()
             for direction, digest in digests.items()
             if remote['fingerprints'][name][direction] != digest]
-  assert not differ, f'other bits on {count} devices than on {local["devices"]}: {differ}'
+  assert not differ, (f'other bits on {count} devices in calls of the fewest blocks than on '
+                      f'{local["devices"]}: {differ}')

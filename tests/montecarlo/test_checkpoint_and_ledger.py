@@ -33,14 +33,14 @@ def _stop_after(calls: int):
 
 @pytest.mark.slow
 def test_estimate_resumes_bitwise_after_an_interruption(tmp_path):
-  kwargs = dict(blocks_per_call=1, checkpoint_interval=1e-9)
+  kwargs = dict(blocks_per_call=2, checkpoint_interval=1e-9)
   reference = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
-                                     blocks_per_call=2)
-  with pytest.raises(Stop):  # 9 blocks per direction, one per call: stop in "add"
+                                     blocks_per_call=4)
+  with pytest.raises(Stop):  # 9 blocks per direction, two per call (5 calls): stop in "add"
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           progress=_stop_after(12), **kwargs)
+                           progress=_stop_after(7), **kwargs)
   saved = json.loads((tmp_path / 'checkpoint.json').read_text())['body']['current']
-  assert saved['stream']['direction'] == 1 and saved['stream']['block'] == 3
+  assert saved['stream']['direction'] == 1 and saved['stream']['block'] == 4
   resumed = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
                                    checkpoint=tmp_path, **kwargs)
   for d in ('remove', 'add'):
@@ -257,14 +257,14 @@ def _edit_checkpoint(path, edit):
 ], ids=['block-out-of-range', 'negative-block', 'direction', 'no-totals', 'shape', 'not-numbers',
         'garbage-stream', 'current-type', 'no-completed', 'charge'])
 def test_structural_edits_of_a_checkpoint_are_refused_naming_the_field(tmp_path, edit, field):
-  with pytest.raises(Stop):  # 9 blocks per direction, one per call: stop mid-"remove"
+  with pytest.raises(Stop):  # 9 blocks per direction, two per call: stop mid-"remove"
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           progress=_stop_after(4), blocks_per_call=1, checkpoint_interval=1e-9)
+                           progress=_stop_after(2), blocks_per_call=2, checkpoint_interval=1e-9)
   _edit_checkpoint(tmp_path / 'checkpoint.json', edit)
   error = checkpoint_lib.CheckpointError if field != 'outside this run' else ValueError
   with pytest.raises(error, match=field):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           blocks_per_call=1)
+                           blocks_per_call=2)
 
 
 def test_a_failed_write_names_the_path_and_leaves_no_temporary_file(tmp_path):

@@ -15,17 +15,17 @@ MECHANISM = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.25, iteratio
 
 def test_run_options_give_the_bits_of_the_keywords(tmp_path):
   calls = []
-  run = jaxacct.RunOptions(blocks_per_call=1, progress=lambda *a: calls.append(a),
+  run = jaxacct.RunOptions(blocks_per_call=2, progress=lambda *a: calls.append(a),
                            checkpoint=tmp_path / 'ckpt', devices=jax.devices()[:1])
   by_options = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, [0.5, 1.0], 512,
                                       block_size=128, run=run)
   by_keywords = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, [0.5, 1.0], 512,
-                                       block_size=128, blocks_per_call=2)
+                                       block_size=128, blocks_per_call=4)
   for direction in ('remove', 'add'):
     np.testing.assert_array_equal(by_options.delta_hat[direction],
                                   by_keywords.delta_hat[direction])
-  # One call per block (blocks_per_call=1) and direction; counts run over both directions.
-  assert [c[2] for c in calls] == ['estimate'] * 8 and calls[-1][:2] == (1024, 1024)
+  # Two calls of two blocks per direction; counts run over both directions.
+  assert [c[2] for c in calls] == ['estimate'] * 4 and calls[-1][:2] == (1024, 1024)
   assert (tmp_path / 'ckpt' / 'checkpoint.json').is_file()
 
 
@@ -48,7 +48,7 @@ def test_a_field_given_both_ways_is_refused_before_compute(call):
 
 
 @pytest.mark.parametrize('fields, message', [
-    ({'blocks_per_call': 0}, 'blocks_per_call must be an integer >= 1'),
+    ({'blocks_per_call': 1}, 'blocks_per_call must be an integer >= 2'),
     ({'checkpoint_interval': 0.0}, 'checkpoint_interval must be'),
     ({'max_seconds': -1.0}, 'max_seconds must be'),
     ({'progress': 'tqdm'}, 'progress must be callable'),
@@ -95,12 +95,12 @@ def test_a_sigma_sweep_resumes_from_its_checkpoint_bitwise_and_refuses_another_r
   with pytest.raises(_Stop):
     candidates.estimate_delta_for_sigmas(
         key, MECHANISM, sigmas, [0.5], 512, block_size=128,
-        run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+        run=jaxacct.RunOptions(blocks_per_call=2, checkpoint=folder,
                                checkpoint_interval=1e-9, progress=_stopping_after(3)))
   seen = []
   resumed = candidates.estimate_delta_for_sigmas(
       key, MECHANISM, sigmas, [0.5], 512, block_size=128,
-      run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+      run=jaxacct.RunOptions(blocks_per_call=2, checkpoint=folder,
                              progress=lambda done, total, stage: seen.append(done)))
   assert seen[0] > 128 * len(sigmas)  # it went on from the saved blocks, not from 0
   for direction in ('remove', 'add'):
@@ -123,7 +123,7 @@ def test_an_extended_estimate_holds_the_sums_a_checkpoint_of_the_same_run_holds(
   folder = tmp_path / 'estimate'
   with pytest.raises(_Stop):
     jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128,
-                           run=jaxacct.RunOptions(blocks_per_call=1, checkpoint=folder,
+                           run=jaxacct.RunOptions(blocks_per_call=2, checkpoint=folder,
                                                   checkpoint_interval=1e-9,
                                                   progress=_stopping_after(3)))
   resumed = jaxacct.estimate_delta(key, MECHANISM, [0.5, 1.0], 512, block_size=128,

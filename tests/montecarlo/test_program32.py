@@ -602,13 +602,13 @@ def test_precision_names_and_refusals():
 def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
   from test_checkpoint_and_ledger import Stop
   from test_checkpoint_and_ledger import _stop_after as stop_after
-  run = dict(precision='float32', block_size=BLOCK_SIZE, blocks_per_call=1,
+  run = dict(precision='float32', block_size=BLOCK_SIZE, blocks_per_call=2,
              checkpoint_interval=1e-9)
   reference = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, precision='float32',
                                        block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
-  with pytest.raises(Stop):  # 10 blocks per direction, one per call: stop in "add"
+  with pytest.raises(Stop):  # 10 blocks per direction, two per call: stop in "add"
     estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
-                             progress=stop_after(13), **run)
+                             progress=stop_after(7), **run)
   resumed = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
                                      **run)
   for d in ('remove', 'add'):

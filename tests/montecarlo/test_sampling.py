@@ -120,11 +120,15 @@ def test_a_call_computes_the_blocks_asked_for_with_the_bits_of_a_whole_call(monk
   whole = sampling.default_blocks_per_call(block_size, MECH.iterations)
   assert (block_size, whole) == (1024, 113)
   # Per device: the blocks needed, rounded up to a power of two, at least 2 (one block per call
-  # changes the multi-attribution losses' last bits), at most a whole call (the default: also
-  # when that is one block, n ≥ 1024).
+  # changes the multi-attribution losses' last bits: options.MIN_BLOCKS_PER_CALL), at most a
+  # whole call (the default, itself never below 2: also at n ≥ 1024, where 2²⁰ outputs are one
+  # block or less).
   assert [sampling.capped_blocks_per_call(blocks, block_size, 9, devices)
           for blocks, devices in ((1, 1), (3, 1), (9, 2), (500, 1), (500, 4))] == [2, 4, 8, 113, 113]
-  assert sampling.capped_blocks_per_call(1, 1024, 1024, 1) == 1
+  assert sampling.default_blocks_per_call(1024, 1024) == 2
+  assert sampling.default_blocks_per_call(64, 100_000) == 2
+  assert sampling.capped_blocks_per_call(1, 1024, 1024, 1) == 2
+  assert sampling.capped_blocks_per_call(500, 64, 100_000, 1) == 2
   calls = []
   traced = sampling.block_outputs
 
