@@ -24,7 +24,7 @@ LAYERS = (
     ('individual',),
     ('montecarlo',),
     ('batching', 'training', 'accounting'),
-    ('config', 'report', 'cli', '__init__', '__main__'),
+    ('config', 'report', 'cli', 'interop', '__init__', '__main__'),
 )
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
