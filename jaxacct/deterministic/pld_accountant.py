@@ -8,11 +8,12 @@ conservative for the truncated last columns):
 scheme                                  reduction
 ======================================  ==================================================
 ``Poisson``, ``BMinSep(min_sep=1)``     n rounds of the Poisson-subsampled Gaussian
-                                        (dp_accounting); with truncation, the seed-001
-                                        pairs (``truncated_poisson.truncated_poisson_pld``)
+                                        (dp_accounting); with truncation, the pairs of
+                                        Ganesh (2025)
+                                        (``truncated_poisson.truncated_poisson_pld``)
 ``CyclicPoisson``                       ⌈n/T⌉ Poisson rounds of phase 0 (``pld``); with
-                                        truncation (``equal_split``), seed 001 over the
-                                        group sizes (``truncated_cyclic_poisson_pld``)
+                                        truncation (``equal_split``), Ganesh (2025) over
+                                        the group sizes (``truncated_cyclic_poisson_pld``)
 ======================================  ==================================================
 
 ``BMinSep`` with b = 1 is Poisson sampling: every example is eligible in every round, so cold
@@ -20,19 +21,25 @@ and warm start coincide, and a truncated-away example is blocked for b − 1 = 0
 accounted as the ``Poisson`` scheme with the same p, n, B and dataset size, hence with the
 same PLD bit for bit.
 
-Adjacency: ``zero_out`` (default; equal to add/remove without truncation), ``add_remove``
-(truncated Poisson: for the fixed public dataset size; refused for truncated cyclic Poisson,
-whose group sizes it would change) and ``replace_one`` (Poisson family, truncated cyclic
+Adjacency: ``zero_out`` (default; equal to add/remove without truncation, except for an
+equal split), ``add_remove`` (truncated Poisson: for the fixed public dataset size; refused for
+cyclic Poisson with ``partition="equal_split"``, truncated or not, whose groups it would change) and ``replace_one`` (Poisson family, truncated cyclic
 Poisson). Discretisation is pessimistic (dp_accounting's connect-the-dots), so every δ(ε) and
 ε(δ) is an upper bound. Per direction: ``remove`` = H(P‖Q), ``add`` = H(Q‖P), read from the
 PLD's two PMFs (``pld_pmfs``).
 
 References:
-  Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv 2508.15089v1,
-  Thms 3.1, 3.3, 3.4 and the remark after Thm 3.1; Choquette-Choo et al., "(Amplified) banded
-  matrix factorization", NeurIPS 2023 (cyclic-Poisson reduction); Dong & Ganesh, arXiv
-  2602.09338v2, §2.2 and §4 (b = 1 is Poisson); Doroshenko et al., "Connect the Dots", arXiv
-  2207.04380, Alg. 1 (pessimistic PLD).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: Thms
+  3.1, 3.3, 3.4 and the remark after Thm 3.1 (§3.1) (docs/references.md).
+  Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS 2023 (cyclic-Poisson
+  reduction).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3 (cyclic Poisson), §4 (b = 1 is Poisson), App. B, App. D
+  (docs/references.md).
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): the MMCC accountant
+  (docs/references.md).
+  Doroshenko et al., "Connect the Dots", arXiv 2207.04380, Alg. 1 (pessimistic PLD).
 """
 
 from __future__ import annotations
@@ -119,9 +126,18 @@ def _cyclic_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusa
           "needs public and fixed; use 'zero_out' or 'replace_one'")
     return lambda sigma, d: truncated_poisson.truncated_cyclic_poisson_pld(
         scheme, matrix, sigma, adjacency=adjacency, value_discretization_interval=d)
+  if adjacency == Adjacency.ADD_REMOVE and scheme.partition == 'equal_split':
+    # Adding an example to an equal split re-splits the dataset: the others' groups change
+    # with it (which group is short moves), so the neighbours differ in more than one
+    # example's contribution and the one-example reduction does not hold.
+    return _Refusal(
+        "adjacency='add_remove' is not supported for cyclic Poisson with partition="
+        "'equal_split': adding or removing an example changes the equal split of the others "
+        "(the group sizes), which this reduction needs fixed; use 'zero_out' (the example "
+        "replaced by a zero gradient, the split unchanged) or partition='independent'")
   if adjacency == Adjacency.REPLACE_ONE:
     return _Refusal("adjacency='replace_one' is not implemented for untruncated cyclic Poisson; "
-                    "use 'zero_out' (equal to add/remove there)")
+                    "use 'zero_out' (equal to add/remove with partition='independent')")
   return lambda sigma, d: pld.cyclic_poisson_pld(scheme, matrix, sigma,
                                                  value_discretization_interval=d)
 
@@ -137,8 +153,8 @@ def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
     return _Refusal(
         'this strategy\'s columns overlap across participations (a dense LowerTriangular, or '
         'more bands than the scheme separates), so it has no exact PLD here; for Poisson use '
-        'the "mmcc" accountant (seed 003), else the Monte Carlo accountant with the r-min-sep '
-        'bounds of seed 000 App. B', TypeError)
+        'the "mmcc" accountant (Choquette-Choo et al. (2023)), else the Monte Carlo accountant '
+        'with the r-min-sep bounds of Dong & Ganesh (2026) App. B', TypeError)
   plan = _PLANS.get(type(mechanism.scheme))
   if plan is None:
     return _not_covered(type(mechanism.scheme).__name__)
@@ -224,7 +240,7 @@ class PLDAccountant(DeterministicAccountant):
       'Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS 2023 '
       '(cyclic-Poisson BandMF reduction)',
       'Dong & Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling", arXiv '
-      '2602.09338v2, §2.2, §4 (b = 1 is Poisson)',
+      '2602.09338v2, §3 (cyclic Poisson), §4 (b = 1 is Poisson)',
       'Doroshenko et al., "Connect the Dots: Tighter Discrete Approximations of Privacy Loss '
       'Distributions", arXiv 2207.04380, Alg. 1 (pessimistic discretisation)',
   )
@@ -251,9 +267,10 @@ class PLDAccountant(DeterministicAccountant):
                                   progress=progress)
 
   def _supersedes_monte_carlo(self, mechanism):
-    # Truncated Poisson: the Monte Carlo engine uses seed 000 App. D's pair (it also releases
-    # the other examples' batch sizes), looser than seed 001's; truncated cyclic Poisson has
-    # no Monte Carlo kernel. Untruncated, both are exact (Poisson) or Monte Carlo mixes over
-    # the random phase (cyclic Poisson, independent), so Monte Carlo is not worse.
+    # Truncated Poisson: the Monte Carlo engine uses the pair of Dong & Ganesh (2026) App. D (it
+    # also releases the other examples' batch sizes), looser than Ganesh (2025)'s; truncated
+    # cyclic Poisson has no Monte Carlo kernel. Untruncated, both are exact (Poisson) or Monte
+    # Carlo mixes over the random phase (cyclic Poisson, independent), so Monte Carlo is not
+    # worse.
     return mechanism.scheme.truncates
 

@@ -70,6 +70,10 @@ class TestPLDAccountant(AccountantContract):
         Case('truncated_cyclic-add_remove', mechanism(jaxacct.CyclicPoisson(
             **cyclic, partition='equal_split', truncated_batch_size=9, dataset_size=61)),
             {'adjacency': 'add_remove'}),
+        # Adding an example re-splits the others (the short group moves): not one example's
+        # contribution, so the phase-0 reduction is refused (was accepted before issue 32).
+        Case('equal_split-add_remove', mechanism(jaxacct.CyclicPoisson(
+            **cyclic, partition='equal_split')), {'adjacency': 'add_remove'}),
     ]
 
   def calibration_case(self):
