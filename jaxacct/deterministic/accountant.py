@@ -271,6 +271,16 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
   return best
 
 
+def _points_left(points: list, top: float, most: int) -> int:
+  """Grid points still to evaluate before ε(δ) passes ``top`` (at most ``most``): ε(δ) grows
+  about linearly in ln δ at first and then more slowly, so extending the last step's slope
+  gives a first guess that only grows as the curve flattens."""
+  if len(points) < 2 or points[-1][0] <= points[-2][0]:
+    return most
+  step = points[-1][0] - points[-2][0]
+  return max(1, min(most, math.ceil((top - points[-1][0]) / step)))
+
+
 def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
                  per_decade: int = 2, progress=None) -> dict:
   """Proven (ε(δ), δ) pairs of ``curve`` for a report's figure (max over directions).
@@ -301,7 +311,8 @@ def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
       points.append((epsilon, delta))
     finished = epsilon > top or done == len(deltas)
     if progress is not None:
-      progress(done, done if finished else len(deltas), 'report curve')
+      progress(done, done if finished else done + _points_left(points, top, len(deltas) - done),
+               'report curve')
     if finished:
       break
   frontier = []  # ε increasing, δ decreasing: the smallest proven δ at each ε (ties at ε = 0)

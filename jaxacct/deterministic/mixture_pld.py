@@ -1,21 +1,27 @@
 """PLD PMFs of Gaussian-mixture pairs and their composition (host code, dp_accounting).
 
-Both seed 002's conditional composition and seed 003's MMCC bound a correlated-noise mechanism
+Both the conditional composition of Schuchardt & Kalinin (2026) and the MMCC of Choquette-Choo
+et al. (2023) bound a correlated-noise mechanism
 by a product of one-dimensional pairs (Σ_i p_i N(c_i, σ²), N(0, σ²)) with c_i ≥ 0, one per
 step or row. This module builds each pair's pessimistic PLD PMF with dp_accounting's own
 connect-the-dots construction of ``MixtureGaussianPrivacyLoss`` (with its inverse loss
 vectorised: bit for bit the same PMF, ~30× faster) and composes PMFs in a balanced tree.
 
 References:
-  Choquette-Choo et al., "Privacy Amplification for Matrix Mechanisms", ICLR 2024, App. B.1
-  (the MoG privacy loss and its pessimistic inverse); Doroshenko et al., "Connect the Dots",
-  arXiv 2207.04380.
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): Thm 3.1 (conditional
+  composition), App. B.1 (the MoG privacy loss and its pessimistic inverse) (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: §4 (Lemma 4.1), App. B.2 (docs/references.md).
+  Doroshenko et al., "Connect the Dots", arXiv 2207.04380.
 """
 
 from __future__ import annotations
 
 import abc
+import concurrent.futures
 import math
+import os
 
 import numpy as np
 
@@ -60,6 +66,26 @@ def mixture_pmf(means: np.ndarray, log_p: np.ndarray, noise_multiplier: float, d
   return pld_pmfs.monotone_loss_pmf(loss, discretization)
 
 
+def mixture_pmfs(pairs, noise_multiplier: float, direction: str, discretization: float) -> list:
+  """``mixture_pmf`` of every (means, log_p) pair, in order, built on up to one thread per
+  core available to this process.
+
+  Each PMF is built alone (no shared state) and NumPy releases the GIL inside the inverse
+  loss's reductions, where the time goes, so threads give the same PMFs bit for bit at close
+  to the core count's speed-up.
+  """
+  pairs = list(pairs)
+  workers = min(len(pairs), len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity')
+                else os.cpu_count() or 1)
+  def build(pair):
+    means, log_p = pair
+    return mixture_pmf(means, log_p, noise_multiplier, direction, discretization)
+  if workers <= 1:
+    return [build(pair) for pair in pairs]
+  with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+    return list(pool.map(build, pairs))
+
+
 def compose(pmfs: list, tail_mass_truncation: float = 1e-15):
   """The composition of PLD PMFs, pairwise in a balanced tree (same result as a chain, at
   a fraction of the FFT sizes)."""
@@ -78,7 +104,8 @@ _CACHED_COMPOSITIONS = 48
 class BadEventCurve(PrivacyCurve):
   """δ(ε) = δ_PLD(ε) + δ_E and ε(δ) = ε_PLD(δ − δ_E) per direction, for a PLD that dominates the
   mechanism off a bad event of probability ≤ δ_E (Choquette-Choo et al., ICLR 2024, Thm 3.1;
-  seed 002 Lemma 4.1). Abstract: subclasses build the composed PMF (``_compose``).
+  Schuchardt & Kalinin (2026) Lemma 4.1). Abstract: subclasses build the composed PMF
+  (``_compose``).
 
   With ``bad_event_delta`` None, δ_E is half the δ asked for (both papers' choice): ε(δ) =
   ε_PLD(δ/2) with δ_E = δ/2, and δ(ε) is the smallest δ (to a relative

@@ -1,4 +1,4 @@
-"""The ``"mmcc"`` accountant: MMCC (seed 003) for Poisson sampling with any C ≥ 0.
+"""The ``"mmcc"`` accountant: MMCC (Choquette-Choo et al. (2023)) for Poisson sampling, any C ≥ 0.
 
 Matrix-mechanism conditional composition (Choquette-Choo, Ganesh, Steinke, Thakurta, ICLR 2024,
 Algorithms 1–2, Theorem 4.8). With every participation's contribution aligned (the worst case,
@@ -37,15 +37,17 @@ share one PMF, composed with itself.
 Covered: ``Poisson`` (untruncated) and ``BMinSep(min_sep=1)`` (the same scheme) with any
 ``BandedToeplitz`` (any band count) or ``LowerTriangular`` C. Not covered, with the reason:
 truncated Poisson (participations are not independent), Dong–Ganesh b-min-sep with b > 1 (not
-seed 003 App. A's "b-min-sep", which is jaxacct's ``CyclicPoisson``), ``CyclicPoisson`` (the
-"pld" accountant is exact for it with at most ``cycle_length`` bands, which App. A's
-Generalized-MMCC reproduces; more bands are not accepted by ``MatrixMechanism``),
-balls-in-bins and multi-attribution.
+the "b-min-sep sampling" of Choquette-Choo et al. (2023) App. A, which is jaxacct's
+``CyclicPoisson``), ``CyclicPoisson`` (the "pld" accountant is exact for it with at most
+``cycle_length`` bands, which App. A's Generalized-MMCC reproduces; more bands are not accepted
+by ``MatrixMechanism``), balls-in-bins and multi-attribution.
 
 References:
-  Choquette-Choo, Ganesh, Steinke, Thakurta, "Privacy Amplification for Matrix Mechanisms",
-  ICLR 2024, arXiv 2310.15526v2: Thm 3.1, Lemmas 4.3, 4.9, Cor. 4.4, Algorithms 1–2, Thm 4.8,
-  App. B.1–B.4; spec 003 §4, §9.
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): Thm 3.1, Lemmas 4.3,
+  4.9, Cor. 4.4, Algorithms 1–2, Thm 4.8, §4.2, App. A, App. B.1–B.4 (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -127,13 +129,14 @@ class TailBounds(NamedTuple):
 
 
 def tail_sums(entries: np.ndarray, sampling_prob: float, bad_event_delta: float) -> TailSums:
-  """The s_ij and prefix norms of ProbabilityTailBounds (seed 003 Algorithm 2), with the
-  refinements of the module docstring; they do not depend on σ.
+  """The s_ij and prefix norms of ProbabilityTailBounds (Choquette-Choo et al. (2023) Algorithm 2),
+  with the refinements of the module docstring; they do not depend on σ.
 
   The prefix Gram matrix G = C_{1:i−1,:}ᵀ C_{1:i−1,:} is updated by one row per step on the
   row's support (O(nnz(row)²)); s_ij is a top-t sum over the columns whose Gram entry with j is
   positive, t depending on their number (cached per count). ``entries`` may have more rows
-  than columns (m×n, rows in release order, e.g. a binary tree's nodes: seed 003 Sec. 5–6).
+  than columns (m×n, rows in release order, e.g. a binary tree's nodes: Choquette-Choo et al.
+  (2023) Sec. 5–6).
   """
   rows, n = entries.shape
   count = bound_count(entries)
@@ -175,7 +178,7 @@ def tail_sums(entries: np.ndarray, sampling_prob: float, bad_event_delta: float)
 
 def tail_bounds(entries: np.ndarray, sampling_prob: float, noise_multiplier: float,
                 bad_event_delta: float, sums: TailSums | None = None) -> TailBounds:
-  """ProbabilityTailBounds (seed 003 Algorithm 2) in logit space:
+  """ProbabilityTailBounds (Choquette-Choo et al. (2023) Algorithm 2) in logit space:
   ε_ij = z‖C_{1:i−1,j}‖/σ + (2 s_ij − ‖C_{1:i−1,j}‖²)/(2σ²), p̃_ij = sigmoid(logit p + ε_ij),
   from ``tail_sums`` (computed here unless given)."""
   if sums is None:
@@ -281,11 +284,11 @@ def row_pairs(entries: np.ndarray, sampling_prob: float, noise_multiplier: float
 
 @typing.final
 class MMCCCurve(mixture_pld.BadEventCurve):
-  """MMCC's δ(ε) = δ_PLD(ε) + δ₁ and ε(δ) = ε_PLD(δ − δ₁) per direction (seed 003 Thm 4.8;
-  ``mixture_pld.BadEventCurve``: δ₁ = δ/2 unless ``bad_event_delta`` is given).
+  """MMCC's δ(ε) = δ_PLD(ε) + δ₁ and ε(δ) = ε_PLD(δ − δ₁) per direction (Choquette-Choo et al.
+  (2023) Thm 4.8; ``mixture_pld.BadEventCurve``: δ₁ = δ/2 unless ``bad_event_delta`` is given).
 
-  Works for any non-negative C whose rows are in release order, also m×n with m > n (a
-  tree's nodes, seed 003 Sec. 6); the accountant passes the strategy's n×n C.
+  Works for any non-negative C whose rows are in release order, also m×n with m > n (a tree's
+  nodes, Choquette-Choo et al. (2023) Sec. 6); the accountant passes the strategy's n×n C.
 
   Attributes:
     entries: C (m×n); sampling_prob: p; noise_multiplier: σ; bad_event_delta: δ₁ or None;
@@ -323,17 +326,19 @@ class MMCCCurve(mixture_pld.BadEventCurve):
 
   def _compose(self, direction: str, bad_event_delta: float):
     rows = self.pairs(bad_event_delta)
-    pmfs = []
-    for atoms, mass, count in zip(rows.atoms, rows.probabilities, rows.multiplicity):
-      with np.errstate(divide='ignore'):
-        pmf = mixture_pld.mixture_pmf(atoms * self.sensitivity_step, np.log(mass),
-                                      self.noise_multiplier, direction, self.discretization)
-      pmfs.append(pmf if count == 1 else pmf.to_dense_pmf().self_compose(count))
-    return mixture_pld.compose(pmfs)
+    with np.errstate(divide='ignore'):
+      log_masses = [np.log(mass) for mass in rows.probabilities]
+    pmfs = mixture_pld.mixture_pmfs(
+        [(atoms * self.sensitivity_step, log_mass)
+         for atoms, log_mass in zip(rows.atoms, log_masses)],
+        self.noise_multiplier, direction, self.discretization)
+    return mixture_pld.compose([pmf if count == 1 else pmf.to_dense_pmf().self_compose(count)
+                                for pmf, count in zip(pmfs, rows.multiplicity)])
 
   def explain(self, delta: float) -> dict:
     """δ₁, the per-bound significance δ′ and z, the number of bounds, rows and distinct rows,
-    Δ₂, and max p̃/p (seed 003 §4.5: roughly a bound on ε_MMCC / ε_true)."""
+    Δ₂, and max p̃/p (Choquette-Choo et al. (2023) §4.2, "Tightness": roughly a bound on
+    ε_MMCC / ε_true)."""
     bad_event = self.bad_event_for(delta)
     rows = self.pairs(bad_event)
     positive = self.entries > 0
@@ -361,16 +366,18 @@ def _refusal_for_scheme(scheme) -> str | None:
               'band, Monte Carlo otherwise')
     return None
   if isinstance(scheme, schemes.BMinSep):
-    return ('b-min-sep sampling with min_sep > 1 (Dong & Ganesh) is not the "b-min-sep" of seed '
-            "003 App. A (that one is jaxacct's CyclicPoisson): its participations are not "
-            "independent across rounds; use the 'pld' accountant (one band) or Monte Carlo")
+    return ('b-min-sep sampling with min_sep > 1 (Dong & Ganesh) is not the "b-min-sep" of '
+            "Choquette-Choo et al. (2023) App. A (that one is jaxacct's CyclicPoisson): its "
+            "participations are not independent across rounds; use the 'pld' accountant (one "
+            "band) or Monte Carlo")
   if isinstance(scheme, schemes.CyclicPoisson):
-    return ("cyclic Poisson is seed 003 App. A's 'b-min-sep sampling'; with at most "
-            "cycle_length bands the 'pld' accountant is exact for it (App. A's Generalized-MMCC "
-            'reduces to that analysis), and Generalized-MMCC for more bands is not implemented')
+    return ("cyclic Poisson is the 'b-min-sep sampling' of Choquette-Choo et al. (2023) App. A; "
+            "with at most cycle_length bands the 'pld' accountant is exact for it (App. A's "
+            'Generalized-MMCC reduces to that analysis), and Generalized-MMCC for more bands is '
+            'not implemented')
   if isinstance(scheme, schemes.BallsInBins):
     return ("balls-in-bins fixes one participation per epoch (not independent); use 'renyi' or "
-            "'conditional_composition' (seed 002)")
+            "'conditional_composition' (Schuchardt & Kalinin (2026))")
   return (f'{type(scheme).__name__} participations are not independent Poisson draws; use '
           'Monte Carlo')
 
@@ -378,8 +385,8 @@ def _refusal_for_scheme(scheme) -> str | None:
 @register
 @typing.final
 class MMCCAccountant(DeterministicAccountant):
-  """Seed 003's MMCC for Poisson sampling with any non-negative lower-triangular C (module
-  docstring).
+  """The MMCC of Choquette-Choo et al. (2023) for Poisson sampling with any non-negative
+  lower-triangular C (module docstring).
 
   Options:
     bad_event_delta: δ₁, the probability budget of the tail bounds (Thm 4.8: δ = δ₁ + δ₂).
@@ -408,8 +415,9 @@ class MMCCAccountant(DeterministicAccountant):
 
   def _refusal(self, mechanism, options):
     if options['adjacency'] not in self.adjacencies:
-      return (f"adjacency={options['adjacency']!r} is not covered by MMCC (seed 003 proves "
-              "add/remove, equal to zero-out for untruncated Poisson); use 'zero_out'")
+      return (f"adjacency={options['adjacency']!r} is not covered by MMCC (Choquette-Choo et al. "
+              "(2023) prove add/remove (their Lem. 2.4), equal to zero-out for untruncated "
+              "Poisson); use 'zero_out'")
     return _refusal_for_scheme(mechanism.scheme)
 
   @staticmethod
@@ -429,7 +437,8 @@ class MMCCAccountant(DeterministicAccountant):
     bad_event = delta / 2 if options['bad_event_delta'] is None else options['bad_event_delta']
     if delta <= bad_event:
       raise InputError(f'delta = {delta} must exceed bad_event_delta = {bad_event} (the tail '
-                       'bounds alone may fail with probability δ₁); seed 003 takes δ₁ = δ/2')
+                       'bounds alone may fail with probability δ₁); Choquette-Choo et al. (2023) '
+                       'take δ₁ = δ/2')
     entries, sampling_prob, step = self._inputs(probe, options)
     discretization = options['value_discretization_interval']
 
