@@ -305,33 +305,43 @@ def test_plan_of_the_production_config_is_finite(tmp_path, capsys):
   assert plan['num_samples'] == jaxacct.minimum_samples(1.301e-8 / 2, 1.301e-8)
   for name in ('seconds_here', 'seconds_on_target', 'device_hours_on_target'):
     assert math.isfinite(plan[name]) and plan[name] > 0
-  # Sampling scales with the devices; the compiles (measured here) do not.
-  assert plan['compile_seconds'] > 0
-  assert plan['seconds_on_target'] == pytest.approx(
-      (plan['seconds_here'] - plan['compile_seconds']) / 256 + plan['compile_seconds'],
-      rel=1e-9)
+  # Sampling scales with the devices; the compiles, the initial σ and the figures (measured
+  # here) do not.
+  assert plan['compile_seconds'] > 0 and plan['initial_seconds'] > 0
+  sampled = plan['seconds_after_plan'] - plan['figure_seconds']
+  fixed = plan['compile_seconds'] + plan['initial_seconds'] + plan['figure_seconds']
+  assert plan['seconds_on_target'] == pytest.approx(sampled / 256 + fixed, rel=1e-9)
+  assert plan['seconds_here'] == pytest.approx(sampled + fixed, rel=1e-9)
   assert 'square-root band' in payload['stand_in'] and (tmp_path / 'plan.json').is_file()
   assert list(payload['plans']) == ['float64']
 
 
 def test_plan_arithmetic_with_a_given_throughput(tmp_path, capsys):
-  # 1000 one-σ samples/s per device, 16 σ at DEFAULT_CANDIDATE_COST: the projection is exact
-  # arithmetic on the sample counts of calibrate_noise_multiplier's defaults.
+  # 1000 one-σ samples/s per device, K σ at DEFAULT_CANDIDATE_COST: the projection is exact
+  # arithmetic on the calls calibrate_noise_multiplier's defaults make (whole calls of the
+  # default size, both directions), plus the initial σ and the figures, timed here.
   from jaxacct.montecarlo import plan as plan_lib
+  from jaxacct.montecarlo import sampling
   assert cli.main(['plan', str(CONFIGS / 'quickstart.yaml'), '--json', '--out', str(tmp_path),
                    '--samples-per-second', '1000', '--devices', '4']) == 0
   plan = json.loads(capsys.readouterr().out)['plan']
   n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
   estimation = max(1000, min(n // 4, math.ceil(50 / base)))
-  c1 = 1 / 1000
-  c16 = c1 * (1 + 15 * plan_lib.DEFAULT_CANDIDATE_COST)
-  c8 = c1 + (c16 - c1) / 15 * 7
-  report = 2 * estimation * c1  # the report curve: one sweep's draws at one σ
-  expected = 2 * (2 * estimation) * c16 + 2 * n * c8 + report
+  per_call = sampling.default_blocks_per_call(1024, 128) * 1024  # samples, one device here
+  assert plan['blocks_per_call'] * plan['block_size'] == per_call
+  def call(k):  # one call in each direction, k σ sharing its draws
+    return 2 * per_call * (1 + plan_lib.DEFAULT_CANDIDATE_COST * (k - 1)) / 1000
+  def calls(samples):
+    return math.ceil(samples / per_call)
+  report = calls(estimation) * call(1)  # the report curve: one sweep's draws at one σ
+  expected = 2 * calls(estimation) * call(16) + calls(n) * call(8) + report
   assert not plan['measured'] and plan['num_samples'] == n
   assert plan['compile_seconds'] == 0.0 and plan['report_seconds'] == pytest.approx(report)
-  assert plan['seconds_here'] == pytest.approx(expected, rel=1e-12)
-  assert plan['seconds_on_target'] == pytest.approx(expected / 4, rel=1e-12)
+  assert plan['seconds_after_plan'] == pytest.approx(expected + plan['figure_seconds'],
+                                                     rel=1e-12)
+  fixed = plan['initial_seconds'] + plan['figure_seconds']
+  assert plan['seconds_here'] == pytest.approx(expected + fixed, rel=1e-12)
+  assert plan['seconds_on_target'] == pytest.approx(expected / 4 + fixed, rel=1e-12)
 
 
 @pytest.mark.slow

@@ -47,16 +47,18 @@ DEFAULT_MAX_MINUTES = 30.0
 def check_budget(args, raw) -> float | None:
   """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
   projected time here) on stderr, and refuse it when the projection exceeds
-  ``--max-minutes`` (default 30) unless ``--force``. Returns the projected seconds (None
-  without a Monte Carlo calibration), which the report records beside the measured ones."""
+  ``--max-minutes`` (default 30) unless ``--force``. Returns the projected seconds of the run
+  after the plan (None without a Monte Carlo calibration), which the report records beside
+  the measured ones."""
   mechanism, _ = plan_mechanism(raw)
   if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
     return None
   plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
   if sharding.is_leader():
     print_plan(plan, file=sys.stderr)
-  refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_here'], '')
-  return plan['plan']['seconds_here']
+  refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_after_plan'],
+                     '')
+  return plan['plan']['seconds_after_plan']
 
 
 def refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
@@ -183,8 +185,10 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
   cal = calibration_section(raw)
   mechanism, note = plan_mechanism(raw)
   options = config_lib.library_keywords(raw, 'calibration', (
-      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates'))
+      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates', 'fallback'))
   run = run_precision(raw, mechanism).precision
+  # calibrate's report curve after the calibration (its grid: calibrate.py)
+  report_epsilons = report.curve_epsilons([float(cal['epsilon'])])
   plans, refusal = {}, None
   for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
     try:
@@ -192,13 +196,40 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
           mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
           target_devices=getattr(args, 'devices', None),
           samples_per_second=getattr(args, 'samples_per_second', None), precision=name,
-          **options).to_dict()
+          report_epsilons=report_epsilons, **options).to_dict()
     except ValueError as refused:  # the 32-bit program does not serve this mechanism
       refusal = str(refused)
+  figures = _figure_seconds(report_epsilons)
+  for plan in plans.values():  # calibrate then draws its two figures (δ̂(ε), candidates)
+    plan['figure_seconds'] = CALIBRATION_FIGURES * figures
+    plan['seconds_after_plan'] += CALIBRATION_FIGURES * figures
+    plan['seconds_here'] += CALIBRATION_FIGURES * figures
+    plan['seconds_on_target'] += CALIBRATION_FIGURES * figures
   payload = {'plan': plans[run], 'plans': plans, 'precision': run, 'float32_refusal': refusal,
              'stand_in': note, 'epsilon': float(cal['epsilon']),
              'delta': float(cal['delta']), 'backend': jax.default_backend()}
   return payload
+
+
+CALIBRATION_FIGURES = 2
+
+
+def _figure_seconds(epsilons) -> float:
+  """Seconds to draw and write one report figure here, timed on a figure like calibrate's
+  δ̂(ε) (into a temporary folder): the first drawing imports matplotlib, which the run then
+  finds imported, so the second one is the figure's own cost."""
+  import tempfile  # pylint: disable=import-outside-toplevel
+  eps = np.asarray(epsilons, float)
+  curve = {d: np.exp(-eps) for d in ('remove', 'add')}
+  spread = {d: 0.01 * np.exp(-eps) for d in ('remove', 'add')}
+  with tempfile.TemporaryDirectory() as folder:
+    seconds = []
+    for _ in range(2):
+      start = time.perf_counter()
+      report.plot_delta_hat(pathlib.Path(folder), eps, curve, spread, 'plan', num_samples=1000,
+                            released=(float(eps[len(eps) // 2]), 1e-3), threshold=5e-4)
+      seconds.append(time.perf_counter() - start)
+  return seconds[-1]
 
 
 def print_plan(payload: dict, file=None) -> None:
@@ -219,10 +250,13 @@ def print_plan(payload: dict, file=None) -> None:
         file=file)
   if payload.get('stand_in'):
     print(f'  ({payload["stand_in"]})', file=file)
-  print(f'  projected wall time here: {progress_lib.format_seconds(plan["seconds_here"])} '
-        f'(compiles {progress_lib.format_seconds(plan["compile_seconds"])}, report curve '
-        f'{progress_lib.format_seconds(plan["report_seconds"])}; + '
-        f'{progress_lib.format_seconds(plan["seconds_per_extra_sweep"])} per extra sweep)',
+  seconds = progress_lib.format_seconds
+  print(f'  projected wall time here: {seconds(plan["seconds_here"])} (compiles '
+        f'{seconds(plan["compile_seconds"])}, initial σ and fallback '
+        f'{seconds(plan["initial_seconds"])}, report curve {seconds(plan["report_seconds"])} '
+        f'and figures {seconds(plan["figure_seconds"])}; '
+        f'+ {seconds(plan["seconds_per_extra_sweep"])} per extra sweep); after this plan, '
+        f'whose compiles and initial σ the run reuses: {seconds(plan["seconds_after_plan"])}',
         file=file)
   print(f'  on {plan["target_devices"]} device(s): '
         f'{progress_lib.format_seconds(plan["seconds_on_target"])}, '

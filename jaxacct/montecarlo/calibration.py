@@ -14,8 +14,9 @@
    append σ_up, and run Algorithm 5 on fresh *verification* draws.
 
 References:
-  Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5 with candidates at
-  powers of 1.01, fallback to an exactly accounted mechanism), §7.1.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5 with candidates at powers of 1.01, fallback to an
+  exactly accounted mechanism), §7.1 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -25,12 +26,11 @@ import dataclasses
 import numpy as np
 
 from jaxacct import _validate
-from jaxacct.deterministic import pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import evr, sharding, verification
+from jaxacct.montecarlo import evr, search_start, sharding, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
@@ -131,16 +131,6 @@ class Calibration:
             'record': self.record.to_dict(), 'charge': self.charge}
 
 
-def _fallback_and_guess(scheme, matrix, fallback, epsilon, base) -> list[float]:
-  """[σ_up, the search's initial guess]: the fallback's σ at (ε, δ_b), and Poisson DP-SGD's
-  PLD σ at the expected participation rate times the maximum column norm (capped at σ_up)."""
-  sigma_up = fallback.sigma(scheme, matrix, epsilon=epsilon, delta=base)
-  column_norm = float(matrix.max_column_norm(scheme.iterations))
-  guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
-                                        epsilon=epsilon, delta=base)
-  return [float(sigma_up), float(min(guess, sigma_up))]
-
-
 def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, key,
                                num_samples: int | None = None, base_delta: float | None = None,
                                grid_ratio: float = 1.01, shared_draws: bool = True,
@@ -199,7 +189,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     ``Calibration``.
 
   References:
-    Dong & Ganesh, arXiv 2602.09338v2, App. A; spec 000 §8.
+    Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1).
   """
   run = options_lib.resolve(run, 'calibrate_noise_multiplier',
                             **options_lib.run_keywords(locals()))
@@ -236,14 +226,14 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                            base_delta=base, shared_draws=shared_draws,
                            precision=choice.precision, attempt=attempt)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
-  sigma_up, guess = sharding.on_leader(lambda: _fallback_and_guess(
-      scheme, matrix, fallback, epsilon, base))
+  sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
+      scheme, matrix, fallback, epsilon, base)))
   probe = MatrixMechanism(scheme, matrix, guess)
   if max_seconds is not None:
     plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, num_samples=n_verify,
                                   base_delta=base, estimation_samples=estimation_samples,
                                   num_candidates=num_candidates, precision=choice.precision,
-                                  run=run)
+                                  fallback=fallback, run=run)
     plan_lib.refuse_over_budget(f'the calibration ({plan.verification_samples:,} verification '
                                 f'and ≥ {2 * plan.estimation_samples_per_sweep:,} estimation '
                                 f'samples)', plan.seconds_here, max_seconds)

@@ -4,10 +4,10 @@ For a fixed scheme and strategy, y(σ) = C·x + σ·z is linear in σ, so one dr
 of (x, z) and one pass of sliding dot products, d(σ) = Cᵀ(C·x) + σ·Cᵀz, serve
 every candidate σ; only the privacy-loss recursion is repeated per σ.
 
-Why shared draws keep the EVR guarantee (seed 000 App. A, Theorem A.1; spec
-000 §8.5): the proof bounds Pr[i* < i_min] by Pr[v_{i_min−1} = 1], the
-*marginal* probability that the single candidate just below the first private
-one is falsely accepted. Each candidate's estimate is still the mean of N
+Why shared draws keep the EVR guarantee (an argument about Dong & Ganesh (2026)
+App. A, Theorem A.1, not made in the paper): the proof bounds Pr[i* < i_min] by
+Pr[v_{i_min−1} = 1], the *marginal* probability that the single candidate just
+below the first private one is falsely accepted. Each candidate's estimate is still the mean of N
 i.i.d. terms of its own pair (the draws are i.i.d. across samples; sharing
 them across σ only correlates different candidates), so Fact 4.2 bounds that
 marginal probability by q. The outcomes never depend on the dataset, so the
@@ -19,6 +19,10 @@ but not used by its proof. Independent keys per candidate are offered too
 Where the code runs: the two block kernels are JAX (device, sharded over the
 sample axis); the sweep driver is host code reusing the estimator's per-block
 reductions, so sums are combined in block order in float64.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5, Theorem A.1 and its proof) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -100,8 +104,8 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
     ``SigmaSweep`` with (K, E) arrays per direction.
 
   References:
-    Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
-    spec 000 §8.5 (common random numbers).
+    Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1); common random
+    numbers: the module docstring (not in the paper).
   """
   run = options_lib.resolve(run, 'estimate_delta_for_sigmas', devices=devices,
                             blocks_per_call=blocks_per_call, progress=progress,
@@ -164,7 +168,8 @@ class _Sweep:
     remaining = self.state.blocks_remaining(num_samples=self.num_samples, first_block=0,
                                             block_size=self.block_size,
                                             num_programs=len(self.programs))
-    return plan_lib.program_seconds(self.programs[0], self.mesh, self.block_size, remaining)
+    return plan_lib.program_seconds(self.programs[0], self.mesh, self.block_size, remaining,
+                                    self.blocks_per_call)
 
   def refuse_over_budget(self, run: str, max_seconds: float | None) -> None:
     """``plan.OverBudgetError`` before any compute when the rest is projected over

@@ -1,8 +1,9 @@
 """Streaming Monte Carlo estimates of δ(ε) for both directions (host driver + device reductions).
 
 δ̂(ε) = (1/N)·Σ_s (1 − e^{ε − L_s})₊ estimates the hockey-stick divergence
-H_{e^ε} of each direction (spec 000 §2.5, §4.6): ``remove`` draws y ~ P with
-L = ln P/Q, ``add`` draws y ~ Q with L = ln Q/P, each from its own stream.
+H_{e^ε} of each direction (Dong & Ganesh (2026) §2.5 and its footnote 1):
+``remove`` draws y ~ P with L = ln P/Q, ``add`` draws y ~ Q with L = ln Q/P, each
+from its own stream.
 
 How a run is laid out (so results are bitwise reproducible):
 
@@ -22,6 +23,11 @@ lets a later run resume without changing any key.
 
 Where the code runs: per-block reductions are JAX (device); accumulation,
 standard errors and ε̂(δ) are NumPy (host).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.5 (Monte Carlo accounting; both directions: footnote 1), App. A
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -177,7 +183,7 @@ class DeltaEstimate:
     ``needed_samples`` says how many samples per direction would resolve it (from the
     s.e.'s 1/√N scaling at the first ε where δ̂ < ``delta``; None when no grid ε has
     δ̂ < ``delta``: the grid, not N, is then short). The estimator and its standard error
-    are those of Dong & Ganesh, arXiv 2602.09338, §2.5 (spec 000 §4.6).
+    are the sample mean of Dong & Ganesh (2026) §2.5 and its usual standard error.
     """
     delta = _validate.probability('delta', delta)
     z = _validate.positive_finite('z', z)
@@ -238,7 +244,7 @@ def _terms_np(epsilon: float, losses: np.ndarray) -> np.ndarray:
 
 
 def delta_from_losses(epsilon: float, losses, counts=None) -> float:
-  """δ̂(ε) = weighted mean of (1 − e^{ε − L})₊ over given losses (host, float64; spec 000 §4.6).
+  """δ̂(ε) = weighted mean of (1 − e^{ε − L})₊ over given losses (host, float64).
 
   Args:
     epsilon: ε (finite).
@@ -292,7 +298,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                    checkpoint=None, checkpoint_interval: float | None = None,
                    max_seconds: float | None = None,
                    run: options_lib.RunOptions | None = None) -> DeltaEstimate:
-  """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (seed 000 §2.5, §4.6).
+  """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (Dong & Ganesh (2026) §2.5).
 
   Args:
     key: a typed JAX key (the run's seed; legacy uint32 keys are converted).
@@ -335,8 +341,9 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   peeking at the draws that will verify them.
 
   References:
-    Wang et al. 2023 (MC accounting); Dong & Ganesh, arXiv 2602.09338v2, §2.5,
-    §8; spec 000 §4.6 (estimator), §11 pitfalls 7, 17, 18.
+    Wang et al. 2023 (MC accounting); Dong & Ganesh (2026), §2.5 (the estimator),
+    App. A (verification). Float64 accumulation, streaming and per-block keys are
+    this implementation's (not in the paper).
   """
   run = options_lib.resolve(run, 'estimate_delta', devices=devices,
                             blocks_per_call=blocks_per_call, progress=progress,
@@ -402,7 +409,8 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                                            block_size=block_size)
     plan_lib.refuse_over_budget(
         f'the Monte Carlo estimate of {num_samples:,} samples per direction',
-        plan_lib.program_seconds(program, mesh, block_size, remaining), max_seconds)
+        plan_lib.program_seconds(program, mesh, block_size, remaining, run.blocks_per_call),
+        max_seconds)
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
                     program, run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,

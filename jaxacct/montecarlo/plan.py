@@ -1,7 +1,8 @@
 """Capacity plan of a Monte Carlo calibration: samples, measured throughput, projected time.
 
-Before a production verification (seed 000 §7.4: ~10¹⁰ samples per σ) a user needs to know
-what it costs. ``capacity_plan`` counts the samples ``calibrate_noise_multiplier`` draws —
+Before a production verification (Dong & Ganesh (2026) §7.4: ~10¹⁰ samples per σ) a user needs
+to know what it costs. ``capacity_plan`` counts the samples ``calibrate_noise_multiplier``
+draws —
 
 - verification: N per direction (Fact 4.2 of Chua et al. through ``evr.resolve_sample_size``)
   in one shared-draws pass over the k Monte Carlo candidates;
@@ -9,20 +10,27 @@ what it costs. ``capacity_plan`` counts the samples ``calibrate_noise_multiplier
   search makes at least 2 sweeps (a coarse bracket and a fine grid), more when the initial
   guess is far off (each extra sweep is reported);
 
-— and times the same programs here: the median of 3 calls (one block per device) of the
-shared-draws program (``stream.SharedDraws``) with 1 and with 16 candidates on the local
-devices, after a compiling call, which gives the
-cost per sample c(K) = c₀ + K·c₁ (one draw, K recursions). Projections: wall time here, and on N
-devices assuming linear scaling in the device count (blocks are independent; the per-block
-sums all-gathered per call are a few kB), device-hours, and the memory per device of one call
-(XLA's compiled memory analysis, where the backend gives it).
+— and times the same programs here, at the run's call shape (``call_seconds``: the run's own
+loop over one call per direction, after a compiling one): the shared-draws programs of 16 σ
+(sweeps) and of the k candidates (verification), and the estimator's one-σ program of the
+report curve that the CLI draws after a calibration. A phase costs its calls, the last one
+whole. The plan also computes the search's starting points (σ_up and the initial guess), and
+the run, in the same process, reuses them and every compiled program, so the projection is
+given twice: for a fresh process (``seconds_here``) and for the rest of this one
+(``seconds_after_plan``). Projections on N devices assume linear scaling in the device count
+(blocks are independent; the per-block sums all-gathered per call are a few kB); device-hours;
+the memory per device of one call (XLA's compiled memory analysis, where the backend gives it).
 
 A user who knows the throughput of their accelerator passes ``samples_per_second`` (one-σ
-samples per second per device); the K-candidate cost then follows the ratio c(16)/c(1)
-measured on this machine if ``measure_ratio`` or else ``DEFAULT_CANDIDATE_COST`` (the ratio
-recorded in benchmarks/RESULTS.md at the production shape: 16 σ cost 6.45 × one σ).
+samples per second per device); the K-candidate cost then follows ``DEFAULT_CANDIDATE_COST``
+(the ratio recorded in benchmarks/RESULTS.md at the production shape: 16 σ cost 6.45 × one
+σ), and nothing is compiled or timed.
 
 Host code around short device runs.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A, §7.4 (the production shape) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -36,7 +44,8 @@ import numpy as np
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import evr, kernels, program32, sampling, stream
+from jaxacct.conventions import DIRECTIONS
+from jaxacct.montecarlo import evr, kernels, program32, sampling, search_start, stream
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
@@ -59,17 +68,22 @@ class CapacityPlan:
     estimation_samples: samples per direction of each estimation sweep.
     verification_samples / estimation_samples_per_sweep: draws of each phase (both
       directions; one draw serves all candidates of a pass).
-    seconds_per_sample: {1: c(1), 16: c(16), k: c(k)} seconds per draw on all devices here.
+    seconds_per_sample: {16: c(16), k: c(k), 1: c(1) (with a report)} seconds per draw on
+      all devices here, in calls of the run's size (one draw in each direction: half a call).
     measured: True when timed here, False when from ``samples_per_second``.
     devices_here: devices the rate refers to.
-    seconds_here: projected wall time here with the minimum of 2 sweeps, the compiles and the
-      report curve; seconds_per_extra_sweep: each further sweep.
-    compile_seconds: the run's compiles (sweep, verification and one-σ programs), measured
-      here as the first timed call's excess (0 when not measured).
-    report_seconds: the CLI's report curve (one sweep's draws at one σ).
+    seconds_here: projected wall time of the run in a fresh process here: the minimum of 2
+      sweeps, the verification, the report curve (if planned), the compiles and the search's
+      starting points; seconds_per_extra_sweep: each further sweep.
+    seconds_after_plan: what is left of it in this process after the plan (whose compiles and
+      starting points the run reuses): the sampling calls and the report curve.
+    compile_seconds: the run's compiles (sweep, verification and one-σ programs in both
+      directions), measured here as the first timed run's excess (0 when not measured).
+    initial_seconds: the fallback's σ_up and the initial guess (host), computed here.
+    report_seconds: the report curve's calls (one sweep's draws at one σ; 0 without one).
     target_devices: N for the projection; seconds_on_target / device_hours_on_target.
     memory_per_device: bytes of one call's arguments, outputs and temporaries (or None).
-    block_size / iterations: the kernel's block and n.
+    block_size / iterations / blocks_per_call: the kernel's block and n, and the call size.
   """
 
   num_samples: int
@@ -92,6 +106,9 @@ class CapacityPlan:
   precision: str = 'float64'
   compile_seconds: float = 0.0
   report_seconds: float = 0.0
+  blocks_per_call: int = 0
+  initial_seconds: float = 0.0
+  seconds_after_plan: float = 0.0
 
   def to_dict(self) -> dict:
     record = dataclasses.asdict(self)
@@ -99,37 +116,50 @@ class CapacityPlan:
     return record
 
 
-def _time_program(program, mesh: SampleMesh, block_size: int, calls: int = _TIMED_CALLS,
-                  statistic=np.median):
-  """(seconds per sample of one call of ``program`` after compiling, the call's key and block
-  ids, seconds of its compile: the first call less the ``statistic`` of the others)."""
-  key = keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), 'remove')
-  seconds = []
-  for _ in range(1 + calls):  # the first call compiles
-    _, _, ids = next(mesh.calls(0, mesh.size, 1))
+def _stream_key(direction: str) -> jax.Array:
+  """The stream the timed calls draw from (any key: the timing does not depend on it)."""
+  return keys_lib.direction_key(keys_lib.purpose_key(jax.random.key(0), 'estimation'), direction)
+
+
+def call_seconds(program, mesh: SampleMesh, block_size: int, blocks_per_call: int,
+                 num_epsilons: int = 1, calls: int = _TIMED_CALLS,
+                 statistic=np.median) -> tuple[float, float]:
+  """(seconds of one call in each direction, seconds of the compiles) of ``program`` at the
+  run's own call shape.
+
+  Runs ``stream.accumulate`` (the run's loop: both directions, the per-block reductions, the
+  host sums) over one call of ``blocks_per_call`` blocks per device: first to compile, then
+  ``calls`` times (fewer once a second has been spent), taking the ``statistic``; the compile
+  is the first run's excess. The run then finds every program compiled (same shapes, same
+  static arguments), so its first call costs no more than the others.
+  """
+  num_samples = blocks_per_call * mesh.size * block_size
+  epsilons = np.linspace(0.5, 2.0, num_epsilons)
+
+  def run_once() -> float:
+    state = stream.StreamState(stream.BlockSums.zeros(program.num_candidates, num_epsilons))
     start = time.perf_counter()
-    if program.precision == 'float32':
-      jax.block_until_ready(program.losses_and_margins(key, 0, mesh.size, 'remove'))
-    else:
-      jax.block_until_ready(program(key, ids, 'remove'))
-    seconds.append(time.perf_counter() - start)
-  steady = float(statistic(seconds[1:]))
-  return steady / (mesh.size * block_size), (key, ids), max(0.0, seconds[0] - steady)
+    stream.accumulate(_stream_key, program, state, num_samples=num_samples, first_block=0,
+                      block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh,
+                      epsilons=epsilons, edges=None)
+    return time.perf_counter() - start
+
+  first = run_once()
+  steady = []
+  while len(steady) < calls and sum(steady) < 1.0:
+    steady.append(run_once())
+  seconds = float(statistic(steady))
+  return seconds, max(0.0, first - seconds)
 
 
-def _timed_cost(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
-                num_candidates: int, calls: int = _TIMED_CALLS,
-                statistic=np.median) -> tuple[float, int | None]:
-  """(seconds per sample of one call with K candidates after compiling, bytes per device,
-  seconds its compile took: the first call's time less a compiled call's)."""
-  sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
-  program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
-  cost, (key, ids), compile_seconds = _time_program(program, mesh, block_size, calls, statistic)
-  memory = program.draws_memory(key, ids, 'remove')
-  if memory is not None:
-    # The recursion pass holds the draws plus one (K, block) loss row per candidate.
-    memory += 2 * num_candidates * block_size * 8
-  return cost, memory, compile_seconds
+def _memory(program, mesh: SampleMesh, blocks_per_call: int) -> int | None:
+  """Bytes per device of one call of ``program`` (its draws, plus one (K, block) loss row
+  per candidate for the recursion pass), or None on a backend without a memory analysis."""
+  ids = next(mesh.calls(0, blocks_per_call * mesh.size, blocks_per_call))[2]
+  memory = program.draws_memory(_stream_key('remove'), ids, 'remove')
+  if memory is None:
+    return None
+  return memory + 2 * program.num_candidates * blocks_per_call * program.block_size * 8
 
 
 class OverBudgetError(InputError):
@@ -161,24 +191,46 @@ def refuse_over_budget(run: str, seconds: float, max_seconds: float | None, *,
 
 
 @scoped_x64
-def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int) -> float:
-  """Projected wall time of ``blocks`` blocks of ``program`` on ``mesh``, from one timed call
-  after its compiling one (the run's own program, so the run reuses the compile)."""
+def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int,
+                    blocks_per_call: int | None = None) -> float:
+  """Projected wall time of ``blocks`` blocks (both directions together) of ``program`` on
+  ``mesh`` in calls of ``blocks_per_call`` blocks per device (default: the run's default),
+  from one timed call after its compiling one at that shape, so the run reuses the compile."""
   if blocks <= 0:
     return 0.0
-  return blocks * block_size * _time_program(program, mesh, block_size, calls=1)[0]
+  if blocks_per_call is None:
+    blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
+  per_call, _ = call_seconds(program, mesh, block_size, blocks_per_call, calls=1)
+  calls_per_direction = -(-blocks // (len(DIRECTIONS) * blocks_per_call * mesh.size))
+  return calls_per_direction * per_call
 
 
 @scoped_x64
 def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidates: int = 1,
                        devices=None, calls: int = _TIMED_CALLS, statistic=np.median) -> float:
-  """Seconds per sample (one draw, ``num_candidates`` σ) of ``mechanism`` in ``dtype``'s program
-  on the local devices (``statistic`` of ``calls`` calls of one block per device after
-  compiling: the median for plans, the minimum for benchmarks on a shared machine)."""
+  """Seconds per sample (one draw in each direction, ``num_candidates`` σ: the estimator's
+  one-σ program for 1, the shared-draws program otherwise) of ``mechanism`` in ``dtype``'s
+  program on the local devices, in calls of the default size after compiling (``statistic`` of
+  ``calls``: the median for plans, the minimum for benchmarks on a shared machine)."""
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
-  return _timed_cost(mechanism, kernel, mesh, sampling.default_block_size(kernel.iterations),
-                     num_candidates, calls, statistic)[0]
+  block_size = sampling.default_block_size(kernel.iterations)
+  per_call = sampling.default_blocks_per_call(block_size, kernel.iterations)
+  program = _program(mechanism, kernel, num_candidates, block_size, mesh)
+  seconds, _ = call_seconds(program, mesh, block_size, per_call, calls=calls,
+                            statistic=statistic)
+  return seconds / (per_call * mesh.size * block_size)
+
+
+def _program(mechanism: MatrixMechanism, kernel, num_candidates: int, block_size: int,
+             mesh: SampleMesh):
+  """The run's loss program for ``num_candidates`` σ: the estimator's one-σ program for 1
+  (``estimate_delta``, the report curve), the shared-draws program of K σ otherwise (sweeps
+  and verification); σ are traced, so their values do not matter."""
+  if num_candidates == 1:
+    return stream.one_sigma_program(mechanism, kernel, block_size, mesh)
+  sigmas = mechanism.noise_multiplier * 1.01 ** np.arange(num_candidates, dtype=np.float64)
+  return stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
 
 
 @scoped_x64
@@ -186,77 +238,100 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   num_samples: int | None = None, base_delta: float | None = None,
                   estimation_samples: int | None = None, num_candidates: int = 8,
                   target_devices: int | None = None, samples_per_second: float | None = None,
-                  precision: str = 'float64', devices=None,
+                  precision: str = 'float64', devices=None, fallback=None,
+                  report_epsilons=None,
                   run: options_lib.RunOptions | None = None) -> CapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
 
+  Every program of the run is compiled and timed at the run's own call shape (``call_seconds``),
+  so the projection counts calls as the run makes them (the last call of a phase is whole) and
+  the run, in the same process, finds its programs compiled; the search's starting points
+  (``search_start.fallback_and_guess``) are computed here too, and the calibration reuses them.
+
   Args:
     mechanism: scheme and strategy (σ only sets the timed candidates' scale).
-    epsilon, delta, num_samples, base_delta, estimation_samples, num_candidates: as
-      ``calibrate_noise_multiplier`` (the same defaults).
+    epsilon, delta, num_samples, base_delta, estimation_samples, num_candidates, fallback: as
+      ``calibrate_noise_multiplier`` (the same defaults; shared draws).
     target_devices: N devices to project to (default: the devices here).
     samples_per_second: one-σ samples per second per device, instead of measuring.
     precision: the device program timed: ``"float64"`` or ``"float32"`` (the 32-bit program;
       refused with the reason for a mechanism it does not serve).
-    devices: local devices to time on (default all local devices).
-    run: ``RunOptions``; only its ``devices`` matter here (give them there or as a keyword).
+    devices: devices to time on (default: those the run uses, every device).
+    report_epsilons: the ε grid of a report curve that follows the calibration (the CLI's:
+      ``estimate_delta`` at the released σ with one sweep's samples), or None for none.
+    run: ``RunOptions``; its ``devices`` and ``blocks_per_call`` (give them there or as a
+      keyword).
 
   References:
-    Dong & Ganesh, arXiv 2602.09338v2, App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
+    Dong & Ganesh (2026) App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
   """
   sampling.check_mechanism(mechanism)
-  _validate.finite_real('epsilon', epsilon)
+  epsilon = _validate.finite_real('epsilon', epsilon)
   n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   if estimation_samples is None:
     estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
-  devices = options_lib.resolve(run, 'capacity_plan', devices=devices).devices
-  mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
+  run = options_lib.resolve(run, 'capacity_plan', devices=devices)
+  mesh = SampleMesh.over(run.devices)
   if target_devices is None:
     target_devices = mesh.size
   target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
   if precision not in ('float64', 'float32'):
     raise InputError(f'precision must be "float64" or "float32", got {precision!r}')
+  report = None if report_epsilons is None else np.atleast_1d(np.asarray(report_epsilons,
+                                                                         np.float64))
+  fallback = search_start.fallback_accountant(fallback)
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
     raise InputError('precision="float32" cannot serve this mechanism: '
                      + program32.refusal(mechanism, kernel))
+  started = time.perf_counter()
+  search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix, fallback, epsilon, base)
+  initial_seconds = time.perf_counter() - started
   block_size = sampling.default_block_size(kernel.iterations)
+  per_call = run.blocks_per_call or sampling.default_blocks_per_call(block_size,
+                                                                      kernel.iterations)
+  call_samples = per_call * mesh.size * block_size  # per direction
+
+  def calls(samples: int) -> int:  # calls per direction: the last one is whole
+    return -(-samples // call_samples)
+
+  # Candidates of each program: the sweeps', the verification's and the report's (one σ).
+  sizes = [SWEEP_CANDIDATES, num_candidates] + ([] if report is None else [1])
+  call_cost, compiles, memory = {}, {}, None
   if samples_per_second is not None:
     rate = _validate.positive_finite('samples_per_second', samples_per_second)
     one = 1.0 / (rate * mesh.size)
-    cost = {1: one, SWEEP_CANDIDATES: one * (1 + DEFAULT_CANDIDATE_COST * 15)}
-    memory, measured, compile_seconds = None, False, 0.0
+    per_extra = DEFAULT_CANDIDATE_COST * one
+    for k in sizes + [1]:
+      call_cost[k] = len(DIRECTIONS) * call_samples * (one + per_extra * (k - 1))
+    measured = False
   else:
-    one, _, compile_one = _timed_cost(mechanism, kernel, mesh, block_size, 1)
-    sweep, memory, compile_sweep = _timed_cost(mechanism, kernel, mesh, block_size,
-                                               SWEEP_CANDIDATES)
-    # A draw serving 16 σ costs at least one serving one σ: a lower reading is timing noise
-    # of two short calls, not a cheaper program.
-    cost, measured = {1: one, SWEEP_CANDIDATES: max(sweep, one)}, True
-    # The run compiles the sweep program, the verification's (K candidates: timed as the
-    # sweep's, the larger of the two) and the report curve's one-σ program; this plan's own
-    # compiles of the first and the last are in the persistent cache, if one is on.
-    compile_seconds = compile_one + compile_sweep * (1 if num_candidates == SWEEP_CANDIDATES
-                                                     else 2)
-  per_candidate = (cost[SWEEP_CANDIDATES] - cost[1]) / (SWEEP_CANDIDATES - 1)
-  cost[num_candidates] = cost[1] + per_candidate * (num_candidates - 1)
-  verification = 2 * n_verify
-  per_sweep = 2 * estimation_samples
-  sweep_seconds = per_sweep * cost[SWEEP_CANDIDATES]
-  sampling_here = MIN_SWEEPS * sweep_seconds + verification * cost[num_candidates]
-  # The CLI's report curve: δ̂(ε) at the released σ from one sweep's worth of one-σ draws.
-  report_seconds = per_sweep * cost[1]
-  here = sampling_here + compile_seconds + report_seconds
-  on_target = ((sampling_here + report_seconds) * mesh.size / target_devices
-               + compile_seconds)
+    for k in dict.fromkeys(sizes):  # each program once, in the run's order
+      program = _program(mechanism, kernel, k, block_size, mesh)
+      call_cost[k], compiles[k] = call_seconds(
+          program, mesh, block_size, per_call,
+          num_epsilons=1 if k > 1 else report.size)
+      if k == SWEEP_CANDIDATES:
+        memory = _memory(program, mesh, per_call)
+    measured = True
+  compile_seconds = float(sum(compiles.values()))
+  cost = {k: call_cost[k] / (len(DIRECTIONS) * call_samples) for k in call_cost}
+  sweep_seconds = calls(estimation_samples) * call_cost[SWEEP_CANDIDATES]
+  sampling_here = MIN_SWEEPS * sweep_seconds + calls(n_verify) * call_cost[num_candidates]
+  report_seconds = 0.0 if report is None else calls(estimation_samples) * call_cost[1]
+  after_plan = sampling_here + report_seconds
+  here = after_plan + compile_seconds + initial_seconds
+  on_target = after_plan * mesh.size / target_devices + compile_seconds + initial_seconds
   return CapacityPlan(
       num_samples=n_verify, base_delta=base, verification_candidates=num_candidates,
-      estimation_samples=estimation_samples, verification_samples=verification,
-      estimation_samples_per_sweep=per_sweep, seconds_per_sample=cost, measured=measured,
-      devices_here=mesh.size, seconds_here=here, seconds_per_extra_sweep=sweep_seconds,
-      target_devices=target_devices, seconds_on_target=on_target,
-      device_hours_on_target=on_target * target_devices / 3600.0,
+      estimation_samples=estimation_samples, verification_samples=len(DIRECTIONS) * n_verify,
+      estimation_samples_per_sweep=len(DIRECTIONS) * estimation_samples,
+      seconds_per_sample=cost, measured=measured, devices_here=mesh.size, seconds_here=here,
+      seconds_per_extra_sweep=sweep_seconds, target_devices=target_devices,
+      seconds_on_target=on_target, device_hours_on_target=on_target * target_devices / 3600.0,
       memory_per_device=memory, block_size=block_size, iterations=kernel.iterations,
-      precision=precision, compile_seconds=compile_seconds, report_seconds=report_seconds)
+      precision=precision, compile_seconds=compile_seconds, report_seconds=report_seconds,
+      blocks_per_call=per_call, initial_seconds=initial_seconds,
+      seconds_after_plan=after_plan)

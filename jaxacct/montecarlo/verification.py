@@ -6,8 +6,10 @@ proven by a deterministic fallback accountant. The failure-bound arithmetic (Fac
 δ_overall, sample sizes) is in ``evr.py``.
 
 References:
-  Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1); Chua et al.,
-  "Balls-and-bins sampling for DP-SGD", AISTATS 2025, Fact 4.2; spec 000 §8.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5, Theorem A.1), §6.3 (Conjecture 6.2)
+  (docs/references.md).
+  Chua et al., "Balls-and-bins sampling for DP-SGD", AISTATS 2025, Fact 4.2.
 """
 
 from __future__ import annotations
@@ -33,29 +35,10 @@ from jaxacct.montecarlo import sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
+from jaxacct.montecarlo.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
+from jaxacct.montecarlo.search_start import fallback_accountant as fallback_accountant
 from jaxacct import progress as progress_lib
-from jaxacct.errors import InputError, InputTypeError
-
-
-DEFAULT_FALLBACK = 'unamplified_gaussian'
-"""The fallback accountant of Algorithm 5 unless one is given: valid for every scheme."""
-
-
-def fallback_accountant(fallback) -> accountants.DeterministicAccountant:
-  """The deterministic accountant that proves Algorithm 5's last candidate M_k.
-
-  Args:
-    fallback: a registered accountant name, a ``DeterministicAccountant``, or None for
-      ``DEFAULT_FALLBACK`` (the unamplified Gaussian bound, which covers every scheme).
-  """
-  if fallback is None:
-    fallback = DEFAULT_FALLBACK
-  if isinstance(fallback, accountants.DeterministicAccountant):
-    return fallback
-  if not isinstance(fallback, str):
-    raise InputTypeError(f'fallback must be a deterministic accountant or its registered name '
-                    f'({", ".join(accountants.available())}), got {fallback!r}')
-  return accountants.get(fallback)
+from jaxacct.errors import InputError
 
 
 def check_fallback(fallback: accountants.DeterministicAccountant,
@@ -220,8 +203,8 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
 
   References:
-    Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5, Theorem A.1);
-    Chua et al., AISTATS 2025, Fact 4.2; spec 000 §8.
+    Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1);
+    Chua et al., AISTATS 2025, Fact 4.2.
   """
   run = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
   epsilon = _validate.finite_real('epsilon', epsilon)
@@ -299,7 +282,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   chosen = candidates[index]
   method = Method.VERIFIED_MC if index < len(candidates) - 1 else Method.FALLBACK
   if method == Method.VERIFIED_MC and chosen.scheme.conjectural:
-    method = Method.CONJECTURAL  # e.g. Algorithm 4 by Conjecture 6.2 (seed 000 §6.5)
+    method = Method.CONJECTURAL  # e.g. Algorithm 4 by Conjecture 6.2 (Dong & Ganesh (2026) §6.3)
   guarantee = Guarantee(
       epsilon=epsilon, delta=released_delta, method=method,
       noise_multiplier=float(chosen.noise_multiplier),
