@@ -1,4 +1,5 @@
-"""How loose are the App. B bounds (seed 000) for dense C? Gap between the two bounds on the same y.
+"""How loose are the App. B bounds (Dong & Ganesh (2026)) for dense C? Gap between the two
+bounds on the same y.
 
 For BISR (4 inverse bands) and BandInvMF (4 bands, optimised for r = 8) at
 n = 200, r = 8, σ = 1.5, expected batch 100 of 4000 (warm start): the

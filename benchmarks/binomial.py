@@ -2,7 +2,7 @@
 
 Times n = 1000 rounds × N = 1024 lanes inside a ``lax.scan`` (as the batch-size
 sampler runs them: one draw per sample per round, per-lane keys), for the
-benchmark's truncated config (count 3000, p = 1/2) and the seed-000 §7.4
+benchmark's truncated config (count 3000, p = 1/2) and the Dong & Ganesh (2026) §7.4
 production shape (count 14.3·10⁶, p = 1.25·10⁻⁴). Prints ns per draw and the
 ratio. Run: ``python benchmarks/binomial.py``.
 """

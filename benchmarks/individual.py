@@ -1,4 +1,5 @@
-"""Individual accounting (seed 004, issue 16): time per example and training-step overhead.
+"""Individual accounting (Koskela et al. (2022); issue 16): time per example and training-step
+overhead.
 
 1. ``individual_epsilons`` for ``--examples`` × ``--steps`` clipped-norm ratios (default
    10,000 × 10,000; q = 0.005, σ = 2, δ = 1e-5, the App. D σ̃ grid of 100 points to 15σ):

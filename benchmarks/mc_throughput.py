@@ -103,9 +103,10 @@ class Config:
   samples: int = 4096  # jaxacct samples per timed call
   jp_samples: int = 4096  # jax_privacy samples per timed call
   production: bool = False
-  truncated_batch_size: int | None = None  # seed 000 App. D (with dataset_size)
+  truncated_batch_size: int | None = None  # Dong & Ganesh (2026) App. D (with dataset_size)
   dataset_size: int | None = None
-  max_examples_per_user: int | None = None  # multi-attribution (seed 000 §6; no jax_privacy MC)
+  # multi-attribution (Dong & Ganesh (2026) §6; no jax_privacy MC)
+  max_examples_per_user: int | None = None
   dense_inverse_bands: int | None = None  # dense BISR C, r-min-sep bounds (App. B; not in jax_privacy)
 
   @property
@@ -153,8 +154,8 @@ def configs(quick: bool) -> list[Config]:
       Config('bminsep-cold n=1000 b=16 p=.5', 'bminsep', 1000, 16, 16, 0.5, False, s1000, jp1000),
       Config('balls-in-bins n=1000 T=16', 'balls_in_bins', 1000, 16, 16, 1.0, True, s1000,
              jp_bib),
-      # Issue 5: truncated b-min-sep (seed 000 App. D): n=1000, b=16, 3200 examples, B=110
-      # (p = .5 gives p0 = 1/17.5, expected batch 183 > B: truncation in most rounds).
+      # Issue 5: truncated b-min-sep (Dong & Ganesh (2026) App. D): n=1000, b=16, 3200 examples,
+      # B=110 (p = .5 gives p0 = 1/17.5, expected batch 183 > B: truncation in most rounds).
       Config('truncated bminsep n=1000 b=16 m=3200 B=110', 'bminsep', 1000, 16, 16, 0.5, True,
              s1000, jp1000, truncated_batch_size=110, dataset_size=3200),
       Config('production n=7200 b=256 p=.03 warm', 'bminsep', 7200, 256, 256, 0.03, True, s7200,
@@ -165,7 +166,8 @@ def configs(quick: bool) -> list[Config]:
       # Issue 6: dense BISR C (C⁻¹ 4-banded) under r-min-sep, r = 16: App. B bounds, O(n²)/sample.
       Config('r-min-sep dense BISR n=1000 r=16 (App. B)', 'bminsep', 1000, 16, 1000, 0.1, False,
              s1000, jp1000, dense_inverse_bands=4),
-      # Seed 000 §7.4 as run: truncated to B = 2048 over 14,745,600 examples, expected batch 1793.
+      # Dong & Ganesh (2026) §7.4 as run: truncated to B = 2048 over 14,745,600 examples,
+      # expected batch 1793.
       Config('truncated production n=7200 b=256 B=2048', 'bminsep', 7200, 256, 256,
              _PRODUCTION_P, True, s7200, jp7200, truncated_batch_size=2048,
              dataset_size=14_745_600),
@@ -173,7 +175,8 @@ def configs(quick: bool) -> list[Config]:
 
 
 _PRODUCTION_P0 = 1793 / 14_745_600
-_PRODUCTION_P = _PRODUCTION_P0 / (1 - 255 * _PRODUCTION_P0)  # p given eligibility (seed 000 §4)
+# p given eligibility (Dong & Ganesh (2026) §4)
+_PRODUCTION_P = _PRODUCTION_P0 / (1 - 255 * _PRODUCTION_P0)
 
 
 # ----------------------------------------------------------------------------- timing helpers

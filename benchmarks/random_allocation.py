@@ -1,11 +1,13 @@
-"""Sampling-free accounting of fixed-bin balls-in-bins (seed 002) against Monte Carlo (issue 14).
+"""Sampling-free accounting of fixed-bin balls-in-bins (Schuchardt & Kalinin (2026)) against
+Monte Carlo (issue 14).
 
-For each setting of seed 002's Figures 2–3 (δ = 1e-5; DP-SGD, BSR and BISR), prints
+For each setting of Schuchardt & Kalinin (2026) Figures 2–3 (δ = 1e-5; DP-SGD, BSR and BISR),
+prints
 
   * the time of one ε(δ) at ``--sigma`` and of a σ calibration at ε = ``--epsilon`` for each
     deterministic accountant: ``renyi`` (with the order α, bandwidth p and τ that gave ε) and
-    ``conditional_composition`` (δ_E = δ/2 as in seed 002 App. B.2; its calibration only for
-    N ≤ 100 unless ``--full``: each σ composes N step pairs per direction);
+    ``conditional_composition`` (δ_E = δ/2 as in Schuchardt & Kalinin (2026) App. B.2; its
+    calibration only for N ≤ 100 unless ``--full``: each σ composes N step pairs per direction);
   * with ``--mc``, jaxacct's verified Monte Carlo calibration of the same mechanism at the same
     (ε, δ): its verification samples per direction, time and σ.
 
@@ -30,7 +32,8 @@ DELTA = 1e-5
 
 
 def settings() -> dict:
-  """name → (scheme, strategy) at seed 002's Figure 2–3 settings (N iterations, k epochs)."""
+  """name → (scheme, strategy) at the Figure 2–3 settings of Schuchardt & Kalinin (2026) (N
+  iterations, k epochs)."""
   def balls(n, k):
     return jaxacct.BallsInBins(iterations=n, cycle_length=n // k)
   return {

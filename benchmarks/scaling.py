@@ -1,7 +1,7 @@
 """Multi-device / multi-process scaling and checkpoint overhead of the Monte Carlo stream (issue 13).
 
-Prints samples/s of ``estimate_delta`` at the production shape (seed 000 §7.4: warm b-min-sep,
-n = 7200, b = 256, 256 square-root bands, untruncated, float64) with
+Prints samples/s of ``estimate_delta`` at the production shape (Dong & Ganesh (2026) §7.4: warm
+b-min-sep, n = 7200, b = 256, 256 square-root bands, untruncated, float64) with
 
   * 1, 2 and 4 forced host devices in one process (``XLA_FLAGS``), and
   * 2 processes × 2 devices under ``jax.distributed`` on localhost (gloo collectives),

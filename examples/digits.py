@@ -9,12 +9,14 @@ Two mechanisms at the same (ε, δ), each with σ calibrated by jaxacct:
 
 * DP-SGD: Poisson sampling, C = I (``c_col = [1]``), σ from the PLD accountant;
 * DP-BandMF: b-min-sep sampling and a banded Toeplitz C optimised for prefix
-  sums under b-min-sep (seed 000 §7.1), σ from Monte Carlo EVR.
+  sums under b-min-sep (Dong & Ganesh (2026) §7.1), σ from Monte Carlo EVR.
 
 Requires the ``train`` extra (scikit-learn).
 
 References:
-  Dong, Ganesh, arXiv 2602.09338v2, §7 (BandMF vs DP-SGD at equal ε);
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §7 (BandMF vs DP-SGD at equal ε), App. A (Estimate-Verify-Release)
+  (docs/references.md).
   Abadi et al., CCS 2016 (DP-SGD).
 
 A ``jaxacct.training.TrainingTask`` (``task``): ``jaxacct train`` runs it for configs with

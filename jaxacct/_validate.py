@@ -3,6 +3,14 @@
 Every check raises ``ValueError`` (or ``TypeError`` for the wrong kind of
 object) whose message names the argument, shows the value received and states
 the allowed range, e.g. ``"sampling_prob must be in (0, 1], got 1.5"``.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.3, Theorem 5.1 (C lower-triangular and non-negative)
+  (docs/references.md).
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): Lemma 4.3 (monotonicity:
+  mean domination) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -83,7 +91,8 @@ def band_coefficients(name: str, values: Any) -> np.ndarray:
   """Checks a band of a banded Toeplitz matrix: 1-D, non-empty, finite, >= 0, first > 0.
 
   Non-negativity is required by every amplification result we implement
-  (mean domination, seed 000 §2.5 / Thm 5.1); a zero leading coefficient makes
+  (Dong & Ganesh (2026) §2.3 and Thm 5.1 assume C ≥ 0; mean domination is
+  Choquette-Choo et al. (2023) Lemma 4.3); a zero leading coefficient makes
   C singular.
   """
   array = np.asarray(values, dtype=np.float64)

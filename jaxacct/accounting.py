@@ -4,8 +4,12 @@
 (``choose_accountant``): the tightest deterministic accountant where one supersedes Monte
 Carlo for the mechanism (``DeterministicAccountant.supersedes_monte_carlo``: truncated Poisson
 and truncated cyclic Poisson by ``pld``, balls-in-bins by ``renyi`` / ``conditional_composition``),
-and verified Monte Carlo (Estimate-Verify-Release, seed 000 App. A) otherwise. The returned
-``Guarantee`` names what answered (``method``, ``accountant``).
+and verified Monte Carlo (Estimate-Verify-Release, Dong & Ganesh (2026) App. A) otherwise. The
+returned ``Guarantee`` names what answered (``method``, ``accountant``).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Estimate-Verify-Release) (docs/references.md).
 """
 
 from __future__ import annotations

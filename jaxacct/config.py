@@ -15,9 +15,11 @@ Schema (every key below; unknown keys are errors that name the key and the valid
                                # by the strategy modules), and that key's options:
     c_col: [floats]
     square_root_bands: int     # the square-root (FHU) coefficients
-    optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (seed 000 §7.1)
+    optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (Dong & Ganesh
+                               #   (2026) §7.1)
     normalize: bool            # divide c_col by its norm (default false)
-    inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (seed 000 App. B bounds)
+    inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (Dong & Ganesh
+                                    #   (2026) App. B bounds)
     optimized_inverse_bands: int    # BandInvMF by optax, C >= 0, for the scheme's min_sep
   noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
   accountant: auto | monte_carlo | pld | unamplified_gaussian | renyi | conditional_composition
@@ -68,7 +70,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     seed: int                  # batches and noise; omit it in a private run (OS entropy, not
                                # reported): a known seed regenerates the noise
     noise: bool                # false: non-private baseline (default true)
-  individual:                  # `train`: individual accounting (seed 004; DP-SGD / DP-GD only)
+  individual:                  # `train`: individual accounting (Koskela et al. (2022); DP-SGD /
+                               #   DP-GD only)
     delta: float               # δ of the individual ε (default calibration.delta)
     filter_epsilon: float      # full batch (sampling_prob 1) only: the individual GDP filter
                                #   with the budget B of (filter_epsilon, delta)
@@ -79,7 +82,8 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     method: pld | rdp          # p < 1 readout (default pld)
     grid_size: int             # σ̃ grid (default 100)
     inflation: float           # σ̃ grid from σ to σ·inflation (default 15)
-  attribution:                 # multi_attribution on a synthetic multi-author graph (seed 000 §6):
+  attribution:                 # multi_attribution on a synthetic multi-author graph (Dong &
+                               #   Ganesh (2026) §6):
     num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
     num_users: int             #   p for expected_batch_size by sampling_prob_for_batch_size
     seed: int
@@ -87,6 +91,17 @@ Schema (every key below; unknown keys are errors that name the key and the valid
     max_neighbourhood_size: int   # optional k_e (App. C)
   accelerator_scale: bool      # refuse to run on CPU unless --force
   description: str
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6 (multi-attribution), §7.1 (MSE grid), App. B, App. C
+  (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089
+  (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636 (docs/references.md).
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -534,12 +549,12 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
 
   ``auto`` in a config is deterministic when some registered accountant supersedes Monte
   Carlo for the mechanism (``DeterministicAccountant.supersedes_monte_carlo``): truncated
-  Poisson and truncated cyclic Poisson (``pld``: seed 001 pairs, and no Monte Carlo kernel for
-  the latter) and fixed-bin balls-in-bins (``renyi`` and ``conditional_composition``, seed
-  002: proofs in seconds to minutes of the pair Monte Carlo samples); then every supporting
-  accountant runs and the tightest answer is reported with its name. Otherwise ``auto`` is
-  ``monte_carlo``. A deterministic choice must support the mechanism under the config's
-  ``adjacency``; Monte Carlo is for zero-out adjacency only.
+  Poisson and truncated cyclic Poisson (``pld``: the pairs of Ganesh (2025), and no Monte Carlo
+  kernel for the latter) and fixed-bin balls-in-bins (``renyi`` and ``conditional_composition``,
+  Schuchardt & Kalinin (2026): proofs in seconds to minutes of the pair Monte Carlo samples);
+  then every supporting accountant runs and the tightest answer is reported with its name.
+  Otherwise ``auto`` is ``monte_carlo``. A deterministic choice must support the mechanism under
+  the config's ``adjacency``; Monte Carlo is for zero-out adjacency only.
 
   Raises:
     ConfigError: an unknown accountant or adjacency, or a choice that cannot account the

@@ -4,7 +4,8 @@ Every enum subclasses ``str`` (or ``int`` for stream codes), so a member equals 
 ``Direction.REMOVE == "remove"`` and ``Stream.NOISE == 2``. Public functions accept the plain
 strings as before; the enums name them once, with their definitions.
 
-Directions of the hockey-stick divergence (spec 000 §0):
+Directions of the hockey-stick divergence (both are needed: Dong & Ganesh (2026) §2.5,
+footnote 1; the names ``remove``/``add`` are jaxacct's):
 
 - ``remove``: H(P‖Q) with y ~ P (the example is present), privacy loss ln P(y)/Q(y);
 - ``add``: H(Q‖P) with y ~ Q, loss ln Q(y)/P(y). A guarantee is the max over both.
@@ -14,6 +15,12 @@ drawn (``montecarlo/keys.py``): key → purpose → direction → (block, index)
 stream → (round or count). The integers folded at each level are listed here, once, and a
 test checks that no two streams of one level share a code. Changing a code changes every
 result drawn from it: the codes are part of each seed's meaning.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): Def. 2.1 (zero-out adjacency), §2.5, App. A (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: Def. 2.1
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -42,8 +49,8 @@ def signed_loss(loss, direction: str):
 class Adjacency(str, enum.Enum):
   """Neighbouring relation of a guarantee.
 
-  - ``zero_out``: one example replaced by one with zero gradient (seed 000 Def. 2.1;
-    seed 001 Def. 2.1); the Monte Carlo accountants' relation. Without truncation it
+  - ``zero_out``: one example replaced by one with zero gradient (Dong & Ganesh (2026)
+    Def. 2.1; Ganesh (2025) Def. 2.1); the Monte Carlo accountants' relation. Without truncation it
     equals add/remove.
   - ``add_remove``: one example added or removed (under truncation the dataset size
     stays public).
@@ -64,7 +71,7 @@ ADJACENCIES: tuple[str, ...] = tuple(a.value for a in Adjacency)
 class Method(str, enum.Enum):
   """How a ``Guarantee`` was obtained.
 
-  - ``verified_mc``: Estimate-Verify-Release (seed 000 App. A, Algorithm 5);
+  - ``verified_mc``: Estimate-Verify-Release (Dong & Ganesh (2026) App. A, Algorithm 5);
   - ``fallback``: the last candidate of Algorithm 5, proven by a deterministic accountant;
   - ``deterministic``: a closed-form or PLD accountant;
   - ``estimate``: a Monte Carlo estimate only, **not** a guarantee;

@@ -1,4 +1,10 @@
-"""The result every accountant returns: an (ε, δ) guarantee and how it was obtained."""
+"""The result every accountant returns: an (ε, δ) guarantee and how it was obtained.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Estimate-Verify-Release), App. B (r-min-sep bounds)
+  (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ class Guarantee:
   Attributes:
     epsilon: ε.
     delta: the overall δ (for ``verified_mc``: δ_overall of Theorem A.1, not δ_b).
-    method: ``"verified_mc"`` (Estimate-Verify-Release, seed 000 App. A),
+    method: ``"verified_mc"`` (Estimate-Verify-Release, Dong & Ganesh (2026) App. A),
       ``"fallback"`` (the last candidate of Algorithm 5, proven by a
       deterministic accountant at δ_b; the released δ is still δ_overall),
       ``"deterministic"`` (a closed-form / PLD accountant), ``"estimate"``
@@ -34,7 +40,7 @@ class Guarantee:
       ``"replace_one"`` (deterministic accountants). Under truncation the
       dataset size is public in every case.
     bounded: the privacy losses behind the statement are bounds, not exact
-      (seed 000 App. B r-min-sep bounds for a dense ``LowerTriangular`` C:
+      (Dong & Ganesh (2026) App. B r-min-sep bounds for a dense ``LowerTriangular`` C:
       each direction's loss is over-stated, so ε and δ are upper bounds and
       the statement is valid but may be loose).
     accountant: the name of the deterministic accountant that proved the

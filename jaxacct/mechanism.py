@@ -6,12 +6,20 @@ Conventions (shared with jax_privacy and dp_accounting so users can switch):
   norm. It is **not** normalised by the column norm of C: the sensitive
   example's contribution to the output y = C·x + σ·z is C·x with the given
   ``c_col``, so rescaling ``c_col`` changes the guarantee.
-- Adjacency is zero-out (seed 000 Def. 2.1): the neighbouring dataset replaces
+- Adjacency is zero-out (Dong & Ganesh (2026) Def. 2.1): the neighbouring dataset replaces
   one example by one whose gradient is zero. Without truncation it equals
   add/remove.
 - Directions of the hockey-stick divergence: ``"remove"`` is H(P‖Q) with
   y ~ P (example present) and privacy loss ln P(y)/Q(y); ``"add"`` is H(Q‖P)
   with y ~ Q = N(0, σ²I) and loss ln Q(y)/P(y). A guarantee is the max over both.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): Def. 2.1, §2.3–2.4 (DP-MF and its worst case), §5 (Theorem 5.1), App. B
+  (docs/references.md).
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): Lemma 4.5
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -28,12 +36,12 @@ from jaxacct.errors import InputError, InputTypeError
 
 @dataclasses.dataclass(frozen=True)
 class MatrixMechanism:
-  """DP-MF with correlated noise, reduced to its dominating pair (seed 000 §1).
+  """DP-MF with correlated noise, reduced to its dominating pair (Dong & Ganesh (2026) §2.4).
 
   The release G + C⁻¹Z is post-processing-equivalent to y = C·x + σ·z, where x
   is the sensitive example's participation vector drawn by ``scheme`` (Lemma 4.5
-  of Choquette-Choo et al., arXiv 2310.15526). Hence P = Σ_x p_x N(Cx, σ²I) and
-  Q = N(0, σ²I).
+  of Choquette-Choo et al. (2023), as used in Dong & Ganesh (2026) §2.4). Hence
+  P = Σ_x p_x N(Cx, σ²I) and Q = N(0, σ²I).
 
   Attributes:
     scheme: the batch sampling scheme.
@@ -46,8 +54,8 @@ class MatrixMechanism:
   Raises:
     ValueError: if ``len(c_col)`` exceeds what the scheme's exact accountant
       supports (``min_sep`` for b-min-sep, 1 for Poisson, ``cycle_length`` for
-      cyclic Poisson; seed 000 §4.1 requirement m_c ≤ b), a dense C is paired
-      with a scheme App. B does not cover, or σ is not positive.
+      cyclic Poisson; Theorem 5.1 of Dong & Ganesh (2026) needs a b-banded C), a dense C
+      is paired with a scheme App. B does not cover, or σ is not positive.
   """
 
   scheme: SamplingScheme
@@ -66,7 +74,7 @@ class MatrixMechanism:
 
   @property
   def bounded(self) -> bool:
-    """True when the accountant reports bounds (seed 000 App. B) rather than the exact loss."""
+    """True when the accountant reports bounds (Dong & Ganesh (2026) App. B), not the exact loss."""
     return not self.matrix.exact_for(self.scheme)
 
   @property

@@ -1,5 +1,11 @@
 """Run reports: a JSON record and PNG plots (host code; matplotlib figures drawn without pyplot,
-so the process's backend and figure state are untouched)."""
+so the process's backend and figure state are untouched).
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: Figs 1 and 6 (individual ε histograms; active examples
+  per epoch) (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -217,7 +223,7 @@ def plot_training(folder: pathlib.Path, payload: dict, title: str) -> pathlib.Pa
 
 def plot_individual(folder: pathlib.Path, summary: dict, title: str) -> pathlib.Path:
   """Histogram of the individual ε against the worst case (and the filter's guarantee); with
-  a filter, the active examples per epoch beside it (seed 004 Figs 1, 6)."""
+  a filter, the active examples per epoch beside it (as in Koskela et al. (2022) Figs 1, 6)."""
   folder.mkdir(parents=True, exist_ok=True)
   filtering = summary['active_per_epoch'] is not None and summary['filter_epsilon'] is not None
   fig, axes = _figure((10 if filtering else 6, 4), 2 if filtering else 1, squeeze=False)

@@ -9,8 +9,8 @@ places, and each goes through one method of ``Strategy``:
   participations (``separated_mean``), the per-round charge s_i subtracted in
   ℓ_i = (2d_i − s_i)/(2σ²) for each direction (``charge``), the balls-in-bins mode vectors
   (``phase_modes``) — whether the resulting loss is exact (``exact``) or a bound
-  conservative in the direction asked for (seed 000 App. B), and the float32 rounding of
-  those products (``rounding_shape``, the 32-bit program's margin).
+  conservative in the direction asked for (Dong & Ganesh (2026) App. B), and the float32
+  rounding of those products (``rounding_shape``, the 32-bit program's margin).
 - **Deterministic bounds** ask for column norms and the worst-case sensitivity of
   separated participations (``separated_sensitivity_squared``).
 - **Training** asks for the bands of the streamed noise C⁻¹Z (``noise_bands``).
@@ -24,6 +24,10 @@ Implementations live in ``jaxacct/strategies/``: ``jaxacct.BandedToeplitz``
 App. B bounds). A new strategy is one module there: it subclasses ``Strategy``, with a view
 class next to it, registers its config keys (``config_key``) and lists its public names in
 ``EXPORTED``; the package finds it, and no other module branches on the strategy's type.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §7.1 (prefix-sum MSE), App. B (r-min-sep bounds) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -123,7 +127,7 @@ class Strategy(abc.ABC):
 
   @abc.abstractmethod
   def prefix_error(self, iterations: int) -> float:
-    """(1/n)‖A C⁻¹‖_F² (times σ²: the prefix-sum MSE, seed 000 §7.1)."""
+    """(1/n)‖A C⁻¹‖_F² (times σ²: the prefix-sum MSE, Dong & Ganesh (2026) §7.1)."""
 
   @property
   @abc.abstractmethod

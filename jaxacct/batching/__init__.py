@@ -6,12 +6,12 @@ here touches JAX devices. It prepares the *public* inputs the accountant
 analyses, so what is trained is what is accounted: ``attribution`` holds the
 example → users hypergraph of the multi-attribution (user-level) setting and
 the greedy contribution bounding that precedes multi-attribution b-min-sep
-sampling (seed 000 §6, App. C); ``multi_attribution`` samples its batches
+sampling (Dong & Ganesh (2026) §6, App. C); ``multi_attribution`` samples its batches
 (Algorithms 3 and 4); ``iterators.batches`` yields the batches of every
 sampling scheme, padded (and, for truncating schemes only, cut) to a fixed size.
 
-Notation (seed 000 = Dong & Ganesh, arXiv 2602.09338v2, §6 and App. C;
-Ganesh, McKenna, McMahan, Smith, Wu, "It's My Data Too", arXiv 2503.03622):
+Notation (Dong & Ganesh (2026) §6 and App. C; Ganesh, McKenna, McMahan, Smith,
+Wu, "It's My Data Too", arXiv 2503.03622):
 
 ==========================  ======  ==============================================
 API name                    paper   meaning
@@ -22,6 +22,11 @@ API name                    paper   meaning
 ``max_examples_per_user``   k_u     contribution bound: examples kept per user
 ``max_neighbourhood_size``  k_e     optional bound on |N(e)| in the kept graph
 ==========================  ======  ==============================================
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6 (multi-attribution: Algorithms 3 and 4), App. C, App. D
+  (docs/references.md).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Host code (NumPy, scipy.sparse), no JAX. The graph is public under
 fixed-graph adjacency (one user's examples all replaced by ⊥; arXiv
-2503.03622 §2, seed 000 §6.1), so preprocessing that reads only the graph
+2503.03622 §2, Dong & Ganesh (2026) §6), so preprocessing that reads only the graph
 costs no privacy.
 
 Storage and cost: the incidence matrix A (examples × users) in CSR form,
@@ -21,9 +21,9 @@ Algorithm 2; jax_privacy's ``greedy_contribution_bound`` implements it for
 k = 1): visit examples in ascending |U(e)| and keep one iff each of its users
 has fewer than k_u kept examples. Ties are ordered uniformly at random from
 the caller's ``rng``: a deterministic function of graph and seed. An example
-is kept at most once (the paper's with-duplicates variant, used in seed 000
-§7.3, is not implemented). The optional k_e (seed 000 App. C) bounds |N(e)|
-in the *kept* graph, the one Algorithm 3 samples from: e is kept only if
+is kept at most once (the paper's with-duplicates variant, used in Dong & Ganesh
+(2026) §7.3, is not implemented). The optional k_e (Dong & Ganesh (2026) App. C)
+bounds |N(e)| in the *kept* graph, the one Algorithm 3 samples from: e is kept only if
 afterwards every kept e' (e included) has |N(e')| ≤ k_e. Both bounds are
 downward closed, so the result is maximal: no dropped example can be added
 back without violating one. k_e is a utility knob (a large N(e) blocks many
@@ -33,8 +33,9 @@ References:
   A. Ganesh, R. McKenna, B. McMahan, A. Smith, F. Wu, "It's My Data Too:
   Private ML for Datasets with Multi-User Training Examples", arXiv 2503.03622
   (ICML 2025): fixed-graph DP (§2), greedy contribution bounding (§4, Alg. 2).
-  Seed 000 = A. Dong, A. Ganesh, arXiv 2602.09338v2: §6 (N(e), Algorithm 3,
-  Theorem 6.1), App. C (k_e, rule of thumb b·p·k_e < 1).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6 (fixed-graph adjacency, k_u), §6.1 (N(e), Algorithm 3), §6.2 (Theorem
+  6.1), §7.3, App. C (k_e, rule of thumb b·p·k_e < 1) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -132,8 +133,8 @@ class AttributionGraph:
     allow_unattributed: whether examples with no users are accepted.
 
   References:
-    arXiv 2503.03622 §2 (multi-attribution, fixed-graph DP); seed 000 §6.2
-    (N(e), Algorithm 3 line 1).
+    arXiv 2503.03622 §2 (multi-attribution, fixed-graph DP); Dong & Ganesh
+    (2026) §6.1 (N(e), Algorithm 3 line 1).
   """
 
   indptr: np.ndarray
@@ -425,7 +426,7 @@ def bound_contributions(graph: AttributionGraph, *, max_examples_per_user: int,
   random order drawn from ``rng``, and keeps example e iff every u ∈ U(e)
   has fewer than k_u kept examples (arXiv 2503.03622, Algorithm 2) and, with
   k_e set, after keeping e every kept e' sharing a user with e, and e
-  itself, has |N(e')| ≤ k_e in the kept graph (seed 000 App. C). The kept
+  itself, has |N(e')| ≤ k_e in the kept graph (Dong & Ganesh (2026) App. C). The kept
   set is maximal. Unattributed examples (``allow_unattributed``) are kept.
   Cost: a sort plus a Python loop, ≈ 2.5 s per 10⁶ examples (≈ 2× with k_e).
 
@@ -452,7 +453,8 @@ def bound_contributions(graph: AttributionGraph, *, max_examples_per_user: int,
 
   References:
     arXiv 2503.03622 §4, Algorithm 2 (jax_privacy ``greedy_contribution_bound``:
-    k = 1, ascending |U(e)|, ties by id); seed 000 §6.1 (k_u), App. C (k_e).
+    k = 1, ascending |U(e)|, ties by id); Dong & Ganesh (2026) §6.2 (k_u),
+    App. C (k_e).
   """
   if not isinstance(graph, AttributionGraph):
     raise InputTypeError(f'graph must be an AttributionGraph, got {type(graph).__name__}')
@@ -506,7 +508,7 @@ def _greedy(indptr: list[int], users: list[int], order: list[int], num_users: in
 
 
 def rule_of_thumb_max_neighbourhood_size(*, min_sep: int, sampling_prob: float) -> int:
-  """The largest k_e with b·p·k_e < 1 (seed 000 App. C).
+  """The largest k_e with b·p·k_e < 1 (Dong & Ganesh (2026) App. C).
 
   In App. C's toy model (one example shared by n single-user examples), each
   sampling of the shared example costs ≈ (1 − p)(b − 1)/(b − 1 + 1/p)·n batch
@@ -547,7 +549,8 @@ def synthetic_power_law_graph(num_examples: int, num_users: int, *,
   Users per example are 1 + min(Zipf(``zipf_exponent``) − 1, max − 1) (mean
   ≈ 1.8 at 2.5, like co-authors per paper); each edge picks its user with
   probability ∝ a Pareto(``popularity_shape``) + 1 weight, so user degrees are
-  heavy-tailed. For benchmarks and example configs (seed 000 §7.3 uses arXiv).
+  heavy-tailed. For benchmarks and example configs (Dong & Ganesh (2026) §7.3 uses
+  arXiv).
   """
   num_examples = _validate.integer_at_least('num_examples', num_examples, 1)
   num_users = _validate.integer_at_least('num_users', num_users, 1)

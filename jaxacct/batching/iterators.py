@@ -15,12 +15,14 @@ with a mask; a batch larger than K **raises** — cutting it would change the
 mechanism — unless the scheme itself truncates (``truncated_batch_size``, which
 then sets K), in which case a uniformly random subset of K examples is kept and
 (b-min-sep) the examples cut away stay ineligible for b − 1 rounds, exactly as
-seed 000 App. D and seed 001 assume.
+Dong & Ganesh (2026) App. D and Ganesh (2025) assume.
 
 References:
-  Dong, Ganesh, arXiv 2602.09338v2, Algorithms 1–4, App. D; Ganesh, arXiv
-  2508.15089 (truncated Poisson); Choquette-Choo et al., NeurIPS 2023 (cyclic
-  Poisson, balls-in-bins).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): Algorithms 1–4, App. D (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089:
+  Algorithm 1 (truncated Poisson) (docs/references.md).
+  Choquette-Choo et al., NeurIPS 2023 (cyclic Poisson, balls-in-bins).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-attribution b-min-sep batch sampling (seed 000 §6.2, Algorithms 3 and 4), host code.
+"""Multi-attribution b-min-sep batch sampling (Dong & Ganesh (2026) §6, Algorithms 3 and 4).
 
 Every example belongs to a public set of users (``AttributionGraph``). An
 example is *excluded* in round i when one of its users was *touched* in the
@@ -14,7 +14,13 @@ Both rules are "some user of e' shares a user with some e ∈ S_j (B_j)", i.e.
 e' ∈ N(e), kept per user: each user stores the last round it was touched.
 S_i includes every example independently with probability p; it is drawn as
 a Binomial(m, p) count of uniformly chosen examples, so a round costs
-O(|S_i|·users per example), not O(m).
+O(|S_i|·users per example), not O(m). Host code.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6.1 (Algorithm 3, simulated warm start), §6.2 (Theorem 6.1; the warm start
+  accounted as a cold start), §6.3 (Algorithm 4, Conjecture 6.2), §7.3 (p by a search on empirical
+  batch sizes) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ def multi_attribution_batches(graph: AttributionGraph, *, sampling_prob: float, 
     iterations: n ≥ 1 batches yielded.
     rng: ``np.random.Generator`` or int seed (all randomness comes from it).
     exclusion: ``"sampled"`` (Algorithm 3) or ``"participated"`` (Algorithm 4).
-    burn_in: rounds run and discarded first (the warm start of seed 000 §6.4;
+    burn_in: rounds run and discarded first (the warm start of Dong & Ganesh (2026) §6.1;
       accounting it as a cold start is valid for Algorithm 3 because dropping
       a prefix is post-processing).
 
@@ -72,8 +78,8 @@ def sampling_prob_for_batch_size(graph: AttributionGraph, *, expected_batch_size
                                  tolerance: float = 1e-3) -> float:
   """The smallest p whose empirical mean batch size (after ``burn_in`` rounds) reaches the target.
 
-  There is no closed form for multi-attribution sampling, so, as in seed 000
-  §6.4, p is searched on the empirical mean batch size over ``rounds``
+  There is no closed form for multi-attribution sampling, so, as in Dong &
+  Ganesh (2026) §7.3, p is searched on the empirical mean batch size over ``rounds``
   rounds. The mean batch is not monotone in p: every sampled example bars its
   users' examples, so at p = 1 almost every batch is empty. The search
   therefore walks a geometric grid of p up to the first value that reaches the

@@ -25,12 +25,17 @@ take longer here (default 30); ``--force`` runs
 it anyway, and an accelerator-scale config on CPU; ``--debug`` prints the traceback of an
 internal error. Every config value and option is checked before any compute.
 Progress (rate, ETA) goes to stderr: a bar on a terminal, otherwise a line every 30 s.
-``train`` with an ``individual:`` section records per-example privacy (seed 004).
+``train`` with an ``individual:`` section records per-example privacy (Koskela et al.
+(2022)).
 
 Exit codes: 0 ok; 2 bad input (a config or argument the library refused, naming it; a
 missing file or extra; a file that cannot be written); 1 anything else — an internal error
 (a bug, or a failure such as a σ search that cannot bracket), reported in one line, with
 the traceback behind ``--debug``.
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
 """
 
 from jaxacct.cli._entry import is_bad_input as is_bad_input

@@ -1,7 +1,12 @@
 """``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the config's
 training task (``training.task``; ``examples/digits.py``) on batches of the scheme with that
 σ; reports test accuracy with the guarantee (and, with an ``individual:`` section, per-example
-privacy, seed 004)."""
+privacy, Koskela et al. (2022)).
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
+"""
 
 from __future__ import annotations
 

@@ -7,13 +7,19 @@
 - ``accountant``: the public functions ``delta_for_epsilon``, ``epsilon_for_delta`` and
   ``calibrate_deterministic`` (by name or ``"auto"``, the tightest supported one).
 - ``pld``: Gaussian and unamplified bounds, DP-SGD σ, cyclic-Poisson BandMF PLD.
-- ``mmcc``: ``"mmcc"``, seed 003 (MMCC) for Poisson with any C ≥ 0.
+- ``mmcc``: ``"mmcc"``, MMCC (Choquette-Choo et al. (2023)) for Poisson with any C ≥ 0.
 - ``mixture_pld``: PMFs of Gaussian-mixture pairs, their composition, bounds off a bad event.
-- ``truncated_poisson``: seed 001 (truncated Poisson sampling): regimes, exact
+- ``truncated_poisson``: Ganesh (2025) (truncated Poisson sampling): regimes, exact
   dominating pairs, PLD composition, calibration of σ, T and B.
 
 Importing this package registers the accountants, in this order (``"auto"`` breaks ties by
 it): a new accountant is a module here with an ``@register``-ed class and one import below.
+
+References:
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024) (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089
+  (docs/references.md).
 """
 
 from jaxacct.deterministic import pld_accountant as pld_accountant

@@ -32,6 +32,10 @@ The registry (``register``, ``get``, ``available``, ``supporting``) is filled by
 ``jaxacct.deterministic``: each accountant module decorates its class with ``@register``.
 ``jaxacct.epsilon_for_delta`` / ``delta_for_epsilon`` / ``calibrate_deterministic`` look
 accountants up by name, or take the tightest supported one for ``accountant="auto"``.
+
+References:
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -219,9 +223,9 @@ class DeterministicAccountant(abc.ABC):
     That is: it supports the mechanism and either the Monte Carlo engine accounts it by a
     looser dominating pair or not at all (truncated Poisson), or this accountant proves a
     deterministic bound of the same pair that Monte Carlo gives only with high probability,
-    at a far greater cost (balls-in-bins: seed 002). Where Monte Carlo is exact and
-    comparable in cost (e.g. untruncated Poisson) it is False and Monte Carlo stays the
-    default.
+    at a far greater cost (balls-in-bins: Schuchardt & Kalinin (2026)). Where Monte Carlo is
+    exact and comparable in cost (e.g. untruncated Poisson) it is False and Monte Carlo stays
+    the default.
     """
     mechanism = check_mechanism(mechanism)
     options = self._resolve({})

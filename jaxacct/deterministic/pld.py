@@ -15,8 +15,12 @@
 
 References:
   Balle & Wang, "Improving the Gaussian mechanism for differential privacy",
-  ICML 2018, Theorem 8 (analytic Gaussian). Dong & Ganesh, arXiv 2602.09338v2,
-  App. A (fallback M_k of Algorithm 5).
+  ICML 2018, Theorem 8 (analytic Gaussian).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (fallback M_k of Algorithm 5), App. B, App. D, §3 (cyclic Poisson)
+  (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: §3.1
+  (the remark after Theorem 3.1: truncated cyclic Poisson) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -40,12 +44,12 @@ def max_sensitivity_squared(scheme, matrix: BandedToeplitz) -> float:
   the batch slots the sensitive example takes, so the released sums differ by
   C·x' with x' the rounds where it survived, a sub-pattern of a scheme pattern
   x; with C ≥ 0 the cross terms are non-negative, so ‖C·x'‖ ≤ ‖C·x‖. (The
-  pair of seed 000 App. D, x^P = 2 vs x^Q = −1, is a dominating pair for
+  pair of Dong & Ganesh (2026) App. D, x^P = 2 vs x^Q = −1, is a dominating pair for
   amplification, not the worst-case sensitivity.)
 
   For a dense ``LowerTriangular`` C (Poisson: r = 1; BMinSep: r = min_sep) it
-  is the upper bound ``lower_triangular.sensitivity_bound_squared`` (seed 000
-  App. B), exact for r = 1. Each scheme family's formula is its
+  is the upper bound ``lower_triangular.sensitivity_bound_squared`` (Dong &
+  Ganesh (2026) App. B), exact for r = 1. Each scheme family's formula is its
   ``SamplingScheme.max_sensitivity_squared`` (``jaxacct/schemes/``).
   """
   return scheme.max_sensitivity_squared(matrix)
@@ -155,7 +159,7 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
 
   With ``len(c_col) ≤ cycle_length`` the rounds of one phase have disjoint
   output windows, so the mechanism is the composition of ⌈n/T⌉ Poisson-subsampled
-  Gaussians (seed 000 §2.2; the reduction of jax_privacy's
+  Gaussians (Dong & Ganesh (2026) §3; the reduction of jax_privacy's
   ``amplified_bandmf_event``). Each round is charged the maximum column norm of
   C (σ_eff = σ/‖c‖, conservative for the truncated last columns), because
   ``noise_multiplier`` is not normalised by ‖c_col‖. Phase 0 is the worst
@@ -166,7 +170,7 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
 
   A truncating scheme (``scheme.truncates``: ``equal_split`` groups with
   B < dataset size) is routed to
-  ``truncated_poisson.truncated_cyclic_poisson_pld`` (seed 001 reduction,
+  ``truncated_poisson.truncated_cyclic_poisson_pld`` (the reduction of Ganesh (2025) §3.1,
   zero-out adjacency, worst over the group sizes).
 
   Returns:

@@ -6,21 +6,25 @@ lower-triangular strategy C and clip norm 1, the pair
 
     P = (1/b) Σ_i N(m_i, σ² I_n),   Q = N(0, σ² I_n),   m_i = Σ_{r ≡ i (mod b)} C[:, r]
 
-dominates the mechanism under "remove" (P, Q) and under "add" (Q, P) (seed 002 Lemma 2.8 =
-Choquette-Choo et al. 2025, Lemma 3.2 with the directions as corrected in seed 002 App. G).
-The deterministic accountants of seed 002 see the pair only through the slot means, and the
-Rényi accountant only through their Gram matrix G_ij = ⟨m_i, m_j⟩.
+dominates the mechanism under "remove" (P, Q) and under "add" (Q, P) (Schuchardt & Kalinin
+(2026) Lemma 2.8 = Choquette-Choo et al. 2025, Lemma 3.2 with the directions as corrected in
+their App. G). The deterministic accountants of Schuchardt & Kalinin (2026) see the pair only
+through the slot means, and the Rényi accountant only through their Gram matrix
+G_ij = ⟨m_i, m_j⟩.
 
 When b does not divide n the last, partial epoch gives the first n mod b slots one more
 round. The pair is the same uniform mixture (the Monte Carlo kernel uses these very means),
-and every bound of seed 002 holds for any uniform Gaussian mixture, so such n is supported.
+and every bound of Schuchardt & Kalinin (2026) holds for any uniform Gaussian mixture, so such
+n is supported.
 
 A banded C (band length m) gives a *cyclically* banded G: G_ij = 0 when the cyclic distance
-min(|i − j|, b − |i − j|) is ≥ m (the epochs wrap around; seed 002 Fig. 1).
+min(|i − j|, b − |i − j|) is ≥ m (the epochs wrap around; Schuchardt & Kalinin (2026)
+Fig. 1).
 
 References:
-  Schuchardt & Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under Random
-  Allocation", arXiv 2601.21636 (seed 002), Definition 2.7, Lemma 2.8, App. G; spec 002 §1.
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: §2.2 (Definition 2.7, Lemma 2.8), Fig. 1, App. G
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -41,10 +45,11 @@ ADJACENCIES = (Adjacency.ZERO_OUT.value, Adjacency.ADD_REMOVE.value)
 
 
 def refusal(scheme, matrix, adjacency: str, accountant: str) -> str | None:
-  """None when seed 002's pair applies to (scheme, matrix) under ``adjacency``, else the
-  reason (naming ``accountant``)."""
+  """None when Schuchardt & Kalinin's pair applies to (scheme, matrix) under ``adjacency``, else
+  the reason (naming ``accountant``)."""
   if adjacency not in ADJACENCIES:
-    return (f'{accountant} covers zero_out and add_remove adjacency (seed 002 Lemma 2.8), not '
+    return (f'{accountant} covers zero_out and add_remove adjacency (Schuchardt & Kalinin '
+            f'(2026) Lemma 2.8), not '
             f'{adjacency}')
   if not isinstance(scheme, schemes.BallsInBins):
     return (f'the random-allocation accountants cover BallsInBins (fixed-bin balls-in-bins) '
@@ -56,7 +61,8 @@ def refusal(scheme, matrix, adjacency: str, accountant: str) -> str | None:
 
 
 def slot_means(scheme, matrix) -> np.ndarray:
-  """The slot means m_i = Σ_{r ≡ i (mod b)} C[:, r]: float64 (b, n) (seed 002 Lemma 2.8).
+  """The slot means m_i = Σ_{r ≡ i (mod b)} C[:, r]: float64 (b, n) (Schuchardt & Kalinin
+  (2026) Lemma 2.8).
 
   The Monte Carlo kernel's balls-in-bins modes: O(b·n) for a ``BandedToeplitz``, O(n²) for
   a ``LowerTriangular`` C.

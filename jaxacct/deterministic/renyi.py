@@ -1,10 +1,11 @@
-"""The ``"renyi"`` accountant of fixed-bin balls-in-bins: seed 002 §3, Algorithms 1–3 (host code).
+"""The ``"renyi"`` accountant of fixed-bin balls-in-bins (host code).
 
-For the pair P = (1/b) Σ_i N(m_i, σ²I), Q = N(0, σ²I) of ``random_allocation`` with Gram
-matrix G:
+Schuchardt & Kalinin (2026) §3, Algorithms 1–3. For the pair P = (1/b) Σ_i N(m_i, σ²I),
+Q = N(0, σ²I) of ``random_allocation`` with Gram matrix G:
 
 - **remove**, R_α(P‖Q) for integer α ≥ 2 (Lemma 3.2, eq. (5) with the sign of the log b term
-  corrected, spec 002 §2.2): with S(α) = Σ_{r ∈ ℕ^b, |r| = α} Π_i (1/r_i!) ·
+  corrected: an erratum of the printed Eq. (5), whose last term reads −α log b/(1 − α)): with
+  S(α) = Σ_{r ∈ ℕ^b, |r| = α} Π_i (1/r_i!) ·
   exp(Σ_i G_ii r_i(r_i − 1)/(2σ²) + Σ_{i<j} G_ij r_i r_j/σ²),
 
       R_α(P‖Q) = (ln S(α) + ln α! − α ln b)/(α − 1).
@@ -14,8 +15,9 @@ matrix G:
   line 38's log-sum-exp, and line 37's closing term restricted to the wrap-around pairs —
   linear distance ≥ p — which the printed version double-counts when b ≤ 3p − 4). For any
   other G it runs on the truncation G^(p) (entries inside the cyclic p-band minus τ, the
-  largest entry outside it) and adds α·τ/(2σ²): an upper bound (§2.3), so every bandwidth p
-  gives a valid ρ(α) and the accountant keeps the smallest over the bandwidths it ran.
+  largest entry outside it) and adds α·τ/(2σ²): an upper bound (§3, Algorithm 1 lines 3–4),
+  so every bandwidth p gives a valid ρ(α) and the accountant keeps the smallest over the
+  bandwidths it ran.
   One run for the largest order gives every smaller order too (the recursion's terms do not
   depend on α, only its truncation m ≤ α does).
 - **add**, R_α(Q‖P) ≤ tr(G)/(2bσ²) + (α − 1)·ΣG/(2b²σ²) for real α > 1 (Lemma 3.4).
@@ -24,15 +26,17 @@ matrix G:
   (ε, δ) statement is the maximum over directions (tighter than Algorithm 3's conversion of
   max(ρ_remove, ρ_add), and as valid).
 
-Cost: the recursion performs C(α + 2p, 2p) transitions per slot (spec 002 §2.4), i.e.
-b·C(α + 2p, 2p) in all; ``max_transitions`` bounds the per-slot count (memory and time), so
-the default bandwidth ladder runs each bandwidth up to the largest order that fits.
+Cost: the recursion performs C(α + 2p, 2p) transitions per slot (jaxacct's exact count; the
+paper's Lemma 3.3 states O(b·p·α^{2p}) time), i.e. b·C(α + 2p, 2p) in all; ``max_transitions``
+bounds the per-slot count (memory and time), so the default bandwidth ladder runs each
+bandwidth up to the largest order that fits.
 
 References:
-  Schuchardt & Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under Random
-  Allocation", arXiv 2601.21636 (seed 002), Lemmas 3.2–3.4, Theorem 3.1, Algorithms 1–3,
-  App. C; Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy",
-  NeurIPS 2020, Prop. 12; spec 002 §2.1–2.6, §3.3–3.4, §7.
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: §3 (Theorem 3.1, Lemmas 3.2–3.4, Algorithms 1–3), Lemma 2.8,
+  App. C (docs/references.md).
+  Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020,
+  Prop. 12.
 """
 
 from __future__ import annotations
@@ -63,7 +67,11 @@ _STORED_TRANSITIONS = 8_000_000  # transition tables kept per recursion (~150 MB
 
 # ---------------------------------------------------------------- remove direction
 def transitions_per_slot(bandwidth: int, alpha_max: int) -> int:
-  """C(α + 2p, 2p): the recursion's transitions per slot at bandwidth p, order α (spec 002 §2.4)."""
+  """C(α + 2p, 2p): the recursion's transitions per slot at bandwidth p, order α.
+
+  An exact count of this implementation's states (not in the paper, whose Lemma 3.3 gives
+  O(b·p·α^{2p}) time).
+  """
   return math.comb(alpha_max + 2 * bandwidth, 2 * bandwidth)
 
 
@@ -77,7 +85,8 @@ def largest_order(bandwidth: int, alpha_max: int, max_transitions: int) -> int:
 
 def truncated_gram(gram: np.ndarray, bandwidth: int) -> tuple[np.ndarray, float]:
   """(G^(p), τ): τ = max G_ij over cyclic distance ≥ p (0 if none), G^(p) = (G − τ)₊ inside
-  the cyclic p-band and 0 outside (seed 002 Alg. 1 lines 3–4). G ≤ G^(p) + τ entrywise."""
+  the cyclic p-band and 0 outside (Schuchardt & Kalinin (2026) Alg. 1 lines 3–4). G ≤ G^(p) + τ
+  entrywise."""
   distance = random_allocation.cyclic_distance(gram.shape[0])
   outside = distance >= bandwidth
   tau = float(gram[outside].max()) if outside.any() else 0.0
@@ -134,7 +143,8 @@ def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class RemoveRecursion:
-  """Algorithm 1 of seed 002 (corrected) for b slots, bandwidth p, every order up to α_max.
+  """Algorithm 1 of Schuchardt & Kalinin (2026) (corrected) for b slots, bandwidth p, every order
+  up to α_max.
 
   A state is a row (l, r, m) of int16: the counts of the first p − 1 slots (the prefix),
   of the last p − 1 slots seen (the suffix) and the total so far, m ≤ α_max. All prefixes
@@ -250,7 +260,7 @@ def _segment_logsumexp(values: np.ndarray, starts: np.ndarray,
 def remove_divergences(log_sums: np.ndarray, slots: int, noise_multiplier: float,
                        tau: float) -> np.ndarray:
   """ρ(α) = (ln S(α) + ln α! − α ln b)/(α − 1) + α·τ/(2σ²) for α = 2 … len(log_sums) − 1
-  (seed 002 Alg. 1 line 43)."""
+  (Schuchardt & Kalinin (2026) Alg. 1 line 43)."""
   alphas = np.arange(2, log_sums.size, dtype=np.float64)
   return ((log_sums[2:] + special.gammaln(alphas + 1.0) - alphas * math.log(slots))
           / (alphas - 1.0) + alphas * tau / (2.0 * noise_multiplier**2))
@@ -259,7 +269,7 @@ def remove_divergences(log_sums: np.ndarray, slots: int, noise_multiplier: float
 # ---------------------------------------------------------------- add direction and conversion
 def add_divergence_terms(gram: np.ndarray, noise_multiplier: float) -> tuple[float, float]:
   """(a, c) with R_α(Q‖P) ≤ a + (α − 1)·c for every real α > 1: a = tr(G)/(2bσ²),
-  c = ΣG/(2b²σ²) (seed 002 Lemma 3.4, eq. (6))."""
+  c = ΣG/(2b²σ²) (Schuchardt & Kalinin (2026) Lemma 3.4, eq. (6))."""
   b, variance = gram.shape[0], noise_multiplier**2
   return float(np.trace(gram)) / (2.0 * b * variance), float(gram.sum()) / (2.0 * b * b * variance)
 
@@ -341,7 +351,7 @@ def add_delta(add_terms: tuple[float, float], epsilon: float) -> float:
 
 @typing.final
 class RenyiCurve(PrivacyCurve):
-  """δ(ε) and ε(δ) of the Rényi accountant (seed 002 Alg. 3, per direction).
+  """δ(ε) and ε(δ) of the Rényi accountant (Schuchardt & Kalinin (2026) Alg. 3, per direction).
 
   Attributes:
     rungs: the remove-direction bounds, one per bandwidth run.
@@ -372,7 +382,7 @@ class RenyiCurve(PrivacyCurve):
 
   def explain(self, delta: float) -> dict:
     """Per direction, the ε(δ) and the order giving it; for remove also its bandwidth p and τ
-    (τ = 0: exact Rényi divergence; τ > 0: the bound of seed 002 §3)."""
+    (τ = 0: exact Rényi divergence; τ > 0: the bound of Schuchardt & Kalinin (2026) §3)."""
     delta = check_delta(delta)
     eps = epsilon_from_divergence(self._table, self.remove_orders[None, :], delta)
     row, column = np.unravel_index(int(np.argmin(eps)), eps.shape)
@@ -466,7 +476,8 @@ class RenyiPlan:
               f'bandwidth {p} at alpha = {order} needs C({order + 2 * p}, {2 * p}) = {need:.3g} '
               f'recursion transitions per slot (about {need * 26 / 2**20:.3g} MiB), above '
               f'max_transitions = {max_transitions}; use a smaller alpha_max, a smaller '
-              f'bandwidth (the τ bound of seed 002 §3 keeps it valid) or raise max_transitions')
+              f'bandwidth (the τ bound of Schuchardt & Kalinin (2026) §3 keeps it valid) or '
+              f'raise max_transitions')
         continue
       truncated, tau = truncated_gram(gram, p)
       rungs.append((p, tau, truncated, RemoveRecursion(slots, p, top)))
@@ -501,7 +512,7 @@ class RenyiPlan:
 @register
 @typing.final
 class RenyiAccountant(DeterministicAccountant):
-  """Seed 002's Rényi accountant for ``BallsInBins`` (see the module docstring).
+  """The Rényi accountant of Schuchardt & Kalinin (2026) for ``BallsInBins`` (module docstring).
 
   Options:
     bandwidths: the bandwidths p of the remove recursion (None: a ladder 1, 2, 3, 4, 6, 8, …
@@ -512,7 +523,8 @@ class RenyiAccountant(DeterministicAccountant):
     max_transitions: the recursion's budget of transitions per slot, C(α + 2p, 2p)
       (default 300,000: ~8 MiB of transition tables per slot kind, ~0.3 s per bandwidth at
       b = 100 on the project's CPU).
-  Adjacency: ``zero_out`` and ``add_remove`` (the same pair: seed 002 Lemma 2.8).
+  Adjacency: ``zero_out`` and ``add_remove`` (the same pair: Schuchardt & Kalinin (2026)
+  Lemma 2.8).
   """
 
   name = 'renyi'

@@ -1,8 +1,8 @@
-"""Deterministic accountant for truncated Poisson sampling (seed 001).
+"""Deterministic accountant for truncated Poisson sampling (Ganesh (2025)).
 
 Poisson sampling with probability p over a public dataset of n examples; a
 batch larger than B is cut to a uniformly random subset of size B; the sum gets
-N(0, σ²) noise (σ is the noise multiplier). Seed 001 (Ganesh) dominates one
+N(0, σ²) noise (σ is the noise multiplier). Ganesh (2025) dominates one
 round by a public regime r ∈ {1, 2} (r = 2: the batch would be truncated if the
 sensitive example were in it) and 1-D Gaussian mixtures given r:
 
@@ -26,13 +26,14 @@ PLDs (public choice), each discretised by dp_accounting's pessimistic
 connect-the-dots builder from our exact δ(ε) on the grid; dp_accounting then
 self-composes it (FFT). This is at least as tight as dp_accounting's
 ``TruncatedSubsampledGaussianDpEvent``, which uses the replace-one r = 2 pair for
-every adjacency (spec 001 P13).
+every adjacency (a property of dp_accounting's code, not of the paper).
 
 References:
-  A. Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv
-  2508.15089: Thms 3.1, 3.3, 3.4; §3.4 (PLD mixture, closed form for q); remark
-  after Thm 3.1 (cyclic-Poisson BandMF). Doroshenko et al., "Connect the Dots",
-  arXiv 2207.04380, Alg. 1 (pessimistic discretisation).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: Def.
+  2.1, Thms 3.1, 3.3, 3.4; §3.1 (the remarks after Thm 3.1: the public dataset size, cyclic-Poisson
+  BandMF); §3.4 (PLD mixture, closed form for q) (docs/references.md).
+  Doroshenko et al., "Connect the Dots", arXiv 2207.04380, Alg. 1 (pessimistic
+  discretisation).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def _check_run(dataset_size, sampling_prob, truncated_batch_size, noise_multipli
 # ---------------------------------------------------------------- regime probabilities
 @dataclasses.dataclass(frozen=True)
 class TruncationRegimes:
-  """Public regime law of one round, seen from the sensitive example (seed 001 Thm 3.1).
+  """Public regime law of one round, seen from the sensitive example (Ganesh (2025) Thm 3.1).
 
   Attributes:
     log_w1, log_w2: natural logs of w₁ and w₂ (finite even where w₂ underflows).
@@ -130,7 +131,7 @@ def _log_tail_by_summation(start: int, trials: int, p: float, step: int) -> floa
 
 
 def _log_upper_tail(k: int, trials: int, p: float) -> float:
-  """ln Pr[Bin(trials, p) ≥ k] via the log survival function (never 1 − CDF, P1/P3)."""
+  """ln Pr[Bin(trials, p) ≥ k] via the log survival function (never 1 − CDF, which underflows)."""
   if k > trials:
     return -math.inf
   if k <= 0:
@@ -151,7 +152,7 @@ def _log_lower_tail(k: int, trials: int, p: float) -> float:
 
 def truncation_regimes(dataset_size: int, sampling_prob: float,
                        truncated_batch_size: int) -> TruncationRegimes:
-  """Regime weights w₁, w₂ and the conditional inclusion rate q of seed 001, computed stably.
+  """Regime weights w₁, w₂ and the conditional inclusion rate q of Ganesh (2025), computed stably.
 
   Uses the closed form q = (B/n)·Pr[Bin(n,p) ≥ B+1] / Pr[Bin(n−1,p) ≥ B] with
   log survival functions; where both tails underflow float64 (e.g. n = 10⁴,
@@ -215,7 +216,7 @@ class GaussianMixturePair:
   sigma: float
 
   def _log_ratio_to_standard(self, means, log_weights, y):
-    # ln Σ_k w_k φ_{μ_k}(y)/φ₀(y), exponents (2μy − μ²)/(2σ²) kept in log space (P5).
+    # ln Σ_k w_k φ_{μ_k}(y)/φ₀(y), exponents (2μy − μ²)/(2σ²) kept in log space.
     y = np.asarray(y, dtype=np.float64)
     exponents = (log_weights[:, None] + (2.0 * means[:, None] * y.reshape(1, -1) - means[:, None]**2)
                  / (2.0 * self.sigma**2))
@@ -316,7 +317,7 @@ def _mixture(*components: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
 
 def dominating_pair(adjacency: str, regime: int, rate: float,
                     noise_multiplier: float) -> GaussianMixturePair:
-  """The conditional dominating pair (P_r, Q_r) of seed 001 for one regime.
+  """The conditional dominating pair (P_r, Q_r) of Ganesh (2025) for one regime.
 
   Args:
     adjacency: ``"add_remove"`` (Thm 3.1), ``"zero_out"`` (Thm 3.3) or
@@ -329,7 +330,7 @@ def dominating_pair(adjacency: str, regime: int, rate: float,
     A ``GaussianMixturePair`` (P = mixture holding the example).
 
   References:
-    Ganesh, arXiv 2508.15089, Thms 3.1, 3.3, 3.4 (spec 001 §3 table).
+    Ganesh (2025), Thms 3.1, 3.3, 3.4.
   """
   adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
   if regime not in (1, 2):
@@ -433,10 +434,10 @@ def truncated_poisson_pld(dataset_size: int, sampling_prob: float, truncated_bat
   pairs (public regime), each built with dp_accounting's pessimistic
   connect-the-dots PMF from the exact δ(ε) on the grid; the mixture is then
   self-composed T times by dp_accounting (the regimes are i.i.d. per round, so
-  this is the composition of the mixture, P8). B ≥ n gives the untruncated
+  this is the composition of the mixture, Ganesh (2025) §3.4). B ≥ n gives the untruncated
   Poisson-subsampled Gaussian PLD (replace-one version for ``replace_one``).
   For ``add_remove`` the guarantee is for datasets of the fixed public size n
-  (seed 001 Def. 2.1, P11).
+  (Ganesh (2025) Def. 2.1 and the remark after Thm 3.1).
 
   Args:
     dataset_size: n ≥ 1 (public).
@@ -636,8 +637,8 @@ def truncated_cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplie
   have disjoint output windows, so the sensitive example sees ⌈n/T⌉ rounds
   (phase 0, the worst) of truncated Poisson sampling in a population of its
   group's size, at σ_eff = σ / (max column norm of C). The bound is not
-  monotone in the group size (spec 001 P12), so every distinct size is
-  evaluated and the worst is reported.
+  monotone in the group size (jaxacct's finding, not in the paper), so every
+  distinct size is evaluated and the worst is reported.
 
   Args:
     scheme: ``jaxacct.CyclicPoisson`` with ``partition="equal_split"`` and

@@ -1,4 +1,4 @@
-"""Individual privacy accounting (seed 004: Koskela, Tobaben & Honkela).
+"""Individual privacy accounting (Koskela et al. (2022)).
 
 - ``gdp``: μ-GDP conversions (``gdp_delta``, ``gdp_epsilon``, ``gdp_budget``) and fully adaptive
   composition in squares (``composed_mu``).
@@ -8,6 +8,10 @@
 - ``grid_composition``: the σ-grid FFT products of App. D behind ``individual_epsilons``'s PLD.
 - ``tracking``: ``IndividualAccountant`` and its ``IndividualState`` for the training loop
   (``jaxacct.training.train(..., individual=...)``).
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: Algorithm 1, App. D (docs/references.md).
 """
 
 from jaxacct.individual.epsilons import epsilons_from_counts as epsilons_from_counts

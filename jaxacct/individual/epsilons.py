@@ -1,9 +1,9 @@
-"""Individual ε of every tracked example from its realised clipped-norm ratios (seed 004).
+"""Individual ε of every tracked example from its realised clipped-norm ratios.
 
 Example i's step t is a Poisson-subsampled (rate q) Gaussian mechanism with noise multiplier
-σ̃_{i,t} = σ / r_{i,t}, r_{i,t} = c_{i,t}/C its clipped gradient norm over the clip norm (App. D.2;
-pitfall P1: σ is a noise multiplier). ``individual_epsilons`` composes that heterogeneous
-sequence for every example at once:
+σ̃_{i,t} = σ / r_{i,t}, r_{i,t} = c_{i,t}/C its clipped gradient norm over the clip norm
+(Koskela et al. (2022) App. D.2; σ is a noise multiplier). ``individual_epsilons`` composes that
+heterogeneous sequence for every example at once:
 
 - ``"gdp"`` (q = 1 only): μ_i = √(Σ_t r²)/σ, exact (Thm 2), then ε of μ_i-GDP;
 - ``"rdp"``: the Feldman–Zrnic individual RDP, Σ_t ρ(q, σ̃_{i,t}, α) over a grid of orders
@@ -15,20 +15,23 @@ sequence for every example at once:
   measured ~10⁴× faster at 10⁴ steps), both orderings, ε(δ) the max over them. Examples with
   equal bucket counts share one composition.
 
-Bucketing (App. D.2, pitfall P5): σ̃ is rounded **down** to the grid σ·(1 + j·(s − 1)/(m − 1)),
+Bucketing (App. D.2, Eq. (D.2)): σ̃ is rounded **down** to the grid σ·(1 + j·(s − 1)/(m − 1)),
 j = 0..m−1 (``inflation`` s, ``grid_size`` m), i.e. r rounded up; σ̃ above σ·s goes to σ·s;
-r = 0 costs nothing (P4). Less noise is a post-processing-dominating pair, so the bucketed ε is
+r = 0 costs nothing. Less noise is a post-processing-dominating pair, so the bucketed ε is
 at least the exact ε of the realised sequence (App. D Thm 2).
 
-What the result means: the tight ε of the *realised* sequence of per-step parameters, as seed
-004 §5 / App. D report it — not a filter guarantee (that is ``filter.GDPFilter`` for q = 1:
-Thm 2 needs the budget fixed in advance and every step's parameter predictable). Individual
-ε values are functions of private data (gradient norms): publishing them leaks (P14).
+What the result means: the tight ε of the *realised* sequence of per-step parameters, as
+Koskela et al. (2022) §5 (Fig. 1) and App. D report it — not a filter guarantee (that is
+``filter.GDPFilter`` for q = 1: Thm 2 needs the budget fixed in advance and every step's
+parameter predictable). Individual ε values are functions of private data (gradient norms):
+publishing them leaks (a point the paper does not discuss).
 
 References:
-  Koskela, Tobaben & Honkela, arXiv 2209.15596, App. D.2–D.3, Thm 2; Feldman & Zrnic,
-  "Individual Privacy Accounting via a Rényi Filter", NeurIPS 2021; Mironov, Talwar & Zhang,
-  "Rényi Differential Privacy of the Sampled Gaussian Mechanism", 2019; spec 004 §3.
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: §3.3 (Thm 2), §5 (Fig. 1), App. D.2–D.3 (Eq. (D.2), App.
+  D Thm 2) (docs/references.md).
+  Feldman & Zrnic, "Individual Privacy Accounting via a Rényi Filter", NeurIPS 2021; Mironov,
+  Talwar & Zhang, "Rényi Differential Privacy of the Sampled Gaussian Mechanism", 2019.
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ from jaxacct.errors import InputError
 METHODS = ('pld', 'rdp', 'gdp')
 ORDERS = np.concatenate([np.linspace(1.05, 2.0, 20), np.linspace(2.1, 10.0, 80),
                          np.arange(11.0, 64.0), np.unique(np.round(np.geomspace(64, 4096, 60)))])
-"""Rényi orders of the RDP route: fractional up to 10, integers up to 4096 (pitfall P13;
-dp_accounting's series for fractional orders does not converge at large α)."""
+"""Rényi orders of the RDP route: fractional up to 10, integers up to 4096 (a coarse integer grid
+makes the RDP route needlessly loose; dp_accounting's series for fractional orders does not
+converge at large α)."""
 
 
 MAX_TABLE_BYTES = 1 << 32
@@ -169,7 +173,8 @@ def individual_epsilons(clipped_norm_ratios, *, sampling_prob: float, noise_mult
 
   Args:
     clipped_norm_ratios: (num_examples, iterations), r = min(‖g‖, C)/C ∈ [0, 1], recorded at
-      the parameters each step used, for every step (sampled or not: pitfall P7).
+      the parameters each step used, for every step (sampled or not: Koskela et al. (2022)
+      App. D.2 charges every step).
     sampling_prob: q ∈ (0, 1] (1: full-batch DP-GD).
     noise_multiplier: σ > 0 (noise std σC on the sum of clipped gradients).
     delta: δ ∈ (0, 1).
@@ -234,7 +239,8 @@ def _check_options(sampling_prob, noise_multiplier, delta, method, grid_size, in
   if options['method'] == 'gdp' and options['sampling_prob'] < 1.0:
     raise InputError(f'method="gdp" is exact only for full-batch DP-GD (sampling_prob = 1, '
                      f'got {sampling_prob}): a subsampled Gaussian step is not q/σ-GDP '
-                     '(seed 004 §3.3); use method="pld" or "rdp"')
+                     '(Koskela et al. (2022) use the GDP route without subsampling only); use '
+                     'method="pld" or "rdp"')
   return options
 
 

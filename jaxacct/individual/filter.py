@@ -1,14 +1,16 @@
-"""The individual GDP filter (seed 004 Algorithm 1) for full-batch DP-GD (host code, float64).
+"""The individual GDP filter (Koskela et al. (2022) Alg. 1) for full-batch DP-GD (host, float64).
 
 Every step t, example i's conditional GDP parameter is μ_{i,t} = r_{i,t}/σ with r = c/C its
 clipped gradient norm ratio at the parameters the step uses (predictable: computed before the
-step's noise, pitfall P7). The filter keeps i active while its spent Σ μ² plus this step's μ²
-stays within B² (the check includes the current step, P8); an inactive example's clipped
-gradient is masked out of the sum *before* the noise is added (it contributes exactly 0, the
-noise is unchanged, and the sum is divided by a public constant: P9), and it is charged 0.
+step's noise, from a^(t−1) as in Alg. 1). The filter keeps i active while its spent Σ μ² plus
+this step's μ² stays within B² (the check includes the current step: Alg. 1 tests μ_1 … μ_t);
+an inactive example's clipped gradient is masked out of the sum *before* the noise is added (it
+contributes exactly 0, the noise is unchanged, and the sum is divided by a public constant, so
+the mechanism stays the sum of App. C.2), and it is charged 0.
 By Thm 1 (Sec. 4) every example's guarantee is then B-GDP under add/remove, in both orderings,
 i.e. (ε, δ_B(ε))-DP for every ε (Cor. 2). The filter needs q = 1: a Poisson-subsampled step has no
-useful per-step GDP parameter (seed 004 §3.3, P17).
+useful per-step GDP parameter (the paper gives none; the smallest μ that dominates one such
+step is of the order of 1/σ, far above q/σ: jaxacct's computation, not in the paper).
 
 Drop semantics (``retest``): by default a dropped example stays dropped (the authors' code);
 ``retest=True`` re-tests it every step with its charge frozen, as Alg. 1 is printed (an example
@@ -18,8 +20,10 @@ Floating point: the sums are float64, and an example passes only if (spent + μ�
 ≤ B², a slack in the safe direction covering the rounding of up to 10⁶ additions.
 
 References:
-  Koskela, Tobaben & Honkela, arXiv 2209.15596, Algorithm 1, Thm 1, Cor. 2, App. C.2;
-  Feldman & Zrnic, NeurIPS 2021, Thm 4.3; spec 004 §3.2, pitfalls P2, P7–P9.
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: §3.3 (Thm 2: composition in squares), §4 (Algorithm 1,
+  Thm 1), App. C.1 (Cor. 2), App. C.2 (docs/references.md).
+  Feldman & Zrnic, NeurIPS 2021, Thm 4.3.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ class FilterState(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class GDPFilter:
-  """Seed 004 Algorithm 1 with GDP budget B (module docstring).
+  """Koskela et al. (2022) Algorithm 1 with GDP budget B (module docstring).
 
   Attributes:
     budget: B > 0, the GDP parameter every example's guarantee is bounded by.

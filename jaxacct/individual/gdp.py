@@ -1,21 +1,24 @@
 """Gaussian differential privacy of one example: δ(ε), ε(δ), budgets and fully adaptive
-composition (seed 004, host code, float64 NumPy).
+composition (Koskela et al. (2022); host code, float64 NumPy).
 
 μ-GDP is the (ε, δ(ε)) curve of the Gaussian pair (N(μ, 1), N(0, 1)) (Dong, Roth & Su, Cor. 2.13;
-seed 004 Lemma 1):
+Koskela et al. (2022) Lemma 1):
 
     δ_μ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2),
 
 symmetric in the two orderings. Gaussian mechanisms compose in squares: a fully adaptive
-sequence whose conditional GDP parameters satisfy Σ_m μ_m² ≤ B² almost surely is B-GDP (seed 004
-Thm 2, App. B), which is what the individual GDP filter (``filter.GDPFilter``, Alg. 1) enforces.
+sequence whose conditional GDP parameters satisfy Σ_m μ_m² ≤ B² almost surely is B-GDP
+(Koskela et al. (2022) Thm 2, App. B), which is what the individual GDP filter
+(``filter.GDPFilter``, Alg. 1) enforces.
 For DP-GD with clip norm C and noise multiplier σ (noise std σC on the sum of clipped
 gradients), example i's step-t parameter is μ_{i,t} = c_{i,t}/(σC) with c_{i,t} its clipped
-gradient norm (App. C.2 in jaxacct's noise-multiplier convention: pitfall P1).
+gradient norm (App. C.2, whose σ is the absolute noise std, in jaxacct's noise-multiplier
+convention).
 
 References:
-  Koskela, Tobaben & Honkela, "Individual Privacy Accounting with Gaussian Differential
-  Privacy", arXiv 2209.15596, Lemma 1, Thm 2, Cor. 2 (C.2); spec 004 §2.2–2.5, §3.1.
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: §3.2 (Lemma 1), §3.3 (Thm 2), App. B, App. C.1 (Cor. 2,
+  Eq. (C.2)), App. C.2 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def _log_delta(mu: np.ndarray, epsilon: np.ndarray) -> np.ndarray:
 
 
 def gdp_delta(mu, epsilon) -> np.ndarray:
-  """δ_μ(ε) of μ-GDP (Dong et al. Cor. 2.13; seed 004 (C.2)); 0 where μ = 0. Broadcasts.
+  """δ_μ(ε) of μ-GDP (Dong et al. Cor. 2.13; Koskela et al. (2022) Eq. (C.2)); 0 where μ = 0.
+  Broadcasts.
 
   Raises:
     ValueError: μ negative or not finite, ε negative or not finite.
@@ -132,8 +136,8 @@ def gdp_budget(epsilon: float, delta: float) -> float:
 
 
 def composed_mu(clipped_norm_ratios, noise_multiplier: float) -> np.ndarray:
-  """μ_i = √(Σ_t r_{i,t}²)/σ of full-batch DP-GD (GDP composes in squares, seed 004 Thm 2),
-  r = c/C the clipped norm ratios (…, iterations); float64 (…,)."""
+  """μ_i = √(Σ_t r_{i,t}²)/σ of full-batch DP-GD (GDP composes in squares: Koskela et al.
+  (2022) Thm 2), r = c/C the clipped norm ratios (…, iterations); float64 (…,)."""
   ratios = check_ratio_values(clipped_norm_ratios)
   sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
   return np.sqrt(np.sum(ratios * ratios, axis=-1)) / sigma

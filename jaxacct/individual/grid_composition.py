@@ -1,4 +1,4 @@
-"""Per-example composition of σ-grid bucket PLDs by FFT products (seed 004 App. D; host code).
+"""Per-example composition of σ-grid bucket PLDs by FFT products (host code).
 
 Each example's bucket counts k_b (``epsilons.bucket_counts``) say how many of its steps were
 the Poisson-subsampled Gaussian with noise multiplier σ_b. The bucket PLDs are dp_accounting's
@@ -13,8 +13,8 @@ one inverse FFT per example; ``log F`` is any branch of the complex logarithm, s
 integers. The phase term moves example i's window to start at its own lattice offset s_i
 (App. D's per-example shift), so one FFT size n serves all.
 
-Soundness of the window (pitfall P12, aliasing): the cyclic FFT folds mass outside the
-window [w_i, w_i + n) back into it.
+Soundness of the window (aliasing; App. D.1 truncates the PLD to [−L, L]): the cyclic FFT
+folds mass outside the window [w_i, w_i + n) back into it.
 - Mass below w_i (w_i ≤ 0 always) lands somewhere with weight ≥ its true weight 0 in
   δ(ε ≥ 0): conservative.
 - Mass at or above w_i + n is *added* to δ as the Chernoff bound
@@ -26,10 +26,13 @@ window [w_i, w_i + n) back into it.
 - Floating point: negative FFT round-off is clipped to 0 and ``ROUNDOFF_ALLOWANCE`` per unit
   of mass is added to δ (measured round-off is below 1e-13; tests pin the result to
   dp_accounting's own chain).
-Both orderings (remove and add PMFs, pitfall P6) are composed; ε is the larger.
+Both orderings (remove and add PMFs: Thm 1 bounds both, App. D.3 gives the remove pair only)
+are composed; ε is the larger.
 
 References:
-  Koskela, Tobaben & Honkela, arXiv 2209.15596, App. D.1 (Lemma 1), D.2 (Thm 2);
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: App. D (D.1: Lemma 1; D.2: Thm 2; D.3), §4 (Thm 1)
+  (docs/references.md).
   Koskela, Jälkö, Prediger & Honkela, AISTATS 2021 (Fourier accountant, aliasing);
   Doroshenko et al., PoPETs 2022 (connect-the-dots PLDs, dp_accounting).
 """

@@ -1,8 +1,8 @@
-"""Individual accounting inside the training loop (seed 004 §5; device state, host readout).
+"""Individual accounting inside the training loop (device state, host readout).
 
 ``IndividualAccountant`` says what to record; the training step (``jaxacct.training``) updates
 an ``IndividualState`` pytree with the clipped-norm ratios r = min(‖g‖, C)/C of the step's
-parameters (before its noise: pitfall P7):
+parameters (before its noise: predictable, as Koskela et al. (2022) Alg. 1 requires):
 
 - **Full batch** (Poisson with p = 1, DP-GD): every example's r comes from the step's own
   per-example gradients; the state is each example's spent Σ μ² = Σ r²/σ² in int32 fixed point
@@ -12,23 +12,26 @@ parameters (before its noise: pitfall P7):
   ≤ 2²⁹ units) and masks the dropped examples' clipped gradients out of the sum before the
   noise is added; the active count of every step is recorded.
 - **Poisson, p < 1** (DP-SGD): a separate per-example-norm pass over the ``tracked`` examples
-  at the step's parameters, every step whether sampled or not (P7), bucketed on the σ̃ grid of
+  at the step's parameters, every step whether sampled or not (App. D.2), bucketed on the σ̃ grid of
   ``epsilons`` (r rounded **up**) into int32 counts (tracked × grid_size); the readout is
   ``epsilons_from_counts`` (PLD or RDP). There is no filter: a subsampled step has no useful
-  per-step GDP parameter (seed 004 §3.3, P17).
+  per-step GDP parameter (the paper gives none; see ``filter``).
 
 Soundness margins: r is computed in the training precision; it is inflated by 2⁻¹² relative
 (≫ float32 rounding of the norm) before charging or bucketing, the float32 grid is rounded
 down, and charges are rounded up — each only over-charges. Scope: DP-SGD / DP-GD with
 independent noise (a one-band strategy C = c₀·I, effective noise multiplier σ/c₀) and
 untruncated Poisson sampling; banded C (BandMF) is refused: dropping an example does not
-remove its earlier rows' contributions from later releases (seed 004 §5), no proof yet.
+remove its earlier rows' contributions from later releases (the paper treats independent
+per-step noise only), no proof yet.
 
-Individual ε values and active counts are functions of private data (P14): they are for the
-data holder, not for release.
+Individual ε values and active counts are functions of private data (not discussed in the
+paper): they are for the data holder, not for release.
 
 References:
-  Koskela, Tobaben & Honkela, arXiv 2209.15596, Alg. 1, Thm 1–2, App. D; spec 004 §3, §5.
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596: §3.3 (Thm 2), §4 (Algorithm 1, Thm 1), App. D
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -266,19 +269,20 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
   scheme = mechanism.scheme
   if not isinstance(scheme, schemes.Poisson) or scheme.truncated_batch_size is not None:
     raise InputError(f'individual accounting covers untruncated Poisson sampling (DP-SGD) and '
-                     f'full batches (Poisson with sampling_prob = 1), not {scheme!r} (seed 004 '
-                     'analyses only these)')
+                     f'full batches (Poisson with sampling_prob = 1), not {scheme!r} (Koskela '
+                     'et al. (2022) analyse only these)')
   c_col, inverse_band = mechanism.matrix.noise_bands()
   if len(c_col) != 1 or len(inverse_band) != 1:
     raise InputError('individual accounting needs independent noise (a one-band strategy, '
                      'DP-SGD/DP-GD): with banded C a dropped example\'s earlier rows still '
-                     'enter later releases, and the filter has no proof for that (seed 004 §5)')
+                     'enter later releases, and the filter has no proof for that (Koskela et al. '
+                     '(2022) treat independent noise only)')
   sigma = mechanism.noise_multiplier / abs(float(c_col[0]) / float(inverse_band[0]))
   full_batch = scheme.sampling_prob == 1.0
   if accountant.filter_budget is not None and not full_batch:
     raise InputError(f'filter_budget needs full-batch training (sampling_prob = 1, got '
                      f'{scheme.sampling_prob}): a subsampled step has no useful per-step GDP '
-                     'parameter (seed 004 §3.3); record without a filter')
+                     'parameter (Koskela et al. (2022) give none); record without a filter')
   if full_batch or accountant.tracked is None:  # the filter must cover every example
     tracked = np.arange(dataset_size)
   else:
@@ -306,7 +310,7 @@ def full_batch_update(spec: DeviceSpec, state: IndividualState, step: jax.Array,
                       charge_factor: jax.Array) -> tuple[IndividualState, jax.Array]:
   """Charge (and filter) the batch's examples: (new state, the slots whose gradients enter).
 
-  Alg. 1's order: the check includes this step's charge (P8); a dropped example is charged 0.
+  Alg. 1's order: the check includes this step's charge; a dropped example is charged 0.
   Padded slots (mask False) neither charge nor change anyone.
   """
   ceiling = float(UNITS + 128)  # > the budget (exact in float32), so spent + charge fits int32

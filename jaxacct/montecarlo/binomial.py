@@ -15,7 +15,8 @@ both of its algorithms on every element inside ``while`` loops and measured
 - optionally (``InversionTable``), when the counts stay in a known window:
   inversion of host-built CDF tables of Binomial(K + j, p), one row per count
   (a narrow window), or one row plus Y ~ Binomial(count − K, p) of small mean
-  by the pmf recurrence (small p, e.g. the production shape of seed 000 §7.4).
+  by the pmf recurrence (small p, e.g. the production shape of Dong & Ganesh
+  (2026) §7.4).
   Lanes outside the window fall back to the exact general sampler;
 - ``InversionRows``: the one-row form with a row per kind of draw (the same row
   for every round of the §7.4 batch sizes, a row per state of the warm-start
@@ -47,6 +48,9 @@ References:
   W. Hörmann, "The generation of binomial random variates", J. Statist.
   Comput. Simul. 46 (1993), algorithm BTRS; also TensorFlow's and JAX's
   ``binomial`` (same algorithm; not the code).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §7.4 (the production shape), App. D (truncated b-min-sep)
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -298,7 +302,7 @@ class InversionRows(NamedTuple):
   X does not depend on the count, so every draw of a run is inverted at once before a
   sequential scan over the draws (``row_inputs``), which then only adds Y
   (``row_draft``, ``row_binomial``). One row serves all rounds of the truncated
-  batch sizes at the seed 000 §7.4 shape; the warm-start history has a row per
+  batch sizes at the Dong & Ganesh (2026) §7.4 shape; the warm-start history has a row per
   state.
 
   Attributes:

@@ -46,7 +46,7 @@ for two laws within total variation τ the expectations of a [0, 1]-valued funct
 at most τ. A sample making T draws, each within τ of its exact law for every count (a later
 count may depend on earlier draws), has a law within T·τ of the exact one (replace the draws
 one at a time), so the exact E[term] ≤ E[term] under the sampled law + T·τ: δ̂ + T·τ
-estimates an upper bound of the exact δ. At the seed 000 §7.4 shape (count ≈ 1.4·10⁷,
+estimates an upper bound of the exact δ. At the Dong & Ganesh (2026) §7.4 shape (count ≈ 1.4·10⁷,
 p = 1.3·10⁻⁴, window E = 10⁴) τ = 1.15·10⁻¹⁶ per draw (the digit path's; the window path's is
 4.4·10⁻¹⁷), 8.3·10⁻¹³ for 7,200 rounds.
 
@@ -56,6 +56,8 @@ int32, draws (N,) int32; a count outside [0, 2^D) draws −1 (no exception insid
 References:
   L. Devroye, *Non-Uniform Random Variate Generation*, Springer (1986): §III.2 (the inversion
   method for discrete laws), §X.4 (the binomial distribution; sums of independent binomials).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §7.4 (the production shape) (docs/references.md).
 """
 
 from __future__ import annotations

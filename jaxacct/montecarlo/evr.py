@@ -1,9 +1,8 @@
 """Estimate-Verify-Release (EVR) failure-bound arithmetic (host code, float64).
 
-Pure numpy/scipy maths behind Algorithm 5 / Theorem A.1 of A. Dong, A. Ganesh,
-"Privacy Amplification for BandMF via b-Min-Sep Subsampling", arXiv
-2602.09338v2, App. A (spec 000 §8). The verification driver that draws Monte
-Carlo samples is ``verification.py`` and only needs the functions below.
+Pure numpy/scipy maths behind Algorithm 5 / Theorem A.1 of Dong & Ganesh
+(2026), App. A. The verification driver that draws Monte Carlo samples is
+``verification.py`` and only needs the functions below.
 
 Setting. A candidate mechanism is *verified* at level δ_b ("base delta") by
 drawing N i.i.d. terms in [0, 1] (the integrands max{1 − e^{ε−L}, 0}) whose mean
@@ -24,6 +23,11 @@ depend on the data), so the reported level is the minimum over τ
 All functions are deterministic and take/return Python floats and ints
 (``bernoulli_kl`` also broadcasts over arrays). Sample counts are Python ints
 and may be as large as ~1e12 and beyond.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5, Theorem A.1, the overall parameter δ_o and its minimum
+  over δ) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def bernoulli_kl(a: Any, b: Any) -> float | np.ndarray:
   KL(a ‖ a) = 0, KL(0 ‖ b) = −ln(1 − b), KL(1 ‖ b) = −ln b, and KL = +inf when
   b ∈ {0, 1} and a ≠ b. This is the exponent of the Chernoff–Hoeffding bound in
   Fact 4.2 of Chua et al., "Balls-and-bins sampling for DP-SGD", AISTATS 2025
-  (spec 000 §8.2).
+  (as used in Dong & Ganesh (2026) App. A).
 
   Evaluated as b·φ(a/b) + (1 − b)·φ((1 − a)/(1 − b)), φ(r) = r ln r − r + 1,
   with a power series for φ near r = 1: accurate to a few ulps relative for
@@ -155,9 +159,9 @@ def false_acceptance_bound(num_samples: int, threshold: float, true_delta: float
 
     Pr[δ̂ ≤ threshold] ≤ exp(−N · KL(threshold ‖ δ))   if threshold < δ,
 
-  and the trivial bound 1 otherwise. Used as q in Theorem A.1 of Dong & Ganesh,
-  arXiv 2602.09338v2, App. A (spec 000 §8.2). It is also valid for any true
-  mean ≥ δ, since KL(a ‖ b) increases in b for b > a.
+  and the trivial bound 1 otherwise. Used as q in Theorem A.1 of Dong & Ganesh
+  (2026), App. A. It is also valid for any true mean ≥ δ, since KL(a ‖ b)
+  increases in b for b > a.
 
   Args:
     num_samples: N, an integer ≥ 1.
@@ -181,7 +185,7 @@ def hoeffding(num_samples: int, tau: float, delta: float) -> float:
 
   The probability that the mean of N i.i.d. [0, 1] terms with true mean τ·δ
   (τ ≥ 1) is at most δ (Fact 4.2 of Chua et al., "Balls-and-bins sampling for
-  DP-SGD", AISTATS 2025; jax_privacy's ``_hoeffding_bound``; spec 000 §8.3).
+  DP-SGD", AISTATS 2025; jax_privacy's ``_hoeffding_bound``).
   Equals ``false_acceptance_bound(N, δ, τ·δ)``; τ = 1 gives 1.
 
   Args:
@@ -286,7 +290,8 @@ def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> 
   δ_overall(N, δ_b) = min_{τ ∈ [1, 1/δ_b]} [ τδ_b + q(τ)·(1 − τδ_b) ],  capped at 1,
   q(τ) = exp(−N · KL(δ_b ‖ τδ_b))
 
-  (spec 000 §8.3): Theorem A.1 of Dong & Ganesh, arXiv 2602.09338v2, App. A,
+  (the minimum over δ of δ_o(δ, δ′, N) in Dong & Ganesh (2026) App. A, written
+  in jax_privacy's base-δ form): Theorem A.1 of Dong & Ganesh (2026), App. A,
   with δ = τδ_b and the false-acceptance bound q of Fact 4.2 of Chua, Ghazi,
   Harrison, Kamath, Kumar, Leeman, Manurangsi, Sinha, Zhang, "Balls-and-bins
   sampling for DP-SGD", AISTATS 2025. τ = 1 and τ = 1/δ_b both give 1.
@@ -351,9 +356,9 @@ def _smallest_n(predicate, start: int) -> int:
 def base_delta(num_samples: int, target_delta: float) -> float:
   """Largest verification threshold δ_b with δ_overall(N, δ_b) ≤ target (get_base_delta).
 
-  Inverse of ``overall_delta`` in δ_b (Theorem A.1 of Dong & Ganesh, arXiv
-  2602.09338v2, App. A, with q from Fact 4.2 of Chua et al., "Balls-and-bins
-  sampling for DP-SGD", AISTATS 2025; spec 000 §8.3). δ_overall is
+  Inverse of ``overall_delta`` in δ_b (Theorem A.1 of Dong & Ganesh (2026),
+  App. A, with q from Fact 4.2 of Chua et al., "Balls-and-bins sampling for
+  DP-SGD", AISTATS 2025; jax_privacy's ``get_base_delta``). δ_overall is
   non-decreasing in δ_b, so a bisection in ln δ_b is used; it always returns the
   lower (conservative) end of a bracket of relative width ≤ 1e-7, so
   ``overall_delta(N, base_delta(N, t)) ≤ t`` holds exactly as evaluated.

@@ -1,9 +1,9 @@
 """The attempt ledger of Algorithm 5: which verification runs were made for each guarantee.
 
 Re-running verification with fresh seeds (or other candidates, N, δ_b) until a run passes
-would void Theorem A.1 of seed 000; a repeat must declare itself (``attempt``) and is then
-charged by a union bound over the attempts (Chua et al., AISTATS 2025, Fact 4.2 with the
-false-acceptance probability multiplied by the attempts).
+would void Theorem A.1 of Dong & Ganesh (2026); a repeat must declare itself (``attempt``)
+and is then charged by a union bound over the attempts (Chua et al., AISTATS 2025, Fact 4.2
+with the false-acceptance probability multiplied by the attempts).
 
 - ``VerificationLedger``: in memory, for one process (a notebook, a pipeline): pass the same
   object to every ``verify`` / ``calibrate_noise_multiplier`` call that could retry.
@@ -23,6 +23,10 @@ a ledger that lacks it, but a new run with no such record cannot know). The guar
 rests on the user declaring ``attempt``.
 
 Host code (no JAX).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5, Theorem A.1) (docs/references.md).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ exact integer comparisons, ``kernels/_common.py``) and L(y) its exact privacy lo
 Verification then evaluates every hockey-stick term at ε − η and rounds block sums up
 (``hockey_stick_sums32``, ``block_sum_factor``), so the float64 block-ordered total is
 ≥ Σ (1 − e^{ε − L(y)})₊ over the same draws: δ̂₃₂ ≥ δ̂ of the exact losses and
-Algorithm 5 (seed 000 App. A) keeps its guarantee.
+Algorithm 5 (Dong & Ganesh (2026) App. A) keeps its guarantee.
 
 Proof of (M) (u = 2⁻²⁴; every quantity is per sample; γ_k = k·u/(1 − k·u); all
 approximations below are upper bounds, and every constant is rounded up).
@@ -47,7 +47,7 @@ float32 ``ndtri`` as stated in ``noise.py``.
    |θ_i| ≤ δ = κ(1 + 8u)(2Δd + Δs) + 8.2u·Λ
    + 1.01u(Λ + |log p|) + u|log p| + 1.01·EXP_ULPS·u, Λ = (2D + s_max)·κ(1 + 4u) ≥ max|ℓ̂|,
    D = max|d̂| (``round_ratio_error``).
-6. Recursion, b ≥ 2 (seed 000 Eq. (1)). f₀ is a sum over participation paths of
+6. Recursion, b ≥ 2 (Dong & Ganesh (2026) Eq. (1)). f₀ is a sum over participation paths of
    (powers of q)·Π_{i ∈ path} a_i, and a path holds at most K = ⌈n/b⌉ participations, so
    perturbing every a_i by e^{θ_i} moves ln f₀ by at most K·δ. The linear-domain
    evaluation (``kernels/bminsep.py``) takes host powers q^k (error u), then per chunk of s
@@ -82,8 +82,8 @@ float32 ``ndtri`` as stated in ``noise.py``.
    Multi-attribution: entries of C·x are count·c_k (c_max scaled by k_u); the per-round
    mixture over counts has a bound that replaces step 5's δ in the recursion of step 6 with
    p_u = 1 − (1 − p)^{k_u}.
-10. Truncated b-min-sep (seed 000 App. D). Entries of C·x are x_i·c_k with x^P ≤ 2, |x^Q| ≤ 1
-   (c_max doubled). Per round, ℓ(μ) = (2μd − μ²s)κ for μ ∈ {1, 2, −1} (2μ, μ² exact
+10. Truncated b-min-sep (Dong & Ganesh (2026) App. D). Entries of C·x are x_i·c_k with x^P ≤ 2,
+   |x^Q| ≤ 1 (c_max doubled). Per round, ℓ(μ) = (2μd − μ²s)κ for μ ∈ {1, 2, −1} (2μ, μ² exact
    multipliers) is within κ(1 + 8u)(2|μ|Δd + μ²Δs) + 8.2u·Λ_μ; ln t = ln B − ln(r + 1) and
    ln(1 − t) = ln((r + 1 − B)/(r + 1)) are within their roundings (the integers rounded once
    to float32, one division, LOG_ULPS); a mixture logaddexp(ln t + ℓ(μ), ln(1 − t)) is
@@ -103,8 +103,11 @@ Where the code runs: the bounds are float32 device code beside the kernels (32-b
 programs only); ``block_sum_factor``, ``linear_recursion_error`` and the constants are host
 float64.
 
-References: Higham, "Accuracy and Stability of Numerical Algorithms" (2002), §3.1–3.4
-(γ_k, sums and inner products); seed 000 Eq. (1) and App. A.
+References:
+  Higham, "Accuracy and Stability of Numerical Algorithms" (2002), §3.1–3.4 (γ_k, sums and
+  inner products).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §5 (Eq. (1)), App. A, App. D (docs/references.md).
 """
 
 from __future__ import annotations

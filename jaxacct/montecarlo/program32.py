@@ -18,7 +18,7 @@ index).
 Soundness: every loss L̂ comes with a certified margin η ≥ |L̂ − L(y)| (``margin.py``, where
 the proof is), every hockey-stick term is evaluated at ε − η and every block sum is rounded
 up, so the float64 total is ≥ the sum over the same draws of the exact terms: δ̂₃₂ ≥ δ̂ of
-the exact losses, and Algorithm 5 (seed 000 App. A) is sound in float32.
+the exact losses, and Algorithm 5 (Dong & Ganesh (2026) App. A) is sound in float32.
 
 Served: Poisson, b-min-sep cold and warm start, cyclic Poisson (both partitions), balls-in-bins
 (overlapping modes included), multi-attribution b-min-sep and truncated Poisson / b-min-sep
@@ -32,6 +32,11 @@ they are drawn from the same law as float64's but not bit for bit the same value
 
 Where the code runs: ``block_components``, ``block_losses``, ``block_losses_for_sigmas`` and
 ``block_sums`` are jitted device programs; the program classes and ``host_inputs`` are host code.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5), App. B (r-min-sep bounds), App. D (truncation)
+  (docs/references.md).
 """
 
 from __future__ import annotations

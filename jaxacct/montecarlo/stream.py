@@ -25,6 +25,10 @@ stage.
 
 Where the code runs: the loss programs and block reductions are JAX (device, sharded over the
 sample axis); the driver and the accumulator are NumPy (host).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.5 (Monte Carlo accounting) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -46,7 +50,8 @@ from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
 
 def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:
-  """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (spec 000 §4.6)."""
+  """(1 − e^{ε − L})₊ = −expm1(min(ε − L, 0)) for every (ε, L): shape (E, N) (the Monte Carlo
+  estimate of Dong & Ganesh (2026) §2.5)."""
   return -jnp.expm1(jnp.minimum(epsilons[:, None] - losses[None, :], 0.0))
 
 

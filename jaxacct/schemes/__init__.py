@@ -6,8 +6,8 @@ object drives the Monte Carlo accountant (``jaxacct.montecarlo``) and, in a
 later module, the training data pipeline, so what is trained is what is
 accounted.
 
-Notation (seed 000 = Dong & Ganesh, "Privacy Amplification for BandMF via
-b-Min-Sep Subsampling", arXiv 2602.09338v2):
+Notation (the symbols of Dong & Ganesh (2026); Ganesh (2025) writes n for the
+dataset size):
 
 ===========================  ======  ==============================================
 API name                     paper   meaning
@@ -19,21 +19,21 @@ API name                     paper   meaning
 ``expected_participation_    p₀      marginal per-round participation rate
 rate``
 ``truncated_batch_size``     B       fixed batch size: longer batches are cut to a
-                                     uniformly random subset of size B (seed 001;
-                                     seed 000 App. D writes B_max)
-``dataset_size``             m (000) number of examples; public only under truncation
-                             n (001)
+                                     uniformly random subset of size B (Ganesh
+                                     (2025); Dong & Ganesh (2026) App. D writes B_max)
+``dataset_size``             m       number of examples; public only under truncation
 ===========================  ======  ==============================================
 
 Truncation (fixed batch shapes for XLA): short batches are padded (no privacy
 cost) and batches larger than B are cut to a uniformly random subset of size B.
 Its accountants need the dataset size, so it becomes public information and
-the guarantee is for zero-out adjacency (seed 001 Def. 2.1: one example
+the guarantee is for zero-out adjacency (Ganesh (2025) Def. 2.1: one example
 replaced by one with zero gradient). Truncated accountants exist for
-``Poisson`` (seed 001, ``jaxacct.truncated_poisson_pld``; Monte Carlo by
-seed 000 App. D with b = 1), ``BMinSep`` (seed 000 App. D, Monte Carlo) and
-``CyclicPoisson(partition="equal_split")`` (seed 001 §3 remark, deterministic);
-other schemes refuse the fields.
+``Poisson`` (Ganesh (2025), ``jaxacct.truncated_poisson_pld``; Monte Carlo by
+Dong & Ganesh (2026) App. D with b = 1), ``BMinSep`` (Dong & Ganesh (2026)
+App. D, Monte Carlo) and ``CyclicPoisson(partition="equal_split")`` (Ganesh
+(2025) §3.1, the remark after Theorem 3.1; deterministic); other schemes refuse
+the fields.
 
 Shape-determining fields (``iterations``, ``min_sep``, ``cycle_length``,
 ``warm_start``, ``partition``) are static for ``jax.jit``; ``sampling_prob`` is
@@ -46,6 +46,12 @@ that registration gives the config name (``scheme.type``), the config keys and t
 sensitivity bound (``max_sensitivity_squared``) and the report line (``summary``). Every
 module of this package is imported here, so a new family is its module plus its Monte Carlo
 kernel (``jaxacct/montecarlo/kernels/``); ``families()`` lists them.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3–4 (the schemes), App. D (truncated b-min-sep) (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: Def.
+  2.1, Algorithm 1, §3.1 (docs/references.md).
 """
 
 from __future__ import annotations

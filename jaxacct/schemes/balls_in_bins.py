@@ -1,4 +1,12 @@
-"""Balls-in-bins sampling (seed 002; seed 000 §7 compares it with b-min-sep)."""
+"""Balls-in-bins sampling (Schuchardt & Kalinin (2026); Dong & Ganesh (2026) §7.1 compares it with
+b-min-sep).
+
+References:
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: Definition 2.7 (docs/references.md).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3, §7.1 (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from jaxacct.schemes import _pool, base
 @base.register('balls_in_bins')
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BallsInBins(base.SamplingScheme):
-  """Fixed-bin balls-in-bins (seed 000 §2.3; Choquette-Choo et al. arXiv 2410.06266).
+  """Fixed-bin balls-in-bins (Dong & Ganesh (2026) §3; Choquette-Choo et al. arXiv 2410.06266).
 
   Each example draws one bin j uniformly from {0, …, T−1} **once** and takes part
   in every round i ≡ j (mod T) for the whole run. Not to be confused with

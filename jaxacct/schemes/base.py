@@ -1,5 +1,10 @@
 """The ``SamplingScheme`` interface, the helpers its families share and the family registry
-(``register``: one registration per family; ``jaxacct.schemes`` lists the families)."""
+(``register``: one registration per family; ``jaxacct.schemes`` lists the families).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): Fig. 1, App. B (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -53,7 +58,8 @@ class SamplingScheme(abc.ABC):
 
   @property
   def min_sep_chain(self) -> int | None:
-    """r when one example's participation is the r-min-sep chain of seed 000 Fig. 1, else None.
+    """r when one example's participation is the r-min-sep chain of Dong & Ganesh (2026) Fig. 1,
+    else None.
 
     That is: at most one participation per round, at least r rounds apart, drawn by the
     cold- or warm-start chain with a per-round probability p (Poisson: r = 1). The
@@ -71,8 +77,8 @@ class SamplingScheme(abc.ABC):
     """max over the scheme's participation patterns x of ‖C·x‖² (host; the EVR fallback's Δ²).
 
     Exact for C ≥ 0 with a band no longer than the scheme's separation; for a dense
-    ``LowerTriangular`` the strategy's App. B bound (seed 000). Truncation does not change it
-    (``deterministic.pld.max_sensitivity_squared`` explains why).
+    ``LowerTriangular`` the strategy's App. B bound (Dong & Ganesh (2026)). Truncation does not
+    change it (``deterministic.pld.max_sensitivity_squared`` explains why).
     """
 
   @property

@@ -1,4 +1,9 @@
-"""b-min-sep subsampling (seed 000 §4, Algorithms 1 and 2; App. D with truncation)."""
+"""b-min-sep subsampling (Dong & Ganesh (2026) §4, Algorithms 1 and 2; App. D with truncation).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §4 (Algorithms 1 and 2, Fig. 1), §4.1, App. D (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +21,7 @@ from jaxacct.schemes import _pool, base
 @base.register('bminsep')
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BMinSep(base.SamplingScheme):
-  """b-min-sep subsampling (seed 000 §4, Algorithm 1 cold / Algorithm 2 warm start).
+  """b-min-sep subsampling (Dong & Ganesh (2026) §4, Algorithm 1 cold / Algorithm 2 warm start).
 
   In each round every example that did not participate in the previous
   ``min_sep − 1`` rounds is included independently with probability
@@ -62,7 +67,7 @@ class BMinSep(base.SamplingScheme):
 
   @property
   def expected_participation_rate(self) -> float:
-    """p₀ = p / (1 + (b − 1)p) (seed 000 §4, renewal argument)."""
+    """p₀ = p / (1 + (b − 1)p) (Dong & Ganesh (2026) §4, expected return time of Fig. 1)."""
     p = float(self.sampling_prob)
     return p / (1.0 + (self.min_sep - 1) * p)
 
@@ -102,7 +107,7 @@ class BMinSep(base.SamplingScheme):
                                truncated_batch_size: int | None = None) -> 'BMinSep':
     """The scheme with p = p₀ / (1 − p₀(b − 1)), p₀ = expected_batch_size / dataset_size.
 
-    Feasible only for p₀ ≤ 1/b (seed 000 §4).
+    Feasible only for p₀ ≤ 1/b (Dong & Ganesh (2026) §4.1).
     """
     rate, min_sep = base.rate_within_period(expected_batch_size, dataset_size, min_sep, 'min_sep',
                                         'b-min-sep sampling')

@@ -1,4 +1,11 @@
-"""Cyclic Poisson sampling (seed 000 §7; seed 001 §3 with truncation)."""
+"""Cyclic Poisson sampling (Dong & Ganesh (2026) §3, §7; Ganesh (2025) §3.1 with truncation).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3, §4.1, §7 (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: §3.1
+  (the remark after Theorem 3.1: truncated cyclic Poisson) (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ from jaxacct.schemes import _pool, base
 @base.register('cyclic_poisson')
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CyclicPoisson(base.SamplingScheme):
-  """Cyclic Poisson sampling (seed 000 §2.2, §4.1; Choquette-Choo et al. 2023).
+  """Cyclic Poisson sampling (Dong & Ganesh (2026) §3, §4.1; Choquette-Choo et al., "(Amplified)
+  banded matrix factorization", NeurIPS 2023).
 
   Examples are assigned to one of T = ``cycle_length`` phases and are
   Poisson-sampled with probability p only in the rounds i ≡ phase (mod T).
@@ -62,7 +70,7 @@ class CyclicPoisson(base.SamplingScheme):
       raise InputError(
           "truncated_batch_size needs partition='equal_split' for CyclicPoisson: with random "
           "phases ('independent') the group sizes are random and no truncated accountant is "
-          'valid (seed 001 covers fixed, public group sizes)')
+          'valid (Ganesh (2025) covers fixed, public group sizes)')
 
   def max_sensitivity_squared(self, strategy) -> float:
     # Phase 0 in every one of its rounds (the worst case; C ≥ 0, columns m ≤ T apart).

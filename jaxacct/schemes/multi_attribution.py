@@ -1,4 +1,10 @@
-"""Multi-attribution b-min-sep sampling, user level (seed 000 §6.2, Algorithms 3 and 4)."""
+"""Multi-attribution b-min-sep sampling, user level (Dong & Ganesh (2026) §6, Algorithms 3 and 4).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6.1 (Algorithm 3, simulated warm start), §6.2 (accounted as a cold start),
+  §6.3 (Algorithm 4) (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from jaxacct.schemes import base
 @base.register('multi_attribution')
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class MultiAttributionBMinSep(base.SamplingScheme):
-  """Multi-attribution b-min-sep sampling (seed 000 §6.2, Algorithm 3), user-level.
+  """Multi-attribution b-min-sep sampling (Dong & Ganesh (2026) §6.1, Algorithm 3), user-level.
 
   Every example is attributed to a public set of users. In round i each example
   is put in an interim sample S_i with probability p; the batch is S_i minus
@@ -29,8 +35,8 @@ class MultiAttributionBMinSep(base.SamplingScheme):
   previous b − 1 rounds is positive, else 0, i.e. b-min-sep of the *user* with
   per-round success probability p_u = 1 − (1 − p)^{k_u} and a zero-truncated
   Binomial(k_u, p) multiplicity per participation. It is a cold-start
-  analysis; a warm start by burn-in (§6.4) is a post-processing of it, so the
-  same accounting holds. With k_u = 1 and one user per example it is exactly
+  analysis; a warm start by burn-in (Dong & Ganesh (2026) §6.1) is a post-processing of it
+  (§6.2), so the same accounting holds. With k_u = 1 and one user per example it is exactly
   cold-start ``BMinSep``. The guarantee is user-level: zero-out of all of one
   user's examples.
 
@@ -118,7 +124,8 @@ class MultiAttributionBMinSep(base.SamplingScheme):
 def attribution_rounds(graph, p: float, b: int, n: int, rng: np.random.Generator, exclusion: str,
                        burn_in: int = 0) -> Iterator[np.ndarray]:
   """The batches of Algorithm 3 (``exclusion="sampled"``) or 4 (``"participated"``) on the
-  ``AttributionGraph`` ``graph``, after ``burn_in`` discarded rounds (seed 000 §6.2, §6.4);
+  ``AttributionGraph`` ``graph``, after ``burn_in`` discarded rounds (Dong & Ganesh (2026)
+  §6.1–6.2);
   ``jaxacct.batching.multi_attribution_batches`` checks the arguments."""
   m = graph.num_examples
   indptr, users = graph.indptr, graph.users

@@ -1,4 +1,12 @@
-"""Poisson subsampling (seed 000 §2.4: b-min-sep with b = 1; seed 001 with truncation)."""
+"""Poisson subsampling (b-min-sep with b = 1: Dong & Ganesh (2026) §4; with truncation: Ganesh
+(2025)).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §4 (docs/references.md).
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089
+  (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from jaxacct.schemes import base
 class Poisson(base.SamplingScheme):
   """Poisson subsampling: every example is in every round independently w.p. p.
 
-  The b-min-sep scheme with b = 1 (seed 000 §2.4); with a one-band strategy
+  The b-min-sep scheme with b = 1 (Dong & Ganesh (2026) §4); with a one-band strategy
   ``c_col = [c₀]`` this is DP-SGD.
 
   Attributes:

@@ -5,12 +5,16 @@ each module here implements it and is found by importing this package, so a new 
 its module alone:
 
 - ``banded_toeplitz``: ``BandedToeplitz``, banded Toeplitz C for DP-BandMF (exact losses);
-- ``lower_triangular``: ``LowerTriangular``, any lower-triangular C ≥ 0 (seed 000 App. B
-  r-min-sep loss bounds), with BISR and BandInvMF builders.
+- ``lower_triangular``: ``LowerTriangular``, any lower-triangular C ≥ 0 (Dong & Ganesh
+  (2026) App. B r-min-sep loss bounds), with BISR and BandInvMF builders.
 
 A module lists in ``EXPORTED`` the names ``jaxacct`` exports at the top level; its
 ``@strategy.config_key`` functions become config keys when it is imported here.
 (``jaxacct.matrices`` and ``jaxacct.lower_triangular`` remain as the same module objects.)
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. B (docs/references.md).
 """
 
 from __future__ import annotations

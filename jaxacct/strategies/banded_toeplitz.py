@@ -4,22 +4,22 @@ A BandMF strategy matrix ``C`` (n×n, lower-triangular, entrywise non-negative)
 is described by the non-zero band of its first column, ``c_col``:
 ``C[i + k, i] = c_col[k]`` for ``0 <= k < num_bands`` and ``i + k < n``, and
 ``C[i, j] = 0`` otherwise. Training releases ``G + C⁻¹Z``, which is
-post-processing-equivalent to the matrix mechanism ``CG + Z`` (arXiv
-2602.09338v2 §2.3; spec 000 §1).
+post-processing-equivalent to the matrix mechanism ``CG + Z`` (Dong & Ganesh
+(2026) §2.3–2.4).
 
-Notation (API name ↔ symbol in spec 000 §0 and the papers cited below):
+Notation (API name ↔ symbol in the papers cited below):
 
 ============================  ==========================================
 ``c_col``                     c = (c₀, …, c_{m−1}), the band of column 0
-``num_bands`` / ``bands``     m (spec 000 writes m_c; "b-banded" in papers)
+``num_bands`` / ``bands``     m ("b-banded" in Dong & Ganesh (2026) §2.3)
 ``iterations``                n, the number of rows/columns of C
 ``min_sep``                   b, the min-separation of participations
-``column_squared_norms``      s_i = Σ_{k < min(m, n−i)} c_k²  (spec 000 §4.3)
+``column_squared_norms``      s_i = Σ_{k < min(m, n−i)} c_k²  (Dong & Ganesh (2026) §5)
 ============================  ==========================================
 
 Careful: the number of bands m and the min-sep b are different parameters;
-the sensitivity formula here (and the Monte Carlo dynamic program of spec 000
-§4) needs ``m <= b``.
+the sensitivity formula here (and the Monte Carlo dynamic program, Dong &
+Ganesh (2026) §5, Theorem 5.1) needs ``m <= b``.
 
 Where the code runs: everything numeric is JAX (device) code built from
 ``jnp``/``lax`` so that it can be jitted, differentiated and fed traced
@@ -33,6 +33,14 @@ returns a host ``np.ndarray``.
 Sharp edge: an eager call returns a float64 ``jax.Array`` even when the
 caller runs JAX without x64; convert it with ``np.asarray``/``float`` before
 mixing it with float32 JAX code (JAX would otherwise warn and truncate).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.3 (b-banded Toeplitz C), §2.4, §3, §4.1, §5 (Eq. (1), Theorem 5.1), §7.1
+  (prefix-sum MSE), App. B (docs/references.md).
+  Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
+  Amplification for Matrix Mechanisms", arXiv:2310.15526 (v2; ICLR 2024): MMCC for Poisson sampling
+  with any C (docs/references.md).
 """
 
 from __future__ import annotations
@@ -97,7 +105,11 @@ def _iterations(value: Any) -> int:
 
 
 def _column_squared_norms(c: jax.Array, n: int) -> jax.Array:
-  """s_i = Σ_{k < w_i} c_k² with w_i = min(m, n − i) (spec 000 §4.3)."""
+  """s_i = Σ_{k < w_i} c_k² with w_i = min(m, n − i).
+
+  The last columns of C are truncated at row n (right-zero-padded c_i in Eq. (1) of
+  Dong & Ganesh (2026) §5), so their squared norms decrease towards the end.
+  """
   m = c.shape[0]
   w = np.minimum(m, n - np.arange(n))  # static window lengths, non-increasing in i
   return jnp.cumsum(c * c)[w - 1]
@@ -135,7 +147,7 @@ def _mean_prefix_error(c: jax.Array, n: int) -> jax.Array:
   A and C⁻¹ are lower-triangular Toeplitz, hence so is A C⁻¹; its first
   column is A C⁻¹ e₀ = C⁻¹ A e₀ = C⁻¹ 𝟏 = β (Toeplitz lower-triangular
   matrices commute). Row i is (β_i, β_{i−1}, …, β₀, 0, …), with squared norm
-  cumsum(β²)_i (reference-libraries.md §1.4, "MSE formula").
+  cumsum(β²)_i (the MSE formula of jax_privacy's ``matrix_factorization.toeplitz``).
   """
   beta = toeplitz_solve(c, jnp.ones(n, c.dtype))  # β = C⁻¹𝟏
   return jnp.mean(jnp.cumsum(beta * beta))
@@ -233,7 +245,7 @@ def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) ->
 
   Exact also when len(c) > T (the shifted copies of c then overlap): row r of
   m_j is Σ c_k over k ≤ min(r, m−1) with k ≡ r − j (mod T), read from strided
-  cumulative sums of c (seed 000 §2.3).
+  cumulative sums of c (the balls-in-bins modes of Dong & Ganesh (2026) §3).
   """
   n, cycle = iterations, cycle_length
   m = c_col.shape[0]
@@ -249,7 +261,8 @@ def balls_in_bins_modes(iterations: int, cycle_length: int, c_col: jax.Array) ->
 class BandedView(NamedTuple):
   """Kernel view of a banded Toeplitz C (``strategy.StrategyView``): the traced band.
 
-  Losses computed with it are exact (seed 000 Eq. (1), Thm 5.1; §2.2–2.3).
+  Losses computed with it are exact (Dong & Ganesh (2026) Eq. (1), Thm 5.1; §3 for cyclic
+  Poisson and balls-in-bins).
   """
 
   c_col: jax.Array
@@ -303,7 +316,8 @@ class BandedToeplitz(Strategy):
   Raises:
     ValueError: at construction, if ``c_col`` is not 1-D, is empty, contains
       NaN/inf or negative values, or ``c_col[0] <= 0``. Non-negativity is
-      required by the amplification results (spec 000 §11, pitfall 16).
+      required by the amplification results (Dong & Ganesh (2026) §2.3 assume a
+      non-negative lower-triangular C).
     TypeError: if constructed from a traced value; construct it outside the
       transformation and pass it in as a pytree argument.
 
@@ -316,8 +330,8 @@ class BandedToeplitz(Strategy):
     Choquette-Choo, Ganesh, McKenna, McMahan, Rush, Thakurta, Xu, "(Amplified)
     banded matrix factorization: a unified approach to private training",
     NeurIPS 2023, arXiv 2306.08153 (BandMF with banded C).
-    Dong, Ganesh, "Privacy amplification for BandMF via b-min-sep subsampling",
-    arXiv 2602.09338v2, §2.3 (b-banded Toeplitz definition); spec 000 §0, §4.3.
+    Dong & Ganesh (2026), §2.3 (b-banded Toeplitz definition), §5 (Eq. (1): c_i
+    right-zero-padded in the last columns; Theorem 5.1 needs a b-banded C).
   """
 
   c_col: np.ndarray
@@ -357,8 +371,9 @@ class BandedToeplitz(Strategy):
       lower-precision leaf.
 
     References:
-      Spec 000 §4.3 ("Column-norm pattern") and §11 pitfall 2 (jax_privacy
-      writes the last m − 1 values in reverse order).
+      Dong & Ganesh (2026) §5 (c_i right-zero-padded in the last columns, so
+      the last m − 1 values decrease). jax_privacy writes them in reverse order
+      (a bug found by jaxacct's tests; not in the paper).
     """
     n = _iterations(iterations)
     return _column_squared_norms(_coefficients('c_col', self.c_col), n)
@@ -375,7 +390,8 @@ class BandedToeplitz(Strategy):
       Scalar array. This is the single-participation L2 sensitivity of C.
 
     References:
-      Spec 000 §4.3 (s_0 is the largest truncated squared column norm).
+      Dong & Ganesh (2026) §5 (s_0 = ‖c‖² is the largest truncated squared
+      column norm).
     """
     c = _coefficients('c_col', self.c_col)
     if iterations is not None:
@@ -407,7 +423,8 @@ class BandedToeplitz(Strategy):
   def overlaps_under(self, scheme) -> bool:
     """True when consecutive participations' columns overlap: len(c_col) exceeds the scheme's
     band limit (Poisson with more than one band). Only untruncated Poisson accepts that
-    (``check_scheme``): MMCC accounts it (seed 003); the Monte Carlo recursion does not."""
+    (``check_scheme``): MMCC accounts it (Choquette-Choo et al. (2023)); the Monte Carlo
+    recursion does not."""
     limit = scheme.max_band_length
     return limit is not None and self.num_bands > limit
 
@@ -416,8 +433,9 @@ class BandedToeplitz(Strategy):
     return not self.overlaps_under(scheme)
 
   def check_scheme(self, scheme) -> None:
-    """len(c_col) ≤ the scheme's band limit (seed 000 §4.1: m_c ≤ b), except untruncated
-    Poisson, whose participations are independent (seed 003's MMCC takes any C)."""
+    """len(c_col) ≤ the scheme's band limit (Dong & Ganesh (2026) Theorem 5.1: a b-banded C),
+    except untruncated Poisson, whose participations are independent (the MMCC of
+    Choquette-Choo et al. (2023) takes any C)."""
     if not self.overlaps_under(scheme):
       return
     if scheme.min_sep_chain == 1 and not scheme.truncates:
@@ -456,7 +474,7 @@ class BandedToeplitz(Strategy):
   def prefix_error(self, iterations: int) -> float:
     """(1/n)‖A C⁻¹‖_F²: times σ² it is the mean squared error of the noisy prefix sums.
 
-    Seed 000 §7.1 compares schemes at equal ε by ‖A C⁻¹‖_F²·σ²/n with σ the
+    Dong & Ganesh (2026) §7.1 compares schemes at equal ε by ‖A C⁻¹‖_F²·σ²/n with σ the
     calibrated noise multiplier for this C (not normalised).
     """
     return float(_mean_prefix_error(_coefficients('c_col', self.c_col), _iterations(iterations)))
@@ -508,7 +526,7 @@ def square_root_coefficients(bands: int) -> np.ndarray:
     Fichtenberger, Henzinger, Upadhyay, "Constant matters: fine-grained error
     bound on differentially private continual observation", ICML 2023,
     arXiv 2202.11205 (the explicit factorisation of the counting matrix);
-    reference-libraries.md §1.4.
+    jax_privacy's ``optimal_max_error_strategy_coefs``.
   """
   m = _validate.integer_at_least('bands', bands, 1)
   j = np.arange(1, m, dtype=np.float64)
@@ -546,9 +564,10 @@ def prefix_sum_mse(c_col: Any, iterations: int) -> jax.Array:
   References:
     Denisov, McMahan, Rush, Smith, Thakurta, "Improved differential privacy
     for SGD via optimal private linear operators on adaptive streams",
-    NeurIPS 2022 (prefix-sum MSE); Dong, Ganesh, arXiv 2602.09338v2, §7.1
-    (the displayed MSE equation (1/n)‖AC⁻¹‖_F² σ(C)²); reference-libraries.md
-    §1.4 ("MSE formula"); reference values in reference-values.md §12.
+    NeurIPS 2022 (prefix-sum MSE); Dong & Ganesh (2026), §7.1 (the displayed
+    MSE equation (1/n)‖AC⁻¹‖_F² σ(C)²); jax_privacy's
+    ``matrix_factorization.toeplitz`` (the same formula); values from jax_privacy
+    runs are pinned in ``tests/test_matrices.py``.
   """
   n = _iterations(iterations)
   return _prefix_sum_mse_jit(_coefficients('c_col', c_col), n=n)
@@ -585,7 +604,8 @@ def min_sep_sensitivity_squared(c_col: Any, min_sep: int, iterations: int) -> ja
 
   Raises:
     ValueError: for invalid arguments, or when len(c_col) > min_sep (columns
-      would overlap; use an r-min-sep bound, spec 000 §7, instead).
+      would overlap; use an r-min-sep bound, Dong & Ganesh (2026) App. B,
+      instead).
 
   Example:
     >>> float(min_sep_sensitivity_squared([1.0, 1.0], min_sep=2, iterations=5))
@@ -594,17 +614,19 @@ def min_sep_sensitivity_squared(c_col: Any, min_sep: int, iterations: int) -> ja
   References:
     McKenna, "Scaling up the banded matrix factorization mechanism for large
     scale differentially private ML", ICLR 2025, arXiv 2405.13763, Thm 2
-    (b-min-sep sensitivity of banded C; cited in reference-libraries.md §1.4);
-    Dong, Ganesh, arXiv 2602.09338v2, §4.1 (‖Cx‖² for b-banded C under
-    b-min-sep); spec 000 §0 (m_c <= b), §4.3 (s_i); reference-values.md §12.
+    (b-min-sep sensitivity of banded C; jax_privacy's
+    ``minsep_sensitivity_squared``); Dong & Ganesh (2026), §4.1 (‖Cx‖² for
+    b-banded C under b-min-sep), §5 (Theorem 5.1 needs m <= b; truncated
+    columns s_i); values from jax_privacy runs are pinned in
+    ``tests/test_matrices.py``.
   """
   n = _iterations(iterations)
   b = _validate.integer_at_least('min_sep', min_sep, 1)
   c = _coefficients('c_col', c_col)
   if c.shape[0] > b:
     raise InputError(
-        f'len(c_col) must be <= min_sep (bands may not exceed the min-sep, '
-        f'spec 000 §0), got len(c_col)={c.shape[0]} and min_sep={b}')
+        f'len(c_col) must be <= min_sep (bands may not exceed the min-sep: Dong & Ganesh '
+        f'(2026) Theorem 5.1), got len(c_col)={c.shape[0]} and min_sep={b}')
   return _min_sep_sensitivity_squared(c, b, n)
 
 
@@ -705,8 +727,8 @@ def optimize_banded_toeplitz(
   References:
     Choquette-Choo et al., arXiv 2306.08153 (BandMF, optimising banded C);
     McKenna, arXiv 2405.13763 (banded Toeplitz optimisation at scale);
-    reference-libraries.md §1.4 (jax_privacy ``optimize_banded_toeplitz``);
-    reference-values.md §12 (optimised losses).
+    jax_privacy's ``optimize_banded_toeplitz`` (the same objective; its
+    optimised losses are pinned in ``tests/test_matrices.py``).
   """
   n = _iterations(iterations)
   m = _validate.integer_at_least('bands', bands, 1)
@@ -758,5 +780,5 @@ def _square_root_stand_in(value, *, iterations) -> tuple[BandedToeplitz, str]:
 @config_key('optimized_bands', 'count', options={'normalize': 'boolean'},
             timing_stand_in=_square_root_stand_in)
 def _optimized(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
-  del min_sep  # configs optimise for single participation (seed 000 §7.1's grids)
+  del min_sep  # configs optimise for single participation (cf. Dong & Ganesh (2026) §7.1)
   return _normalized(optimize_banded_toeplitz(iterations, value), normalize)

@@ -1,11 +1,12 @@
-"""Dense lower-triangular non-negative strategies and their r-min-sep loss bounds (seed 000 App. B).
+"""Dense lower-triangular non-negative strategies and their r-min-sep loss bounds.
 
 ``LowerTriangular(C)`` is any n×n lower-triangular, entrywise non-negative C
 with a positive diagonal, e.g. C = H⁻¹ for a banded Toeplitz H (BISR,
 BandInvMF), whose columns are full and decay instead of stopping after a band.
 Used with ``BMinSep(min_sep=r)`` (or ``Poisson``, r = 1) the exact b-min-sep
 recursion does not apply, because the columns of participations r rounds
-apart overlap. App. B brackets the privacy loss instead:
+apart overlap. The privacy loss is bracketed instead (the upper bound is
+Dong & Ganesh (2026) App. B; the lower bound is jaxacct's, not in the paper):
 
 * **upper bound** on ln P/Q (recursion (6), for the ``remove`` direction,
   y ~ P): drop the cross terms 2x_i x_j c_iᵀc_j ≥ 0 from ‖Cx‖²;
@@ -20,6 +21,14 @@ Eq. (1) exactly.
 
 Sharp edge: dense C is O(n²) memory and the kernels cost O(n²) per sample
 (a matrix product), against O(n·m) for banded C.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. B (B.1: recursion (6), Lemma B.1; B.2–B.3), §3, §7.1
+  (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: §5 and Fig. 1 (BISR, BandInvMF), Lemma 2.8
+  (docs/references.md).
 """
 
 from __future__ import annotations
@@ -87,7 +96,7 @@ class LowerTriangular(Strategy):
   """Dense lower-triangular, entrywise non-negative strategy matrix C (n×n).
 
   A JAX pytree whose only leaf is ``entries``. Accounted by the r-min-sep
-  bounds of seed 000 App. B (see the module docstring): the Monte Carlo
+  bounds of Dong & Ganesh (2026) App. B (see the module docstring): the Monte Carlo
   accountant reports upper bounds on ε and δ, never the exact values.
 
   Attributes:
@@ -104,8 +113,7 @@ class LowerTriangular(Strategy):
     [1.25, 1.0]
 
   References:
-    Dong, Ganesh, arXiv 2602.09338v2, App. B (r-min-sep for non-banded C);
-    spec 000 §7.
+    Dong & Ganesh (2026), App. B (r-min-sep for non-banded C).
   """
 
   entries: np.ndarray
@@ -136,7 +144,7 @@ class LowerTriangular(Strategy):
 
   @scoped_x64
   def column_squared_norms(self, iterations: int | None = None) -> jax.Array:
-    """s_i = ‖c_i‖² of the full columns (seed 000 App. B, recursion (6))."""
+    """s_i = ‖c_i‖² of the full columns (Dong & Ganesh (2026) App. B.1, recursion (6))."""
     self._check_iterations(iterations)
     return jnp.sum(jnp.square(jnp.asarray(self.entries)), axis=0)
 
@@ -166,12 +174,14 @@ class LowerTriangular(Strategy):
     fixed-bin balls-in-bins is exact with any C."""
     if scheme.min_sep_chain is None and not isinstance(scheme, schemes.BallsInBins):
       raise InputError(
-          f'a LowerTriangular strategy is accounted by the r-min-sep bounds of seed 000 App. B, '
+          f'a LowerTriangular strategy is accounted by the r-min-sep bounds of Dong & Ganesh '
+          f'(2026) App. B, '
           f'for Poisson or BMinSep(min_sep=r) schemes, or exactly for BallsInBins; got '
           f'{type(scheme).__name__}')
     if scheme.truncates:
-      raise InputError('a LowerTriangular strategy cannot be accounted with truncation (seed 000 '
-                       'App. D assumes banded C); drop truncated_batch_size or use BandedToeplitz')
+      raise InputError('a LowerTriangular strategy cannot be accounted with truncation (Dong & '
+                       'Ganesh (2026) App. D assumes banded C); drop truncated_batch_size or use '
+                       'BandedToeplitz')
     if self.iterations != scheme.iterations:
       raise InputError(f'the LowerTriangular matrix is {self.iterations}×{self.iterations} but '
                        f'the scheme has iterations = {scheme.iterations}; they must be equal')
@@ -195,7 +205,7 @@ class LowerTriangular(Strategy):
     return np.ones(1), band
 
   def prefix_error(self, iterations: int | None = None) -> float:
-    """(1/n)‖A C⁻¹‖_F² (times σ²: the MSE of the noisy prefix sums, seed 000 §7.1)."""
+    """(1/n)‖A C⁻¹‖_F² (times σ²: the MSE of the noisy prefix sums, Dong & Ganesh (2026) §7.1)."""
     self._check_iterations(iterations)
     n = self.iterations
     prefix = np.linalg.solve(self.entries.T, np.tril(np.ones((n, n))).T).T  # A C⁻¹
@@ -354,7 +364,7 @@ class PhaseModes(NamedTuple):
   """Kernel view of a dense C for fixed-bin balls-in-bins (``strategy.StrategyView``; traced).
 
   The output mean is one of the T modes m_j = C·1[i ≡ j (mod T)], so the loss is exact for
-  any C (seed 000 §2.3; seed 002 Lemma 2.8).
+  any C (Dong & Ganesh (2026) §3; Schuchardt & Kalinin (2026) Lemma 2.8).
 
   Attributes:
     entries: C, (n, n).
@@ -429,8 +439,9 @@ def later_cross_term_bounds(entries: Any, min_sep: int) -> np.ndarray:
     float64 array M of shape (n,), M_i = 0 when i + r >= n.
 
   References:
-    Dong, Ganesh, arXiv 2602.09338v2, App. B, Lemma B.1 (the upper bound this
-    complements); spec 000 §7 ("Caution": the add direction needs a lower bound).
+    Dong & Ganesh (2026), App. B, Lemma B.1 (the upper bound this complements;
+    its justification covers the ``remove`` direction only, so ``add`` needs this
+    lower bound, which is not in the paper).
   """
   c = _entries(entries)  # the claim needs C ≥ 0 lower-triangular: checked, O(n²)
   r = _validate.integer_at_least('min_sep', min_sep, 1)
@@ -452,7 +463,7 @@ def sensitivity_bound_squared(entries: Any, min_sep: int) -> float:
   over-estimating the sensitivity is conservative.
 
   References:
-    Dong, Ganesh, arXiv 2602.09338v2, App. B; spec 000 §7.
+    Dong & Ganesh (2026), App. B.
   """
   c = _entries(entries)
   r = _validate.integer_at_least('min_sep', min_sep, 1)
@@ -511,7 +522,7 @@ def banded_inverse_square_root(iterations: int, bands: int) -> LowerTriangular:
   References:
     Kalinin, Lampert, "Back to square roots: an optimal bound on the matrix
     factorization error for multi-epoch differentially private SGD",
-    arXiv 2505.12128 (BISR); seed 002 §1 lists it among the strategies.
+    arXiv 2505.12128 (BISR); Schuchardt & Kalinin (2026) §5 and Fig. 1 use it.
   """
   n = _validate.integer_at_least('iterations', iterations, 1)
   m = _validate.integer_at_least('bands', bands, 1)
@@ -572,7 +583,8 @@ def optimize_banded_inverse(iterations: int, bands: int, *, min_sep: int | None 
 
   References:
     Kalinin, Lampert, arXiv 2505.12128 (banded-inverse factorisations);
-    Dong, Ganesh, arXiv 2602.09338v2, App. B.2–B.3; seed 002 §1 (BandInvMF).
+    Dong & Ganesh (2026), App. B.2–B.3; Schuchardt & Kalinin (2026) §5 and Fig. 1
+    (BandInvMF).
   """
   n = _validate.integer_at_least('iterations', iterations, 1)
   m = _validate.integer_at_least('bands', bands, 1)

@@ -1,4 +1,9 @@
-"""Device helpers shared by several scheme kernels (JAX, un-jitted)."""
+"""Device helpers shared by several scheme kernels (JAX, un-jitted).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §5 (Eq. (1)) (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -80,7 +85,11 @@ def reciprocal(value: jax.Array) -> jax.Array:
 
 def per_round_ratios(d: jax.Array, noise_multiplier: jax.Array, view, direction: str,
                      iterations: int) -> jax.Array:
-  """ℓ_i = (2d_i − s_i)/(2σ²) with the view's charge s for ``direction`` (spec 000 §4.3)."""
+  """ℓ_i = (2d_i − s_i)/(2σ²) with the view's charge s for ``direction``.
+
+  The log of the Gaussian ratio N(c_i, σ²I)/N(0, σ²I) over round i's window in Eq. (1) of
+  Dong & Ganesh (2026) §5 (0-indexed; c_i right-zero-padded in the last rounds).
+  """
   charge = view.charge(direction, iterations).astype(d.dtype)[None, :]
   return (2.0 * d - charge) * inverse_two_variance(noise_multiplier, d.dtype)
 

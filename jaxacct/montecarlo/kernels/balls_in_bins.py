@@ -13,7 +13,10 @@ rounded to float32; the margin (``log_ratio_with_margin``) bounds the phase sums
 exponents and the mixture (``montecarlo/margin.py``).
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.3; Choquette-Choo et al., arXiv 2410.06266.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3 (balls-in-bins: T participation patterns) (docs/references.md).
+  Choquette-Choo et al., "Near exact privacy amplification for matrix mechanisms", arXiv
+  2410.06266.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class NoParams(NamedTuple):
 
 def log_ratio(d: jax.Array, noise_multiplier: jax.Array, cycle: int,
               modes: jax.Array) -> jax.Array:
-  """ln P/Q under fixed-bin balls-in-bins (seed 000 §2.3).
+  """ln P/Q under fixed-bin balls-in-bins (Dong & Ganesh (2026) §3).
 
   L = logsumexp_j (2⟨m_j, y⟩ − ‖m_j‖²)/(2σ²) − log T with ⟨m_j, y⟩ = Σ_{i≡j} d_i,
   exact for any band length (‖m_j‖² includes the cross terms of overlapping
@@ -91,7 +94,7 @@ def params32(mechanism) -> Params32:
 
 def log_ratio_with_margin(d: jax.Array, params: Params32, kappa: jax.Array, cycle: int,
                           product_error: jax.Array) -> tuple[jax.Array, jax.Array]:
-  """32-bit program: (L̂, η) per sample with |L̂ − L| ≤ η (seed 000 §2.3; ``margin.py``).
+  """32-bit program: (L̂, η) per sample with |L̂ − L| ≤ η (Dong & Ganesh (2026) §3; ``margin.py``).
 
   x̂_j = fl(fl(2·Σ̂_{i≡j} d̂_i − N̂_j)·κ̂), L̂ = logsumexp_j x̂_j − ln T̂. With k = ⌈n/T⌉ terms
   per phase sum (slab order: relative rounding γ_k), Δd ≥ |d̂_i − d_i| and D = max|d̂|:

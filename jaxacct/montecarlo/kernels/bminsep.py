@@ -1,8 +1,8 @@
 """Kernel of b-min-sep sampling (``BMinSep``, cold and warm start) and Poisson sampling (b = 1).
 
-Participation: the Markov chain of seed 000 Fig. 1 (Algorithms 1 and 2) as a renewal
-process; loss: the suffix recursion of seed 000 Eq. (1), Theorem 5.1 (cold start) and its
-warm-start corollary, in the linear domain with exact power-of-two rescaling and a
+Participation: the Markov chain of Dong & Ganesh (2026) Fig. 1 (Algorithms 1 and 2) as a
+renewal process (§4.1); loss: the suffix recursion of Eq. (1), Theorem 5.1 (cold start) and its
+warm-start corollary (§5), in the linear domain with exact power-of-two rescaling and a
 per-sample log-space fallback (``log_ratio``; issue 18). With a dense ``LowerTriangular`` C the strategy view
 charges each round the App. B bound for the direction asked (upper for ``remove``, lower
 for ``add``), and the same recursion computes the bound.
@@ -11,8 +11,9 @@ Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` (geometr
 or the per-round Bernoulli trials when b = 1), ``START`` (the warm-start state).
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.4, §4 (Fig. 1, Algorithms 1 and 2),
-  Eq. (1), Theorem 5.1 and its warm-start corollary, App. B; spec 000 §4.3–4.5.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §4 (Fig. 1, Algorithms 1 and 2; the renewal view in §4.1), §5 (Eq. (1),
+  Theorem 5.1 and its warm-start corollary), App. B (docs/references.md).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
                   warm_start: bool) -> jax.Array:
   """Participation under b-min-sep (Alg. 1 cold / Alg. 2 warm), batch-major bool (N, n).
 
-  The Markov chain of seed 000 Fig. 1 as a renewal process (spec 000 §4.5): an
+  The Markov chain of Dong & Ganesh (2026) Fig. 1 as a renewal process (§4.1): an
   available example joins after a Geometric(p) number of rounds (support
   {1, 2, …}) and is then barred for b − 1 rounds, so participation times are
   t₁ = J + G₁ − 1 and t_{k+1} = t_k + (b − 1) + G_{k+1}, with at most
@@ -79,7 +80,7 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
 
 def log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
               warm_start: bool) -> jax.Array:
-  """ln P/Q under b-min-sep by the suffix recursion of seed 000 Eq. (1).
+  """ln P/Q under b-min-sep by the suffix recursion of Dong & Ganesh (2026) Eq. (1).
 
   f_i = (1−p)·f_{i+1} + p·e^{ℓ_i}·f_{i+b}, f_j = 1 for j ≥ n (0-indexed form of
   Eq. (1), L_i = log f_i); cold start (Theorem 5.1): L₀; warm start (corollary
@@ -112,9 +113,9 @@ def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
                         warm_start: bool, chain=None):
   """``log_ratio`` in log space: L_i = logaddexp(log(1−p) + L_{i+1}, log p + ℓ_i + L_{i+b}).
 
-  Seed 000 Eq. (1) with L_j = 0 for j ≥ n. Never over- or underflows, but costs an exp
-  and a log1p per round and sample; ``log_ratio`` uses it only where the linear-domain
-  recursion's range check fails. A reversed-time ``lax.scan`` keeps a circular buffer
+  Eq. (1) of Dong & Ganesh (2026) with L_j = 0 for j ≥ n. Never over- or underflows, but
+  costs an exp and a log1p per round and sample; ``log_ratio`` uses it only where the
+  linear-domain recursion's range check fails. A reversed-time ``lax.scan`` keeps a circular buffer
   of b rows (slot i mod b): slot i mod b holds L_{i+b} until it is overwritten by L_i,
   and its zero initialisation is the boundary condition (also when b > n).
 
@@ -170,7 +171,7 @@ _RANGE_EXPONENT = {'float64': 450, 'float32': 50}
 
 def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
                      warm_start: bool, chain=None) -> tuple[jax.Array, jax.Array]:
-  """Seed 000 Eq. (1) in the linear domain: (ln P/Q, in_range), both (N,).
+  """Dong & Ganesh (2026) Eq. (1) in the linear domain: (ln P/Q, in_range), both (N,).
 
   Rounds are taken in chunks of s ≤ b (reversed time). Inside a chunk every f_{i+b}
   is already known, so g_i = a_i·f_{i+b} with a_i = p·e^{ℓ_i} is elementwise and
@@ -402,7 +403,7 @@ def gap_thresholds(sampling_prob: float, iterations: int,
   #{k : W ≤ T_k} with T_k = ⌊q^k·2⁶⁴ − ½⌋ (non-increasing). Returns the T_k that are ≥ 0 as
   uint32 (hi, lo) rows (2, n + 1) (unused entries 0) and their number. q^k·2⁶⁴ is computed
   with 60 significant digits (``decimal``), so T_k is exact. ``multiplicity`` k_u: the chain
-  of a user with k_u examples, q = (1 − p)^{k_u} (seed 000 Theorem 6.1).
+  of a user with k_u examples, q = (1 − p)^{k_u} (Dong & Ganesh (2026) Theorem 6.1).
   """
   table = np.zeros((2, iterations + 1), np.uint32)
   count = 0

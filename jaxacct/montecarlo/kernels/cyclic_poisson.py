@@ -14,7 +14,12 @@ per round of the phase), ``START`` (the phase, ``independent`` only).
 the margin of ``montecarlo/margin.py`` (proof step 7 per phase, then the phase mixture).
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, §2.2, §4.1; Choquette-Choo et al., NeurIPS 2023.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §3 (cyclic Poisson of Choquette-Choo et al.), §4.1 (the variant with a
+  uniformly random phase) (docs/references.md).
+  Choquette-Choo et al., "(Amplified) banded matrix factorization", NeurIPS 2023.
+  Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: §3.1
+  (truncated cyclic Poisson, the remark after Theorem 3.1) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, cy
 
 def log_ratio(ell: jax.Array, sampling_prob: jax.Array, cycle: int,
               partition: str) -> jax.Array:
-  """ln P/Q under cyclic Poisson (seed 000 §2.2; requires len(c) ≤ T).
+  """ln P/Q under cyclic Poisson (Dong & Ganesh (2026) §3, §4.1; requires len(c) ≤ T).
 
   Per phase s the rounds i ≡ s are independent Poisson trials with disjoint
   output windows, so ln P_s/Q = Σ_{i≡s} log(1 − p + p e^{ℓ_i}).
@@ -133,7 +138,7 @@ class CyclicPoissonKernel(SchemeKernel):
     if scheme.truncates:
       return (f'no Monte Carlo accountant for truncated {type(scheme).__name__}; truncated cyclic '
               'Poisson (equal_split) is accounted deterministically by jaxacct.cyclic_poisson_pld '
-              '(seed 001 reduction)')
+              '(the reduction of Ganesh (2025) §3.1)')
     return None
 
   @classmethod

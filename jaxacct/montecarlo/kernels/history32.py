@@ -1,6 +1,6 @@
-"""The warm-start stationary history of truncated b-min-sep in 32-bit device code (seed 000 App. D).
+"""The warm-start stationary history of truncated b-min-sep in 32-bit device code.
 
-Under warm start (seed 000 Algorithm 2; App. D, spec 000 §5.5) each of the m − 1 other examples
+Under warm start (Dong & Ganesh (2026) Algorithm 2; App. D.1) each of the m − 1 other examples
 is independently in state 0 (available) w.p. 1/(1 + (b − 1)p) and in each barred state
 k ∈ {1, …, b − 1} (it joined in virtual round −k) w.p. π = p/(1 + (b − 1)p); the counts
 (h₁, …, h_{b−1}) are one multinomial draw. ``truncated.stationary_history`` (float64) takes them
@@ -57,9 +57,9 @@ each step costs the expectation of its deviation over the exact law of its count
 replaced by its exact mean (concavity of √c): the rounding part is at most
 Σ_draws min(δ·E[c], δ·√(E[c]/(2q̃(1 − q̃)))), computed exactly on the host (``fractions``) and
 stored rounded up as float32. The total bound is Σ τ over the M draws plus the rounding part.
-At the seed 000 §7.4 shape (p = 1793/14745600, b = 256, m = 14745600) it is 1.3·10⁻¹² per
-sample: τ ≈ 5·10⁻¹⁵ per split (the digit path's, which τ covers whatever the count) times 254,
-and 5·10⁻¹⁴ of rounding.
+At the Dong & Ganesh (2026) §7.4 shape (p = 1793/14745600, b = 256, m = 14745600) it is
+1.3·10⁻¹² per sample: τ ≈ 5·10⁻¹⁵ per split (the digit path's, which τ covers whatever the
+count) times 254, and 5·10⁻¹⁴ of rounding.
 
 Random sub-streams (``conventions.Stream.HISTORY``, then the tags below): the total draw's key
 is fold_in(history key, 0), level ℓ's fold_in(history key, 1 + ℓ); under a draw site key, the
@@ -75,8 +75,9 @@ Where the code runs: ``history_tables32`` and ``history_total_variation`` are ho
 counts) for use inside ``jax.jit`` under ``program32.scope()``.
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, Algorithm 2 and App. D (the stationary history
-  of the other examples); spec 000 §5.5.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): Algorithm 2 and App. D.1 (the stationary history of the other examples)
+  (docs/references.md).
   L. Devroye, *Non-Uniform Random Variate Generation*, Springer (1986): Ch. XI §1 (the
   conditional distribution method; the multinomial by conditional binomials), §III.2, §X.4.
 """
@@ -222,7 +223,7 @@ def history_tables32(sampling_prob, min_sep, dataset_size) -> HistoryTables32:
   return _history_tables(p, b, m)
 
 
-@functools.lru_cache(maxsize=4)  # ~8 s and 23 MiB at the seed 000 §7.4 shape
+@functools.lru_cache(maxsize=4)  # ~8 s and 23 MiB at the Dong & Ganesh (2026) §7.4 shape
 def _history_tables(p: float, b: int, m: int) -> HistoryTables32:
   states, others = b - 1, m - 1
   exact_p = fractions.Fraction(p)
@@ -326,7 +327,7 @@ def _check_structure(tables: HistoryTables32, min_sep) -> tuple[tuple[int, ...],
 
 def stationary_history32(keys: jax.Array, tables: HistoryTables32, min_sep: int) -> jax.Array:
   """Warm-start history of the m − 1 other examples in 32-bit code: int32 (N, b − 1) counts,
-  column k − 1 = state k (seed 000 App. D).
+  column k − 1 = state k (Dong & Ganesh (2026) App. D.1).
 
   The total H ~ Binomial(m − 1, (b − 1)π), then the split tree of the module docstring (exact
   multinomial law, within ``history_total_variation(tables)``). Device code, un-jitted: call

@@ -1,6 +1,6 @@
 """Kernel of multi-attribution b-min-sep sampling (``MultiAttributionBMinSep``), user level.
 
-Theorem 6.1 of seed 000: after contribution bounding a user's participation vector is
+Theorem 6.1 of Dong & Ganesh (2026): after contribution bounding a user's participation vector is
 dominated by x with x_i ~ Binomial(k_u, p) when none of the previous b − 1 rounds is positive,
 else 0. That is cold-start b-min-sep of the *user* with p_u = 1 − (1 − p)^{k_u} and an
 independent zero-truncated Binomial(k_u, p) multiplicity per participation; the loss is Eq. (1)
@@ -16,8 +16,9 @@ threshold; the per-round mixture carries its margin into the b-min-sep recursion
 (``log_ratio_with_margin``).
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, §6.2–6.5 (Algorithms 3 and 4, Theorem 6.1,
-  Conjecture 6.2).
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §6.1 (Algorithm 3), §6.2 (Theorem 6.1 and its recursion), §6.3 (Algorithm
+  4, Conjecture 6.2) (docs/references.md).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def multiplicity_log_weights(sampling_prob: jax.Array, multiplicity: int) -> tup
                                                                                    jax.Array]:
   """(log p_u, log of the zero-truncated Binomial(k_u, p) pmf at j = 1 … k_u), float64.
 
-  p_u = 1 − (1 − p)^{k_u} = Pr[Binomial(k_u, p) ≥ 1] (seed 000 Theorem 6.1).
+  p_u = 1 − (1 − p)^{k_u} = Pr[Binomial(k_u, p) ≥ 1] (Dong & Ganesh (2026) Theorem 6.1).
   """
   k = multiplicity
   log_q = jnp.log1p(-sampling_prob)
@@ -74,7 +75,7 @@ def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, mi
 
 def log_ratio(d: jax.Array, norms: jax.Array, sampling_prob: jax.Array, scale: jax.Array,
               min_sep: int, multiplicity: int) -> jax.Array:
-  """ln P/Q of multi-attribution b-min-sep by Theorem 6.1's recursion (seed 000 §6.3), log space.
+  """ln P/Q of multi-attribution b-min-sep by Theorem 6.1's recursion (§6.2), log space.
 
   f_i = (1 − p)^{k_u} f_{i+1} + Σ_{j=1}^{k_u} Pr[Bin(k_u, p) = j]·N(j c_i)/N(0)·f_{i+b}
   is Eq. (1) with p_u = 1 − (1 − p)^{k_u} in place of p and the per-round
@@ -224,7 +225,8 @@ class MultiAttributionKernel(SchemeKernel):
   def refusal(cls, scheme) -> str | None:
     if scheme.conjectural and not scheme.accept_conjecture_6_2:
       return ("accounting Algorithm 4 (exclusion='participated') by Theorem 6.1's model rests on "
-              'the unproven Conjecture 6.2 of seed 000; pass accept_conjecture_6_2=True to accept '
+              'the unproven Conjecture 6.2 of Dong & Ganesh (2026); pass '
+              'accept_conjecture_6_2=True to accept '
               "it (results are then labelled 'conjectural'), or use Algorithm 3 "
               "(exclusion='sampled')")
     return None

@@ -1,4 +1,4 @@
-"""Kernel of truncated b-min-sep and truncated Poisson sampling (seed 000 App. D).
+"""Kernel of truncated b-min-sep and truncated Poisson sampling (Dong & Ganesh (2026) App. D).
 
 Batches larger than B = ``truncated_batch_size`` are cut to a uniformly random subset of
 size B. The adversary of App. D also sees the other examples' pre-truncation batch sizes r
@@ -17,16 +17,17 @@ for the general sampler's draw of state k, and 0 for the uniforms of its table r
 (``precision="float32"``, section at the end) draws from the same sub-streams with exact
 integer samplers (``binomial32.py``), so its batch sizes have the float64 law but other values.
 
-Cost (issue 18, benchmarks/RESULTS.md): at the seed 000 §7.4 shape the batch sizes are one
-Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that does not
+Cost (issue 18, benchmarks/RESULTS.md): at the Dong & Ganesh (2026) §7.4 shape the batch sizes
+are one Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that does not
 depend on k_i is done for all rounds at once before the scan (table inversions, uniforms);
 the scan drafts each round branch-free and the exact sampler reruns only for a block with
 an unsure draft. Blocks without truncation draw no survival words, and ``add`` blocks
 without truncation form no mean.
 
 References:
-  seed 000: Dong & Ganesh, arXiv 2602.09338v2, App. D (Lemma D.1, Corollary D.2, the P/R and
-  Q/R recursions); spec 000 §5.3–5.5.
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. D (the adversary that sees r; D.1: Lemma D.1, Corollary D.2, the P/R
+  and Q/R recursions and the sampling of (x, r)), §7.4 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -169,9 +170,9 @@ def stationary_history(keys: jax.Array, params: TruncatedParams, min_sep: int) -
 
   Under Algorithm 2 every example is independently in state 0 (available) w.p.
   1/(1 + (b−1)p) and in each barred state k ∈ {1, …, b−1} (it joined in virtual
-  round −k) w.p. p/(1 + (b−1)p); the counts are one multinomial draw, taken
-  as b − 1 conditional binomials (spec 000 §5.5): draw k uses the key fold_in(history
-  key, k), or, with ``params.history_rows``, row k − 1 of those ``InversionRows``
+  round −k) w.p. p/(1 + (b−1)p) (Dong & Ganesh (2026) Algorithm 2); the counts are
+  one multinomial draw, taken as b − 1 conditional binomials: draw k uses the key
+  fold_in(history key, k), or, with ``params.history_rows``, row k − 1 of those ``InversionRows``
   (their uniforms from fold_in(history key, 0); drafted, exact where unsure).
   """
   b = min_sep
@@ -219,12 +220,12 @@ def rest_batch_sizes(keys: jax.Array, params: TruncatedParams, iterations: int, 
 
   r_i ~ Binomial(k_i, p) with k_i = (m − 1) − Σ_{j=i−b+1}^{i−1} r_j: examples
   sampled in the last b − 1 rounds are barred, including those truncated away
-  (seed 000 App. D; spec 000 §5.5). Cold start has no history; warm start
+  (Dong & Ganesh (2026) App. D). Cold start has no history; warm start
   starts from ``stationary_history``. A ``lax.scan`` over rounds keeps the last
   b − 1 counts in a circular buffer (before round i, slot i mod (b − 1) holds
   r_{i−b+1}, the count leaving the window after round i; it is carried
-  alongside). With a one-row table (``InversionRows``; small p, large m: seed 000
-  §7.4) the table inversion does not depend on the pool size, so it is done for all
+  alongside). With a one-row table (``InversionRows``; small p, large m: Dong & Ganesh
+  (2026) §7.4) the table inversion does not depend on the pool size, so it is done for all
   rounds before the scan, and the scan first drafts every round without branches
   (``binomial.row_draft``); only a block with an unsure draft (a pool outside the
   table's window or a remainder of ≥ 12, ~10⁻³ of blocks there) runs the exact
@@ -305,7 +306,7 @@ def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: Tr
   it survives w.p. t_i = B/(r_i + 1); then x^P = 2 and x^Q = −1. Without
   truncation x^P = 1, x^Q = 0; otherwise both are 0. The survival words are drawn only
   for a block in which the example takes part in some truncated round (they decide
-  nothing elsewhere; at seed 000 §7.4 almost no block has one).
+  nothing elsewhere; at Dong & Ganesh (2026) §7.4 almost no block has one).
   """
   n = x.shape[1]
   bound = params.truncated_batch_size
@@ -325,10 +326,10 @@ def truncated_weights(x: jax.Array, rest: jax.Array, keys: jax.Array, params: Tr
 
 def log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array, params: TruncatedParams,
               noise_multiplier: jax.Array, min_sep: int, warm_start: bool) -> jax.Array:
-  """ln P(y)/Q(y) of truncated b-min-sep given the other examples' batch sizes r (seed 000 App. D).
+  """ln P(y)/Q(y) of truncated b-min-sep given the other examples' batch sizes r.
 
   The pair of Corollary D.2 is compared through the reference R = N(0, σ²I)
-  (§D, spec 000 §5.3–5.4): with ℓ_i(μ) = (2μ d_i − μ² s_i)/(2σ²) and
+  (Dong & Ganesh (2026) App. D.1, in log space): with ℓ_i(μ) = (2μ d_i − μ² s_i)/(2σ²) and
   t_i = B/(r_i + 1),
 
     a^P_i = ℓ_i(1) if r_i < B else logaddexp(log t_i + ℓ_i(2), log(1 − t_i)),
@@ -357,8 +358,8 @@ def log_ratio(d: jax.Array, norms: jax.Array, rest: jax.Array, params: Truncated
     return bminsep.log_ratio(ell, params.sampling_prob, min_sep, warm_start)
 
   # Without a truncated round, a^Q ≡ 0 gives Q/R = 1 exactly and a^P = ℓ(1): the untruncated
-  # recursion. Realistic truncation is rare (~10⁻⁹ per round at seed 000 §7.4), so a block
-  # almost never pays for the mixture terms below (their transcendentals on every entry).
+  # recursion. Realistic truncation is rare (~10⁻⁹ per round at Dong & Ganesh (2026) §7.4), so
+  # a block almost never pays for the mixture terms below (their transcendentals on every entry).
   return lax.cond(jnp.any(truncation), lambda: _mixture_log_ratio(
       d, norms, rest, truncation, params, noise_multiplier, min_sep, warm_start), untruncated)
 
