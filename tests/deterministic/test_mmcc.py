@@ -330,3 +330,31 @@ def test_bad_options_are_named():
   with pytest.raises(ValueError, match='only untruncated Poisson'):
     jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=6, min_sep=2),
                             jaxacct.BandedToeplitz([1.0, 0.5, 0.2]), 1.0)
+
+
+@pytest.mark.slow
+def test_cli_estimate_of_the_mmcc_config_in_a_reduced_form(tmp_path, capsys):
+  # configs/poisson_bandmf_mmcc.yaml at n = 16, 3 bands: 'auto' takes MMCC, the report curve is
+  # built in bulk (proven ε(δ) points, both directions) and the table's δ(ε) are the library's.
+  import json
+  import pathlib
+  from jaxacct import cli
+  from jaxacct.strategies import banded_toeplitz
+  config = pathlib.Path(__file__).parents[2] / 'configs' / 'poisson_bandmf_mmcc.yaml'
+  small = ['--json', '--out', str(tmp_path), '--set', 'scheme.iterations=16', '--set',
+           'strategy.square_root_bands=3', '--set', 'noise_multiplier=1.5', '--set',
+           'monte_carlo.epsilons=[2.0, 4.0]']
+  assert cli.main(['estimate', str(config)] + small) == 0
+  estimate = json.loads(capsys.readouterr().out)
+  assert estimate['accountant'] == 'mmcc'
+  curve = estimate['curve']
+  assert len(curve['epsilons']) >= 5
+  assert np.all(np.diff(curve['epsilons']) > 0) and np.all(np.diff(curve['delta']) < 0)
+  mechanism = jaxacct.MatrixMechanism(
+      jaxacct.Poisson(sampling_prob=0.015625, iterations=16),
+      jaxacct.BandedToeplitz(banded_toeplitz.square_root_coefficients(3)), 1.5)
+  assert estimate['epsilons'] == [2.0, 4.0]
+  assert estimate['delta_of_epsilon'] == [
+      jaxacct.delta_for_epsilon(mechanism, e, accountant='mmcc') for e in (2.0, 4.0)]
+  assert 1e-6 < estimate['delta_of_epsilon'][1] < estimate['delta_of_epsilon'][0] < 0.5
+  assert (tmp_path / 'delta.png').is_file()
