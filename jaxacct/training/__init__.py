@@ -1,6 +1,7 @@
 """Flax/optax DP-BandMF training on the batches and σ the accountant analysed.
 
-``noise`` streams the correlated noise C⁻¹Z, ``step`` is the jitted
+``noise`` streams the correlated noise C⁻¹Z (``noise_transformation``: the same noise as an
+optax ``GradientTransformation`` for a user's own Flax/optax loop), ``step`` is the jitted
 clip–sum–noise–update step, ``loop.train`` runs it over a
 ``jaxacct.batching.batches`` iterator for a calibrated ``MatrixMechanism`` and
 returns the trained state with the guarantee, and ``task`` is the plug-in point of a dataset
@@ -13,6 +14,10 @@ from __future__ import annotations
 
 from jaxacct.training.loop import TrainResult as TrainResult
 from jaxacct.training.loop import train as train
+from jaxacct.training.noise import NoiseCoefficients as NoiseCoefficients
+from jaxacct.training.noise import NoiseState as NoiseState
+from jaxacct.training.noise import NoiseTransformationState as NoiseTransformationState
+from jaxacct.training.noise import noise_transformation as noise_transformation
 from jaxacct.training.step import TrainState as TrainState
 from jaxacct.training.step import clipped_gradient_sum as clipped_gradient_sum
 from jaxacct.training.step import train_step as train_step
@@ -20,8 +25,9 @@ from jaxacct.training.task import TrainingTask as TrainingTask
 from jaxacct.training.task import load_task as load_task
 from jaxacct.training.task import train_task as train_task
 
-__all__ = ['TrainResult', 'TrainState', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
-           'train', 'train_step', 'train_task']
+__all__ = ['NoiseCoefficients', 'NoiseState', 'NoiseTransformationState', 'TrainResult',
+           'TrainState', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
+           'noise_transformation', 'train', 'train_step', 'train_task']
 
 
 def __getattr__(name: str):

@@ -1,4 +1,9 @@
-"""The DP-BandMF training loop on the batches the accountant analysed (host orchestration)."""
+"""The DP-BandMF training loop on the batches the accountant analysed (host orchestration).
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
+"""
 
 from __future__ import annotations
 
@@ -44,7 +49,7 @@ class TrainResult:
   tracking: tracking_lib.Tracking | None = None
 
   def individual_epsilons(self) -> np.ndarray:
-    """Every tracked example's ε(δ) so far (``Tracking.epsilons``; seed 004)."""
+    """Every tracked example's ε(δ) so far (``Tracking.epsilons``; Koskela et al. (2022))."""
     if self.tracking is None:
       raise InputError('this run had no individual accountant (train(..., individual=...))')
     return self.tracking.epsilons(self.state.individual)
@@ -131,7 +136,9 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
 
   Every step gathers the batch (fixed shape, mask), clips per example to
   ``clip_norm``, adds σ·clip_norm·(C⁻¹Z)_t and divides by the public expected
-  batch size p₀·m; see ``jaxacct.training.step``.
+  batch size p₀·m; see ``jaxacct.training.step``. The noise is
+  ``noise_transformation(mechanism, key=key, clip_norm=clip_norm, normalizer=p₀·m)``'s, bit
+  for bit: a user's own optax loop chaining that transformation privatises the same way.
 
   Args:
     loss_fn: ``loss_fn(params, x, y)`` → per-example real scalar (one example,
@@ -156,10 +163,11 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
       is drawn from the same key on every device, so it is identical). The sum
       order differs between device counts, so results agree to float rounding,
       not bitwise.
-    individual: an ``jaxacct.individual.IndividualAccountant`` (seed 004): records every
-      example's clipped-norm ratios (full batch: from the step's own gradients, optionally
-      running the individual GDP filter; Poisson p < 1: a norm pass over the tracked
-      examples every step) in ``state.individual``, which resumes bitwise with the state.
+    individual: an ``jaxacct.individual.IndividualAccountant`` (Koskela et al. (2022)):
+      records every example's clipped-norm ratios (full batch: from the step's own gradients,
+      optionally running the individual GDP filter; Poisson p < 1: a norm pass over the
+      tracked examples every step) in ``state.individual``, which resumes bitwise with the
+      state.
       DP-SGD / DP-GD only (one-band C, untruncated Poisson).
 
   Returns:
@@ -179,7 +187,10 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   if normalizer < 1.0:
     raise InputError(f'the expected batch size p₀·m = {normalizer:.4g} is below one example: the '
                      'dataset is smaller than the scheme expects')
-  c_col, inverse_band = (jnp.asarray(band, jnp.float32) for band in noise_bands(mechanism.matrix))
+  # Host float64, made float64 under x64 and float32 otherwise, then cast to each parameter's
+  # dtype, as noise_transformation's init does: float64 parameters get the accounted C and σκ.
+  c_col, inverse_band = (jnp.asarray(np.asarray(band, np.float64))
+                         for band in noise_bands(mechanism.matrix))
   band_lengths = (int(c_col.shape[0]), int(inverse_band.shape[0]))
   tracking = None if individual is None else tracking_lib.bind(individual, mechanism, m)
   if tracking is not None:
@@ -190,10 +201,10 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
   _check_resumed(state, band_lengths, mechanism.iterations, tracking)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
   traced = dict(training_key=training_key, c_col=c_col, inverse_band=inverse_band,
-                noise_scale=jnp.asarray(mechanism.noise_multiplier * clip_norm if noise else 0.0,
-                                        jnp.float32),
+                noise_scale=jnp.asarray(np.float64(mechanism.noise_multiplier * clip_norm
+                                                   if noise else 0.0)),
                 clip_norm=jnp.asarray(clip_norm, jnp.float32),
-                normalizer=jnp.asarray(normalizer, jnp.float32))
+                normalizer=jnp.asarray(np.float64(normalizer)))
   if tracking is not None:
     traced.update(tracking.traced())
     if not tracking.full_batch:  # the tracked examples' norm pass (replicated over devices)

@@ -11,6 +11,12 @@ expected batch size): dividing by the realised batch size would leak it.
 Padded slots are multiplied by exactly zero. With C = I (one band) this is
 DP-SGD. C is banded Toeplitz (BandMF) or has a banded Toeplitz inverse (BISR,
 BandInvMF).
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2 (DP-BandMF; the clipped sums: §2.2–2.3) (docs/references.md).
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -81,7 +87,8 @@ def clipped_gradient_sum(loss_fn: Callable, params: Any, inputs: Any, labels: An
 
   References:
     Abadi et al., "Deep learning with differential privacy", CCS 2016, Alg. 1
-    (per-example clipping); seed 000 §2 (DP-BandMF uses the same clipped sums).
+    (per-example clipping); Dong & Ganesh (2026) §2.2–2.3 (DP-BandMF uses the same clipped
+    sums).
   """
   grads, norms = per_example_gradients(loss_fn, params, inputs, labels)
   return masked_clipped_sum(grads, norms, mask, clip_norm)
@@ -107,13 +114,16 @@ def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
   """One DP-BandMF step (module docstring); ``noise_scale`` = σ·κ (0 turns noise off).
 
   ``c_col`` / ``inverse_band``: the band of C (with ``inverse_band = (1,)``) or of
-  C⁻¹ (with ``c_col = (1,)``); see ``noise.correlated_noise``.
+  C⁻¹ (with ``c_col = (1,)``); see ``noise.correlated_noise``. The clipped sum is privatised
+  and divided by ``normalizer`` by ``noise.privatize``, the update of
+  ``noise.noise_transformation``, so a user's own optax loop adds the same noise.
 
-  Individual accounting (``tracking``, seed 004; ``jaxacct.individual.tracking``): full batch
-  charges every example its clipped-norm ratio from this step's own per-example gradients
-  (``indices`` = the slots' dataset ids) and, with a filter, masks the dropped ones out of the
-  sum before the noise; under Poisson p < 1 a separate norm pass over the ``tracked``
-  (inputs, labels) at the same parameters counts every tracked example's ratio bucket.
+  Individual accounting (``tracking``, Koskela et al. (2022); ``jaxacct.individual.tracking``):
+  full batch charges every example its clipped-norm ratio from this step's own per-example
+  gradients (``indices`` = the slots' dataset ids) and, with a filter, masks the dropped ones
+  out of the sum before the noise; under Poisson p < 1 a separate norm pass over the
+  ``tracked`` (inputs, labels) at the same parameters counts every tracked example's ratio
+  bucket.
 
   Floats and the band are traced: a new σ, κ or band of the same length does
   not recompile. The noise of step t depends only on (training_key, t) and the
@@ -135,10 +145,13 @@ def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
     individual = tracking_lib.bucket_update(
         individual, tracking_lib.clipped_ratios(tracked_norms, clip_norm), ratio_grid)
   total = masked_clipped_sum(grads, norms, mask, clip_norm)
-  z = noise_lib.standard_normal_like(noise_lib.step_key(training_key, state.step), state.params)
-  w, noise_state = noise_lib.correlated_noise(c_col, inverse_band, state.noise, z)
-  grad = jax.tree_util.tree_map(
-      lambda g, n: (g + noise_scale.astype(g.dtype) * n) / normalizer.astype(g.dtype), total, w)
+  # The update of jaxacct.training.noise_transformation on the traced bands and scales (a new
+  # σ or band does not recompile); TrainState keeps the step and history, not the key.
+  grad, noise_state = noise_lib.privatize(
+      total, noise_lib.NoiseTransformationState(
+          state.step, state.noise, jax.random.key_data(training_key),
+          noise_lib.NoiseCoefficients(c_col, inverse_band, noise_scale, normalizer)),
+      key_impl=jax.random.key_impl(training_key))
   updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
-  return TrainState(optax.apply_updates(state.params, updates), opt_state, noise_state,
-                    state.step + 1, individual)
+  return TrainState(optax.apply_updates(state.params, updates), opt_state, noise_state.noise,
+                    noise_state.step, individual)

@@ -7,6 +7,10 @@ importable module, or a ``.py`` file relative to the config), with keyword argum
 ``training.task_options``; the factory returns a ``TrainingTask``. The digits example
 (``examples/digits.py``: an MLP on scikit-learn's digits) is one such task, and the default of
 the legacy ``training.dataset: digits``.
+
+References:
+  Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
+  Differential Privacy", arXiv:2209.15596 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -92,9 +96,9 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
   makes the run reproducible, and anyone who knows it can regenerate the noise: use it for
   experiments, never for a released model.
 
-  ``individual``: a ``jaxacct.individual.IndividualAccountant`` (seed 004) recorded during
-  training; its ``tracking.summary`` is returned under ``"individual"``. ``progress(step,
-  steps, "training")`` is called after every step.
+  ``individual``: a ``jaxacct.individual.IndividualAccountant`` (Koskela et al. (2022))
+  recorded during training; its ``tracking.summary`` is returned under ``"individual"``.
+  ``progress(step, steps, "training")`` is called after every step.
 
   Returns:
     dict with ``accuracy`` (test ``evaluate``), ``train_accuracy``, ``epsilon``, ``delta``,
