@@ -1,0 +1,64 @@
+"""Capacity plan accuracy: the plan's projected wall time beside the measured one (issue 31).
+
+For each config, ``jaxacct calibrate CONFIG --json`` runs in a fresh process; the CLI prints the
+capacity plan (``montecarlo/plan.py``) before the calibration and records ``plan_check`` in its
+JSON: the plan's projection of the rest of the run after the plan (the sweeps, the verification,
+the report curve and the figures: the compiles and the initial σ are done by the plan, which the
+run then reuses) and the measured seconds of that rest. Printed side by side with their ratio,
+the plan's own seconds, the whole process's seconds and the machine's load average (other work
+on the machine moves both figures, not always alike).
+
+Goal (issue 31): measured / projected within [1/1.3, 1.3].
+
+Run from the repository root: ``python benchmarks/plan_accuracy.py [CONFIG ...] [--set K=V]``
+(default configs: quickstart, truncated_bminsep_small, multi_attribution).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_CONFIGS = ('quickstart', 'truncated_bminsep_small', 'multi_attribution')
+
+
+def run(config: str, overrides: list[str]) -> dict:
+  """One ``jaxacct calibrate`` in a fresh process: its JSON payload and wall seconds."""
+  with tempfile.TemporaryDirectory() as folder:
+    command = [sys.executable, '-m', 'jaxacct', 'calibrate', str(ROOT / 'configs' /
+                                                                 f'{config}.yaml'),
+               '--json', '--out', folder, '--force']
+    for override in overrides:
+      command += ['--set', override]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    seconds = time.perf_counter() - start
+  if done.returncode != 0:
+    raise RuntimeError(f'{config}: exit {done.returncode}\n{done.stderr[-2000:]}')
+  return {**json.loads(done.stdout), 'process_seconds': seconds}
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument('configs', nargs='*', default=list(DEFAULT_CONFIGS))
+  parser.add_argument('--set', action='append', default=[], metavar='KEY=VALUE')
+  args = parser.parse_args()
+  print(f'{"config":28s} {"projected s":>11s} {"measured s":>10s} {"ratio":>6s} '
+        f'{"process s":>9s} {"load":>5s}')
+  for config in args.configs:
+    payload = run(config, args.set)
+    check = payload['plan_check']
+    projected, measured = check['projected_seconds'], check['measured_seconds']
+    print(f'{config:28s} {projected:11.1f} {measured:10.1f} {measured / projected:6.2f} '
+          f'{payload["process_seconds"]:9.1f} {os.getloadavg()[0]:5.1f}', flush=True)
+
+
+if __name__ == '__main__':
+  main()
