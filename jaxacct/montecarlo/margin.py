@@ -58,23 +58,36 @@ float32 ``ndtri`` as stated in ``noise.py``.
    products far less); over ⌈n/s⌉ + 1 levels ρ = (1 + γ_{s+3} + u)^{⌈n/s⌉+1}
    (1 + n·2⁻²⁶) − 1 and |Δ ln f| ≤ −ln(1 − ρ) (``linear_recursion_error``). The final
    logarithms, the exponent's E·ln 2, the warm-start combination and its normaliser cost
-   ≤ 32u(|L̂| + ln 2b + 4) + γ_{b+2} (``final_log_error``). A sample outside the linear
+   ≤ 32u(|L̂| + ln 2b + 4) + γ_{b+2} + (LOG_ULPS + 2)·u·1.01(max_j |log Ŝ_j| + 2⁻¹⁶)
+   (``final_log_error``): the last term is the log's relative error and E·ln 2's two
+   roundings in terms of the computed sums Ŝ_j themselves, which can be ≈ 2⁻¹⁰⁰ inside the
+   range check (p ≳ 0.85), so it is not implied by |L̂|. A sample outside the linear
    range is recomputed in log space, where each of the n steps adds ≤ u(4(|log q| + |log p|
    + Λ + 2M) + 8) with M = max_i |L_i| (logaddexp is 1-Lipschitz, so earlier errors do not
    grow) (``log_space_recursion_error``).
 7. Poisson (b = 1): L = Σ_i g(v_i), g(v) = logaddexp(log q, v), g′ = π ∈ (0, 1) increasing
-   with π(v + θ) ≤ e^{|θ|}π(v): |Σ g(v̂_i) − Σ g(v_i)| ≤ Σ_i e^{δ_i}δ_i·π̂_i, with δ_i the
+   with π(v + θ) ≤ e^{|θ|}π(v): |Σ g(v̂_i) − Σ g(v_i)| ≤ Σ_i e^{δ_i}δ_i·P_i, with δ_i the
    bound of step 5 for round i (Poisson has one band, so steps 3–5 hold per round with
-   |ŷ_i|, |ẑ_i|, |d̂_i| in place of the maxima) (π̂_i = e^{v̂_i − ĝ_i}
-   evaluated in float32, inflated by 2⁻¹⁶), plus LOGADDEXP_ULPS·u·Σ(|ĝ_i| + 2π̂_i)
-   + 1.01u·Σ|Δ̂_i|π̂_i for the logaddexps and γ_{⌈log₂ n⌉}·Σ|ĝ_i| for the binary-tree sum (``_common.tree_sum``); the
-   float32 sums Σπ̂ and Σ|ĝ| are inflated by 1 + γ_n (``poisson_error``).
+   |ŷ_i|, |ẑ_i|, |d̂_i| in place of the maxima; δ_i holds for every rounding of v̂_i, FMA or
+   not) and v̂_i the copy ĝ_i = logaddexp(log q̂, v̂_i) is computed from. P_i ≥ π(v̂_i) is
+   derived from the float32 π̂_i = e^{fl(v̂′_i − ĝ_i)}, whose v̂′_i may be a differently rounded
+   copy (XLA recomputes v per fusion and contracts t·κ̂ + log p̂ in some): P_i =
+   π̂_i(1 + max(2⁻¹⁶, 1.01ρ_i)) with ρ_i = 1.01u(3Λ_i + 2|log p| + LOGADDEXP_ULPS(|ĝ_i| + 1)
+   + 2|Δ̂_i| + 1 + EXP_ULPS) ≥ ln(π(v̂_i)/π̂_i) (the copies' mismatch, ĝ's error, the
+   subtraction, the exp; ``posterior_bound``). Plus 1.01·LOGADDEXP_ULPS·u·Σ(|ĝ_i| + 2P_i)
+   + 1.01u·Σ(|Δ̂_i| + ρ_i)P_i for the logaddexps (|Δ| of the copy v̂_i within ρ_i of |Δ̂_i|),
+   1.01u·Σ(|ĝ_i| + P_i) for log q̂ (∂g/∂log q = 1 − π and (1 − π)|log q| ≤ |g| + π), and
+   γ_{⌈log₂ n⌉ + 1}·Σ|ĝ_i| for the binary-tree sum (``_common.tree_sum``); the
+   float32 sums ΣP and Σ|ĝ| are inflated by 1 + γ_n (``poisson_error``).
 8. Sum: η = (6 or 7) + final_log_error, computed in float32 and inflated by 2⁻¹⁹ relative
    plus 2⁻²¹(|L̂| + |ε| + 1) for the roundings of the hockey-stick argument itself
    (``hockey_stick_sums32``).
 9. Mixtures (the other families; each kernel's ``log_ratio_with_margin`` states its steps).
    A float32 logsumexp of T terms is 1-Lipschitz in the max norm of its inputs and adds its
-   own rounding (``log_sum_exp_error``; with − ln T, ``phase_mixture_error``).
+   own rounding (``log_sum_exp_error``; with − ln T, ``phase_mixture_error``). Under FMA
+   contraction its exponents are fl(x′_j − M̂) with x′_j the exact product or another copy of
+   the input than the one the max M̂ saw: t_j ≤ τ (the copies' spread) and S ≥ e^{−τ}
+   instead of t ≤ 0, S ≥ 1; the bound carries e^τ explicitly.
    Cyclic Poisson: step 7 per phase (slab sums of ⌈n/T⌉ terms, γ_{⌈n/T⌉}), then phase 0
    (``equal_split``) or the phase mixture (``independent``). Balls-in-bins: the mean is a mode
    m_j (host float64 rounded, within u(1 + 2⁻²⁰)|m|: steps 2–4 with c_max ≥ max m), the phase
@@ -208,11 +221,24 @@ def linear_recursion_error(iterations: int, chunk: int) -> float:
   return float(-math.log(2.0 - growth) * (1.0 + 2.0**-40))  # −ln(1 − ρ), ρ = growth − 1
 
 
-def final_log_error(losses: jax.Array, min_sep: int) -> jax.Array:
-  """Device: the final logarithms and combinations (proof step 6), per sample."""
+def final_log_error(losses: jax.Array, min_sep: int,
+                    log_sums: jax.Array | None = None) -> jax.Array:
+  """Device: the final logarithms and combinations (proof step 6), per sample.
+
+  ``log_sums`` ≥ max_j |log Ŝ_j| over the computed logarithms of the linear recursion's sums
+  (``bminsep.linear_log_ratio(..., log_sums=True)``; 0 where the sample was recomputed in log
+  space): the log's relative error LOG_ULPS·u·|ln Ŝ| and the two roundings of E·ln 2
+  (ln 2 to float32 and the product, ≤ 2u(|L̂_j| + |ln Ŝ_j|)) are then charged for any Ŝ,
+  also Ŝ ≪ 1 (p ≳ 0.85), as (LOG_ULPS + 2)·u·1.01(|log Ŝ| + 2⁻¹⁶); the 2⁻¹⁶ covers the
+  log's absolute error near Ŝ = 1 (LOG_ULPS·u) and a differently ordered copy of the sum
+  (γ_{s+1}, s ≤ 32 rows).
+  """
   u = UNIT_ROUNDOFF
-  return (32.0 * u * (jnp.abs(losses) + float(math.log(2.0 * min_sep) + 4.0))
-          + float(gamma(min_sep + 2)))
+  error = (32.0 * u * (jnp.abs(losses) + float(math.log(2.0 * min_sep) + 4.0))
+           + float(gamma(min_sep + 2)))
+  if log_sums is None:
+    return error
+  return error + (LOG_ULPS + 2.0) * u * 1.01 * (log_sums + 2.0**-16)
 
 
 def one_sigma_product_error(y_max: jax.Array, sigma: jax.Array, constants) -> jax.Array:
@@ -269,13 +295,16 @@ def log_space_recursion_error(iterations: int, ratio_max: jax.Array, loss_magnit
                                   + 2.0 * loss_magnitude) + 8.0)
 
 
-def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, gaps: jax.Array,
+def poisson_error(delta: jax.Array, ratio_max: jax.Array, log_p: jax.Array,
+                  posterior: jax.Array, terms: jax.Array, gaps: jax.Array,
                   sums=None, terms_per_sum: int | None = None,
                   summation_gamma: float | None = None) -> jax.Array:
-  """Device: proof step 7, per sum: Σ_i e^{δ_i}δ_i·π̂_i + the logaddexps + the sum's rounding.
+  """Device: proof step 7, per sum: Σ_i e^{δ_i}δ_i·P_i + the logaddexps + log q̂ + the sum's
+  rounding, with P_i ≥ π(v̂_i) derived from π̂_i (``posterior_bound``).
 
-  ``delta`` (N, n) or (N, 1), ``posterior`` π̂, ``terms`` ĝ and ``gaps`` |Δ̂| (N, n)
-  (``kernels/bminsep.poisson_terms32``). By default the loss is
+  ``delta`` (N, n) or (N, 1) is step 5's δ, ``ratio_max`` its Λ ≥ |ℓ̂| (same shapes),
+  ``log_p`` = |log p| (``MarginConstants.log_p``); ``posterior`` π̂, ``terms`` ĝ and
+  ``gaps`` |Δ̂| (N, n) (``kernels/bminsep.poisson_terms32``). By default the loss is
   the binary-tree sum of all n terms (``_common.tree_sum``); ``sums`` maps (N, n) to (N, G)
   sums of ``terms_per_sum`` terms each computed with relative error ≤ ``summation_gamma``
   (cyclic Poisson: one sum per phase). The float32 sums of the bound are inflated by
@@ -283,41 +312,93 @@ def poisson_error(delta: jax.Array, posterior: jax.Array, terms: jax.Array, gaps
   """
   u = UNIT_ROUNDOFF
   n = terms.shape[1]
-  # A posterior that underflows in float32 is read as 2⁻¹²⁶ ≥ its value: e^δ·δ·π̂ stays an
-  # upper bound, and an overflowing e^δ gives η = inf, never inf·0 = NaN.
-  posterior = jnp.maximum(posterior, jnp.float32(2.0**-126))
+  bound, mismatch = posterior_bound(ratio_max, log_p, posterior, terms, gaps)
   if sums is None:
     sums, terms_per_sum = (lambda v: jnp.sum(v, axis=1)), n
     summation_gamma = gamma(tree_depth(n))
   inflate = 1.0 + float(gamma(terms_per_sum))
-  perturbation = sums(jnp.exp(delta) * delta * posterior) * (1.0 + 2.0**-16)
+  perturbation = sums(jnp.exp(delta) * delta * bound)
   magnitude = sums(jnp.abs(terms))
-  weight = sums(posterior)
-  difference = sums(gaps * posterior) * (1.0 + 2.0**-16)  # |Δ̂ − Δ| ≤ u|Δ̂|: second order
-  return inflate * (perturbation + LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
-                    + 1.01 * u * difference + float(summation_gamma) * magnitude)
+  weight = sums(bound)
+  # u|Δ_a|π for the logaddexp's internal difference: |Δ_a| ≤ |Δ̂| + the copies' mismatch.
+  difference = sums((gaps + mismatch) * bound)
+  return inflate * (perturbation + 1.01 * LOGADDEXP_ULPS * u * (magnitude + 2.0 * weight)
+                    + 1.01 * u * (magnitude + weight) + 1.01 * u * difference
+                    + float(summation_gamma) * magnitude)
 
 
-def log_sum_exp_error(count: int, magnitude: jax.Array) -> jax.Array:
-  """Device: rounding of a float32 ``jax.nn.logsumexp`` of ``count`` terms (its inputs exact).
+def posterior_bound(ratio_max: jax.Array, log_p: jax.Array, posterior: jax.Array,
+                    terms: jax.Array, gaps: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Device: (P_i ≥ π(v̂_i), ρ_i) per round (proof step 7), from π̂ = e^{fl(v̂′ − ĝ)}.
 
-  logsumexp(x) = M + log S, M = max x, S = Σ e^{x_j − M} ∈ [1, count]: the subtractions and
-  exps perturb each term by ≤ u(EXP_ULPS + |t|)(1.01), t = x_j − M ≤ 0, and |t|e^t ≤ 1/e,
-  so S moves by ≤ S·u(1.01·EXP_ULPS + 1.02·count/e) (S ≥ 1); the sum adds γ_{count−1}
-  relative; log Ŝ is within LOG_ULPS·u·max(ln count, 1) of log of the computed sum and moves
-  ≤ 1.01× S's relative error; adding M rounds by u·|result| ≤ u·``magnitude``. Errors in the
-  inputs add max_j |x̂_j − x_j| (logsumexp is 1-Lipschitz in the max norm): the caller's.
+  ĝ = logaddexp(log q̂, v̂) and π̂ may see two differently rounded copies v̂, v̂′ of
+  v = t·κ̂ + log p̂ (XLA recomputes v per fusion and contracts t·κ̂ + log p̂ into one FMA
+  in some of them): the copies are fl(t·κ̂ + log p̂) and fl(fl(t·κ̂) + log p̂), so
+  |v̂′ − v̂| ≤ u|t·κ̂| + u(|v̂| + |v̂′|) ≤ 1.01u(3Λ + 2|log p|) (t = fl(2d̂ − ŝ) is the same
+  in every copy: 2d̂ is exact; an input ℓ̂ that is no product, a multi-attribution mixture or
+  a truncated round's logaddexp, is taken as one float32 value (a caller whose ℓ̂ may have
+  copies differing by more must add their spread to Λ), so fl(ℓ̂ + log p̂) has one rounding and
+  Λ ≥ |ℓ̂| still bounds |v̂|). Then
+  ln π(v̂) − ln π̂ ≤ |v̂′ − v̂| + |ĝ − g(v̂)| + u|v̂′ − ĝ| + 1.01·EXP_ULPS·u, with
+  |ĝ − g(v̂)| ≤ 1.01·LOGADDEXP_ULPS·u(|ĝ| + 1) + u|Δ| (π ≤ 1) and
+  |v − g(v)| = ln(1 + e^{−Δ}) ≤ |Δ| + ln 2, so ln(π/π̂) ≤ ρ = 1.01u(3Λ + 2|log p|
+  + LOGADDEXP_ULPS(|ĝ| + 1) + 2|Δ̂| + 1 + EXP_ULPS) (the 1.01 absorbs the second-order
+  differences between |Δ|, |v̂| and their computed copies). e^ρ ≤ 1 + 1.01ρ for ρ ≤ 2⁻⁷, so
+  P = π̂(1 + max(2⁻¹⁶, 1.01ρ)) (the floor 2⁻¹⁶ is the previous inflation, kept so that η
+  never decreases); for ρ > 2⁻⁷, P ≥ 1 ≥ π. An underflowed π̂ is read as 2⁻¹²⁶ ≥ its value,
+  so e^δ·δ·P stays an upper bound and an overflowing e^δ gives η = inf, never inf·0 = NaN.
+  ρ also bounds the copies' mismatch in Δ (returned for ``poisson_error``).
   """
   u = UNIT_ROUNDOFF
-  relative = u * (1.01 * EXP_ULPS + 1.02 * count / math.e) + gamma(max(count - 1, 1))
-  constant = (1.02 * relative + LOG_ULPS * u * max(math.log(count), 1.0) + count * 2.0**-120)
-  return float(constant) + 1.01 * u * magnitude
+  posterior = jnp.maximum(posterior, jnp.float32(2.0**-126))
+  rho = 1.01 * u * (3.0 * ratio_max + 2.0 * jnp.abs(log_p)
+                    + LOGADDEXP_ULPS * (jnp.abs(terms) + 1.0) + 2.0 * gaps
+                    + (1.0 + EXP_ULPS))
+  bound = posterior * (1.0 + jnp.maximum(jnp.float32(2.0**-16), 1.01 * rho))
+  return jnp.where(rho <= 2.0**-7, bound, jnp.maximum(bound, 1.0)), rho
+
+
+def log_sum_exp_error(count: int, magnitude: jax.Array,
+                      spread: jax.Array | None = None) -> jax.Array:
+  """Device: rounding of a float32 ``jax.nn.logsumexp`` of ``count`` terms, per sample.
+
+  ``magnitude`` ≥ |result|. The max M̂ = max_j x̂_j is taken over one copy of the inputs and
+  the exponents t̂_j = fl(x′_j − M̂) over another: XLA contracts a product input into the
+  subtraction (x′_j the exact product, x̂_j its rounding) and may recompute an input per
+  fusion. ``spread`` τ ≥ max_j |x′_j − x̂_j|. By default (inputs that are float32 values or
+  exact products whose roundings the max sees) a t_j > 0 needs fl(x̃_j) = M̂ < x̃_j, so
+  τ = u|M̂|/(1 − u) ≤ 1.01u(magnitude + ln count + 1) (|M̂| ≤ |result|(1 + u) + |log Ŝ|
+  and |log Ŝ| ≤ ln count + τ + 1 below); callers whose copies may differ otherwise pass
+  2× their input error. logsumexp(x′) = M̂ + ln S for any M̂, S = Σ e^{t_j}, t_j = x′_j − M̂
+  ≤ τ and S ≥ e^{−τ} (the maximiser's own term). The subtraction and the exp perturb each
+  term by ≤ 1.01u(EXP_ULPS + |t_j|)e^{t_j} (a flushed term by ≤ 2⁻¹²⁶), |t|e^t ≤
+  h = max(1/e, τe^τ) for t ≤ τ, so relative to S: r ≤ u(1.01·EXP_ULPS + 1.02·count·e^τ·h)
+  + γ_{count−1} (the sum) + count·e^τ·2⁻¹²⁶; compounded, the computed sum is within
+  r′ = r(1 + r/4) of S relative, so its log moves by −ln(1 − r′) ≤ r′(1 + r′)
+  ≤ r·max(1.02, 1 + 2r) for r ≤ 1/4 (η = inf beyond); log Ŝ is within
+  LOG_ULPS·u·(max(ln count, 1) + τ + 2r) of it (Ŝ ∈ [e^{−τ}(1 − r), count·e^τ(1 + r)]),
+  and adding M̂ rounds by u·|result| ≤ 1.01u·``magnitude``. Errors in the inputs add
+  max_j |x′_j − x_j| (logsumexp is 1-Lipschitz in the max norm): the caller's. e^τ is
+  evaluated in float32 and inflated by 8u.
+  """
+  u = UNIT_ROUNDOFF
+  log_count = math.log(count)
+  if spread is None:
+    spread = 1.01 * u * (magnitude + (log_count + 1.0))
+  growth = jnp.exp(spread) * (1.0 + 8.0 * u)  # ≥ e^τ
+  peak = jnp.maximum(jnp.float32(1.0 / math.e), spread * growth)  # ≥ max_{t ≤ τ} |t|e^t
+  relative = (u * (1.01 * EXP_ULPS + 1.02 * count * growth * peak)
+              + float(gamma(max(count - 1, 1))) + count * 2.0**-120 * growth)
+  constant = (relative * jnp.maximum(1.02, 1.0 + 2.0 * relative)
+              + LOG_ULPS * u * (max(log_count, 1.0) + spread + 2.0 * relative))
+  return jnp.where(relative <= 0.25, constant + 1.01 * u * magnitude, jnp.inf)
 
 
 def phase_mixture_error(count: int, losses: jax.Array) -> jax.Array:
   """Device: rounding of L̂ = logsumexp_s(x̂_s) − ln T̂ over ``count`` = T phases or bins
-  (cyclic Poisson ``independent``, balls-in-bins), per sample: ``log_sum_exp_error`` plus the
-  subtraction (u|L̂|) and ln T rounded to float32 (u·ln T)."""
+  (cyclic Poisson ``independent``, balls-in-bins), per sample: ``log_sum_exp_error`` (its
+  default spread: inputs are float32 values or exact products) plus the subtraction (u|L̂|)
+  and ln T rounded to float32 (u·ln T)."""
   log_count = math.log(count)
   return (log_sum_exp_error(count, jnp.abs(losses) + 1.01 * log_count)
           + UNIT_ROUNDOFF * (1.01 * jnp.abs(losses) + 2.0 * log_count))

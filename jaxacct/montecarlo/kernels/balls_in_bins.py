@@ -102,7 +102,10 @@ def log_ratio_with_margin(d: jax.Array, params: Params32, kappa: jax.Array, cycl
   ΔA = 2k(Δd + γ_k·D) + ΔN + u·A_max (ΔN = ``norm_error``, A_max = max|Â|), and
   |x̂_j − x_j| ≤ κ̂(1 + 8u)ΔA + (3 + DIVIDE_ULPS)u·κ̂·A_max + u·max|x̂| (κ ≤ κ̂ ≤ κ(1 + 2u));
   the logsumexp is 1-Lipschitz in the max norm (``margin.phase_mixture_error`` adds its own
-  rounding). The bound is evaluated in float32 and inflated by 2⁻¹⁶.
+  rounding). XLA contracts x̂_j's product into the logsumexp's subtraction: its exponents use
+  the exact products x̃_j = Â_j·κ̂ (within the bound above, one rounding fewer) against the max
+  of the rounded x̂_j, the case ``margin.log_sum_exp_error``'s default spread covers. The
+  bound is evaluated in float32 and inflated by 2⁻¹⁶.
   """
   u = margin.UNIT_ROUNDOFF
   n = d.shape[1]

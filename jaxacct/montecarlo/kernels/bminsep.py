@@ -170,8 +170,11 @@ _RANGE_EXPONENT = {'float64': 450, 'float32': 50}
 
 
 def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
-                     warm_start: bool, chain=None) -> tuple[jax.Array, jax.Array]:
+                     warm_start: bool, chain=None, log_sums: bool = False):
   """Dong & Ganesh (2026) Eq. (1) in the linear domain: (ln P/Q, in_range), both (N,).
+
+  With ``log_sums`` (32-bit margin) a third output, max_j |log Ŝ_j| over the logarithms of
+  the final sums (``margin.final_log_error``).
 
   Rounds are taken in chunks of s ≤ b (reversed time). Inside a chunk every f_{i+b}
   is already known, so g_i = a_i·f_{i+b} with a_i = p·e^{ℓ_i} is elementwise and
@@ -202,16 +205,18 @@ def linear_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
   dtype = ell.dtype
   log_p = jnp.log(sampling_prob).astype(dtype) if chain is None else chain.log_p
   a = jnp.exp(ell + log_p).T  # (n, N) time-major: measured faster than forming it per chunk
-  losses, in_range = _linear_recursion(a, lambda rows: (rows, None), ell.shape[0], sampling_prob,
-                                       min_sep, warm_start, dtype, chain)
-  return losses, in_range & (jnp.max(ell, axis=1) + log_p <= _top_limit(dtype))
+  losses, in_range, *rest = _linear_recursion(a, lambda rows: (rows, None), ell.shape[0],
+                                              sampling_prob, min_sep, warm_start, dtype, chain,
+                                              log_sums)
+  return (losses, in_range & (jnp.max(ell, axis=1) + log_p <= _top_limit(dtype)), *rest)
 
 
 def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products: jax.Array,
                                  charge: jax.Array, noise_multipliers: jax.Array,
                                  sampling_prob: jax.Array, min_sep: int,
-                                 warm_start: bool, chain=None) -> tuple[jax.Array, jax.Array]:
-  """``linear_log_ratio`` for K noise multipliers sharing one draw: ((K, N) losses, in_range).
+                                 warm_start: bool, chain=None, log_sums: bool = False):
+  """``linear_log_ratio`` for K noise multipliers sharing one draw: ((K, N) losses, in_range)
+  (and (K, N) max_j |log Ŝ_j| with ``log_sums``).
 
   d(σ) = d_m + σ·d_z with d_m = Cᵀ(C·x) (None: no signal) and d_z = Cᵀz (N, n), and
   ℓ_i(σ) = (2d_i(σ) − s_i)/(2σ²) with the view's charge s (n,). d_m and d_z are made
@@ -238,7 +243,7 @@ def linear_log_ratios_for_sigmas(mean_products: jax.Array | None, noise_products
       return jnp.exp(ell), jnp.max(ell, axis=0)
 
     return _linear_recursion(inputs, rounds_to_a, noise_products.shape[0], sampling_prob,
-                             min_sep, warm_start, dtype, chain)
+                             min_sep, warm_start, dtype, chain, log_sums)
 
   return lax.map(one_sigma, noise_multipliers)
 
@@ -249,7 +254,7 @@ def _top_limit(dtype) -> float:
 
 
 def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array, min_sep: int,
-                      warm_start: bool, dtype, chain=None) -> tuple[jax.Array, jax.Array]:
+                      warm_start: bool, dtype, chain=None, log_sums: bool = False):
   """The chunked linear-domain recursion of ``linear_log_ratio`` over ``lanes`` independent lanes.
 
   ``inputs`` is a pytree of time-major arrays (leading axis n, None leaves allowed);
@@ -258,6 +263,8 @@ def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array,
   ``chain`` (32-bit program): ``Chain32`` host constants (q^k, p, the warm-start
   normaliser) instead of forming them on device from a float32 p (whose 1 − p loses all
   relative precision near p = 1), and full-precision products on every backend.
+  ``log_sums``: also return max_j |log Ŝ_j| over the logarithms of the final sums (the
+  32-bit margin's ``final_log_error``; meaningless where ``in_range`` is False).
   """
   n = jax.tree_util.tree_leaves(inputs)[0].shape[0]
   b = min_sep
@@ -339,18 +346,27 @@ def _linear_recursion(inputs, rounds_to_a, lanes: int, sampling_prob: jax.Array,
   in_range = ((top <= _top_limit(dtype)) & (shift_max < limit) & (low >= 2.0**-limit)
               & (high <= 2.0**limit))
 
+  sum_logs = []
+
   def log_of(rows, exponent):  # ln Σ rows, their scale included
-    return jnp.log(jnp.sum(rows, axis=0)) + exponent.astype(dtype) * log_two
+    log_sum = jnp.log(jnp.sum(rows, axis=0))
+    sum_logs.append(jnp.abs(log_sum))
+    return log_sum + exponent.astype(dtype) * log_two
+
+  def outputs(losses):
+    if not log_sums:
+      return losses, in_range
+    return losses, in_range, functools.reduce(jnp.maximum, sum_logs)
 
   first_rows, first_exponent = pieces[0]
   if not warm_start:
-    return log_of(first_rows[:1], first_exponent), in_range
+    return outputs(log_of(first_rows[:1], first_exponent))
   # f₀ + p·Σ_{i=1}^{b−1} f_i.
   p = sampling_prob.astype(dtype) if chain is None else chain.p
   parts = [log_of(jnp.concatenate([first_rows[:1], p * first_rows[1:]]), first_exponent)]
   parts += [log_of(p * rows, exponent) for rows, exponent in pieces[1:]]
   combined = jax.nn.logsumexp(jnp.stack(parts), axis=0)
-  return combined - _warm_normaliser(sampling_prob, b, dtype, chain), in_range
+  return outputs(combined - _warm_normaliser(sampling_prob, b, dtype, chain))
 
 
 def _warm_normaliser(sampling_prob, min_sep: int, dtype, chain) -> jax.Array:
@@ -528,28 +544,34 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array
   if b == 1:
     g, posterior, gap = poisson_terms32(ell, chain)
     losses = _common.tree_sum(g)
-    margins = margin.poisson_error(delta, posterior, g, gap)
-  else:
-    delta, ratio_max = jnp.max(delta, axis=1), jnp.max(ratio_max, axis=1)
-    linear, in_range = linear_log_ratio(ell, chain.p, b, warm_start, chain)
-    linear_error = jnp.full((num,), np.float32(margin.linear_recursion_error(n, chunk_rounds(b))))
+    margins = margin.poisson_error(delta, ratio_max, constants.log_p, posterior, g, gap)
+    return losses, margins + margin.final_log_error(losses, b)
+  delta, ratio_max = jnp.max(delta, axis=1), jnp.max(ratio_max, axis=1)
+  linear, in_range, sum_logs = linear_log_ratio(ell, chain.p, b, warm_start, chain,
+                                                log_sums=True)
+  linear_error = jnp.full((num,), np.float32(margin.linear_recursion_error(n, chunk_rounds(b))))
 
-    def recompute():
-      logs, magnitude = log_space_log_ratio(ell, chain.p, b, warm_start, chain)
-      logs_error = margin.log_space_recursion_error(n, ratio_max, magnitude, constants)
-      return (jnp.where(in_range, linear, logs), jnp.where(in_range, linear_error, logs_error))
+  def recompute():
+    logs, magnitude = log_space_log_ratio(ell, chain.p, b, warm_start, chain)
+    logs_error = margin.log_space_recursion_error(n, ratio_max, magnitude, constants)
+    return (jnp.where(in_range, linear, logs), jnp.where(in_range, linear_error, logs_error))
 
-    losses, recursion_error = lax.cond(jnp.all(in_range), lambda: (linear, linear_error),
-                                       recompute)
-    margins = -(-n // b) * delta + recursion_error
-  return losses, margins + margin.final_log_error(losses, b)
+  losses, recursion_error = lax.cond(jnp.all(in_range), lambda: (linear, linear_error),
+                                     recompute)
+  margins = -(-n // b) * delta + recursion_error
+  # A sample recomputed in log space takes no logarithm of a sum (its warm-start combination
+  # is charged by final_log_error's other terms, as before).
+  sum_logs = jnp.where(in_range, sum_logs, 0.0)
+  return losses, margins + margin.final_log_error(losses, b, sum_logs)
 
 
 def poisson_terms32(ell: jax.Array, chain: Chain32) -> tuple[jax.Array, jax.Array, jax.Array]:
   """32-bit program: (ĝ_i = logaddexp(log q, v̂_i), π̂_i = e^{v̂_i − ĝ_i}, |Δ̂_i|) with
   v̂_i = ℓ_i + log p and Δ̂_i = v̂_i − log q: the per-round Poisson terms, their posteriors (the
   derivative of g at v̂_i) and the logaddexp's internal difference (``margin`` proof step 7;
-  0 at p = 1, where log q = −∞ and ĝ = v̂ exactly)."""
+  0 at p = 1, where log q = −∞ and ĝ = v̂ exactly). XLA recomputes v in each of the three
+  fusions and may contract ℓ's product into the add in some of them and not others, so the
+  three may see differently rounded copies of v̂: ``margin.posterior_bound`` charges that."""
   v = ell + chain.log_p
   g = jnp.logaddexp(chain.log_q, v)
   gap = jnp.where(jnp.isfinite(chain.log_q), jnp.abs(v - chain.log_q), 0.0)
@@ -632,9 +654,9 @@ class BMinSepKernel(SchemeKernel):
           direction, magnitudes)
     chain, constants = params.chain, params.margin
     charge = view.charge(direction, self.iterations)
-    losses, in_range = linear_log_ratios_for_sigmas(
+    losses, in_range, sum_logs = linear_log_ratios_for_sigmas(
         mean_products, noise_products, charge, noise_multipliers, chain.p, self.min_sep,
-        self.warm_start, chain)
+        self.warm_start, chain, log_sums=True)
     z_abs, dz_abs, dm_abs = (jnp.max(m, axis=1) for m in magnitudes)
     sigmas, kappas_ = noise_multipliers[:, None], kappas[:, None]
     error, d_max = margin.shared_draws_product_error(z_abs, dz_abs, dm_abs, sigmas, constants)
@@ -642,7 +664,8 @@ class BMinSepKernel(SchemeKernel):
     n = self.iterations
     margins = (-(-n // self.min_sep) * delta
                + np.float32(margin.linear_recursion_error(n, chunk_rounds(self.min_sep)))
-               + margin.final_log_error(losses, self.min_sep))
+               + margin.final_log_error(losses, self.min_sep,
+                                        jnp.where(in_range, sum_logs, 0.0)))
 
     def recompute():
       exact, exact_margins = super(BMinSepKernel, self).log_ratios_for_sigmas_with_margin(

@@ -98,7 +98,8 @@ def participation32(keys: jax.Array, params: Params32, iterations: int, cycle: i
   return in_phase & jnp.repeat(trials, cycle, axis=1)[:, :n]
 
 
-def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, params: Params32, cycle: int,
+def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, ratio_max: jax.Array,
+                          params: Params32, cycle: int,
                           partition: str) -> tuple[jax.Array, jax.Array]:
   """32-bit program: (L̂, η) per sample, |L̂ − L| ≤ η (``margin`` proof step 7 per phase).
 
@@ -106,15 +107,16 @@ def log_ratio_with_margin(ell: jax.Array, delta: jax.Array, params: Params32, cy
   rounding γ_{⌈n/T⌉}) and bounded by ``margin.poisson_error`` per phase; ``equal_split``
   takes phase 0; ``independent`` mixes the phases by a logsumexp, 1-Lipschitz in the max
   norm, so η = max_s η_s + the mixture's rounding (``margin.phase_mixture_error``).
-  ``delta`` bounds |v̂_i − v_i| per round (N, n) or per sample (N, 1).
+  ``delta`` bounds |v̂_i − v_i| and ``ratio_max`` (step 5's Λ) bounds |ℓ̂_i| per round (N, n)
+  or per sample (N, 1).
   """
   n = ell.shape[1]
   terms, posterior, gap = bminsep.poisson_terms32(ell, params.chain)
   per_sum = -(-n // cycle)
   by_phase = lambda values: _common.sum_by_phase(values, cycle)  # noqa: E731
   losses = by_phase(terms)
-  errors = margin.poisson_error(delta, posterior, terms, gap, by_phase, per_sum,
-                                margin.gamma(per_sum))
+  errors = margin.poisson_error(delta, ratio_max, params.margin.log_p, posterior, terms, gap,
+                                by_phase, per_sum, margin.gamma(per_sum))
   if partition == 'equal_split':
     return losses[:, 0], errors[:, 0]
   mixed = jax.nn.logsumexp(losses, axis=1) - params.log_cycle
@@ -171,8 +173,9 @@ class CyclicPoissonKernel(SchemeKernel):
     """32-bit program: (L̂, η) per sample (``margin`` proof steps 5 and 7, per phase)."""
     del info
     ell = _common.per_round_ratios(d, noise_multiplier, view, direction, self.iterations)
-    delta, _ = margin.ratio_bounds(d, product_error, kappa, params.margin)
-    return log_ratio_with_margin(ell, delta, params, self.cycle_length, self.partition)
+    delta, ratio_max = margin.ratio_bounds(d, product_error, kappa, params.margin)
+    return log_ratio_with_margin(ell, delta, ratio_max, params, self.cycle_length,
+                                 self.partition)
 
   def log_ratio(self, d, params, noise_multiplier, view, info, direction):
     del info

@@ -180,8 +180,9 @@ def log_ratio_with_margin(d: jax.Array, norms: jax.Array, params: Params32, kapp
   float64. With Δd ≥ |d̂ − d|, D = max|d̂|, Δs = charge_gamma·s_max (the view's charge)
   and k = k_u: the numerator A = 2j·d − j²·s moves by ΔA = 2kΔd + k²Δs + 2.01u(2kD + k²s_max);
   with X = (2kD + k²s_max)·κ̂(1 + 4u) ≥ max|Â·κ̂| and W ≥ max|log w_j|,
-  |t̂ − t| ≤ κ̂(1 + 8u)ΔA + (5 + DIVIDE_ULPS)u·X + 1.01u·W + 1.01u(X + W); the logsumexp
-  adds ``margin.log_sum_exp_error``. The recursion then takes â_i = exp(â_i + log p̂_u), so
+  |t̂ − t| ≤ κ̂(1 + 8u)ΔA + (5 + DIVIDE_ULPS)u·X + 1.01u·W + 1.01u(X + W) for any rounding
+  of t̂ (FMA or not); the logsumexp adds ``margin.log_sum_exp_error`` with spread 2|t̂ − t|
+  (its max and its exponents may see different copies of t̂). The recursion then takes â_i = exp(â_i + log p̂_u), so
   δ = Δa + 1.01u(Λ + |log p_u|) + u|log p_u| + 1.01·EXP_ULPS·u (Λ ≥ max|â|) enters
   ``bminsep.log_ratio_with_margin`` as step 5's δ does.
   """
@@ -202,7 +203,10 @@ def log_ratio_with_margin(d: jax.Array, norms: jax.Array, params: Params32, kapp
                 + 1.01 * u * (exponent_max + weight))
   mixture_max = jnp.max(jnp.abs(mixture), axis=1, keepdims=True)
   log_p = constants.log_p
-  delta = ((term_error + margin.log_sum_exp_error(k, mixture_max)) * (1.0 + 2.0**-16)
+  # The max and the exponents of the logsumexp may see differently rounded copies of t̂, each
+  # within term_error of t: spread ≤ 2·term_error (2.02: its float32 evaluation).
+  mixture_error = margin.log_sum_exp_error(k, mixture_max, 2.02 * term_error)
+  delta = ((term_error + mixture_error) * (1.0 + 2.0**-16)
            + 1.01 * u * (mixture_max + log_p) + u * log_p + 1.01 * margin.EXP_ULPS * u)
   return bminsep.log_ratio_with_margin(mixture, delta, mixture_max, params.user.chain,
                                        constants, min_sep, False)
