@@ -197,8 +197,10 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
           target_devices=getattr(args, 'devices', None),
           samples_per_second=getattr(args, 'samples_per_second', None), precision=name,
           report_epsilons=report_epsilons, **options).to_dict()
-    except ValueError as refused:  # the 32-bit program does not serve this mechanism
-      refusal = str(refused)
+    except ValueError as refused:
+      if name != 'float32' or name == run:
+        raise
+      refusal = str(refused)  # the 32-bit program does not serve this mechanism
   figures = _figure_seconds(report_epsilons)
   for plan in plans.values():  # calibrate then draws its two figures (δ̂(ε), candidates)
     plan['figure_seconds'] = CALIBRATION_FIGURES * figures

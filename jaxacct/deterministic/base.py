@@ -223,9 +223,10 @@ class DeterministicAccountant(abc.ABC):
     That is: it supports the mechanism and either the Monte Carlo engine accounts it by a
     looser dominating pair or not at all (truncated Poisson), or this accountant proves a
     deterministic bound of the same pair that Monte Carlo gives only with high probability,
-    at a far greater cost (balls-in-bins: Schuchardt & Kalinin (2026)). Where Monte Carlo is
-    exact and comparable in cost (e.g. untruncated Poisson) it is False and Monte Carlo stays
-    the default.
+    at a far greater cost (balls-in-bins: Schuchardt & Kalinin (2026); untruncated Poisson,
+    whose exact PLD Monte Carlo could only estimate and verify at δ_b < δ). Where Monte Carlo
+    accounts a tighter pair (cyclic Poisson with independent phases: it mixes over the phase)
+    it is False and Monte Carlo stays the default.
     """
     mechanism = check_mechanism(mechanism)
     options = self._resolve({})

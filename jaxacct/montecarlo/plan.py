@@ -282,6 +282,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   report = None if report_epsilons is None else np.atleast_1d(np.asarray(report_epsilons,
                                                                          np.float64))
   fallback = search_start.fallback_accountant(fallback)
+  search_start.check_fallback(fallback, mechanism)
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
     raise InputError('precision="float32" cannot serve this mechanism: '

@@ -15,7 +15,7 @@ import functools
 
 from jaxacct.deterministic import base as accountants
 from jaxacct.deterministic import pld
-from jaxacct.errors import InputTypeError
+from jaxacct.errors import InputError, InputTypeError
 
 DEFAULT_FALLBACK = 'unamplified_gaussian'
 """The fallback accountant of Algorithm 5 unless one is given: valid for every scheme."""
@@ -36,6 +36,15 @@ def fallback_accountant(fallback) -> accountants.DeterministicAccountant:
     raise InputTypeError(f'fallback must be a deterministic accountant or its registered name '
                          f'({", ".join(accountants.available())}), got {fallback!r}')
   return accountants.get(fallback)
+
+
+
+def check_fallback(fallback: accountants.DeterministicAccountant, mechanism) -> None:
+  """InputError unless ``fallback`` supports ``mechanism`` (zero-out adjacency)."""
+  reason = fallback.supports(mechanism)
+  if reason is not None:
+    raise InputError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
+                     f'({reason}); the default fallback {DEFAULT_FALLBACK!r} covers every scheme')
 
 
 @functools.lru_cache(maxsize=16)

@@ -36,18 +36,10 @@ from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
 from jaxacct.montecarlo.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
+from jaxacct.montecarlo.search_start import check_fallback as check_fallback
 from jaxacct.montecarlo.search_start import fallback_accountant as fallback_accountant
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
-
-
-def check_fallback(fallback: accountants.DeterministicAccountant,
-                   mechanism: MatrixMechanism) -> None:
-  """ValueError unless ``fallback`` supports ``mechanism`` (zero-out adjacency)."""
-  reason = fallback.supports(mechanism)
-  if reason is not None:
-    raise InputError(f'fallback accountant {fallback.name!r} cannot prove the last candidate '
-                     f'({reason}); the default fallback {DEFAULT_FALLBACK!r} covers every scheme')
 
 
 @dataclasses.dataclass(frozen=True)

@@ -210,9 +210,18 @@ def test_config_auto_keeps_the_shipped_configs_choices():
   assert _accountant_of('digits_dpsgd.yaml') == 'pld'  # explicit
   for name in ('quickstart.yaml', 'truncated_bminsep_small.yaml', 'bisr_rminsep.yaml'):
     assert _accountant_of(name) == 'monte_carlo'
-  # Untruncated Poisson: both exact, auto stays Monte Carlo (as before the contract).
+  # Untruncated Poisson: pld is the exact pair's PLD, which Monte Carlo would only estimate
+  # and verify at δ_b < δ (a larger σ): auto takes pld (Monte Carlo until issue 32).
   assert _accountant_of('truncated_poisson_dpsgd.yaml',
-                        **{'scheme.truncated_batch_size': 60000}) == 'monte_carlo'
+                        **{'scheme.truncated_batch_size': 60000}) == 'auto'
+  # Cyclic Poisson: equal split (the phase public) likewise; independent phases stay with
+  # Monte Carlo, which mixes over the phase (a tighter pair than pld's phase 0).
+  from jaxacct import accounting
+  for partition, chosen in (('equal_split', 'auto'), ('independent', 'monte_carlo')):
+    cyclic = jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(
+        sampling_prob=0.5, iterations=16, cycle_length=2, partition=partition),
+        jaxacct.BandedToeplitz([1.0, 0.5]), 1.0)
+    assert accounting.choose_accountant(cyclic) == chosen, partition
 
 
 def test_config_takes_any_registered_name():
@@ -261,12 +270,13 @@ def test_cli_payloads_name_the_accountant(tmp_path, capsys):
 @pytest.mark.slow
 def test_auto_on_balls_in_bins_is_the_tightest_per_direction_and_names_it():
   # Seed 002's two accountants (auto leaves the unamplified one out): per direction the smallest ε, the
-  # statement the max over directions; which wins depends on σ (conditional composition at
-  # small ε and large b, Rényi at larger ε).
+  # statement the max over directions; which wins depends on b and σ (conditional composition
+  # at small ε and large b, Rényi at larger ε; at b = 50 and σ = 3 conditional composition
+  # wins only "add", which no longer binds since issue 31 item 9).
   from jaxacct.conventions import DIRECTIONS
   from jaxacct.deterministic import accountant
-  scheme = jaxacct.BallsInBins(iterations=50, cycle_length=50)
-  for sigma, winner in ((1.0, 'renyi'), (3.0, 'conditional_composition')):
+  for b, sigma, winner in ((50, 1.0, 'renyi'), (200, 3.0, 'conditional_composition')):
+    scheme = jaxacct.BallsInBins(iterations=b, cycle_length=b)
     mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), sigma)
     curve = accountant.privacy_curve(mech)
     assert isinstance(curve, accountant.TightestCurve)
@@ -304,7 +314,10 @@ def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
   config = str(CONFIGS / 'balls_in_bins_auto.yaml')
   assert cli.main(['estimate', config] + small) == 0
   estimate = json.loads(capsys.readouterr().out)
-  assert estimate['accountant'] == 'conditional_composition'
+  # Conditional composition gives "add", Rényi "remove", which binds (since issue 31 item 9).
+  assert estimate['explanation']['by_direction'] == {'remove': 'renyi',
+                                                     'add': 'conditional_composition'}
+  assert estimate['accountant'] == 'renyi'
   assert set(estimate['explanation']['epsilons']) == {'renyi', 'conditional_composition'}
   assert estimate['epsilon'] == jaxacct.epsilon_for_delta(
       jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=10, cycle_length=10),
