@@ -7,6 +7,13 @@ BandMF strategy (Toeplitz coefficients, a ``BandMFExecutionPlanConfig``, a
 account as a different mechanism is refused with ``jaxacct.InputError`` naming the object, the
 field and the reason; nothing is approximated.
 
+``calibrated_plan`` builds a jax_privacy ``DPExecutionPlan`` from jax_privacy's own pieces
+(the caller's batch selection strategy, ``clipping.clipped_grad``,
+``noise_addition.matrix_factorization_privatizer`` with C⁻¹ and stddev σ·Δ) with jaxacct's σ,
+a ``JaxacctVerifiedEvent`` as its ``dp_event`` (which dp_accounting refuses to compose: it
+records jaxacct's statement without claiming a dp_accounting analysis), and jax_privacy's own
+σ side by side where jax_privacy has an accountant for the configuration.
+
 jax_privacy is imported on the first call (``pip install 'jaxacct[jax_privacy]'``), never at
 import; versions outside the tested range 2.0.x are refused. Host code only: NumPy, no
 device work.
@@ -101,20 +108,34 @@ References:
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import functools
 import importlib
+import inspect
+import math
 import numbers
 from typing import Any
 
 import jax
 import numpy as np
 
-from jaxacct import schemes
+from jaxacct import _validate, schemes
+from jaxacct import accounting as accounting_lib
+from jaxacct._version import __version__ as _JAXACCT_VERSION
+from jaxacct.conventions import Adjacency
+from jaxacct.deterministic import accountant as deterministic_lib
+from jaxacct.guarantee import Guarantee
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import calibration as calibration_lib
+from jaxacct.montecarlo.options import RunOptions
 from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.strategies.lower_triangular import LowerTriangular
 from jaxacct.strategy import Strategy
 
-__all__ = ['from_scheme', 'to_scheme', 'to_strategy']
+__all__ = ['CalibratedPlan', 'JaxacctVerifiedEvent', 'PlanComparison', 'calibrated_plan',
+           'from_scheme', 'to_scheme', 'to_strategy']
 
 INSTALL = "pip install 'jaxacct[jax_privacy]'"
 # The (major, minor) release whose source these mappings were checked against.
@@ -451,3 +472,500 @@ def to_strategy(strategy, *, scheme=None) -> Strategy:
       raise kind(f'to_strategy: C ({result.summary}) cannot be accounted with scheme '
                  f'{accounted.summary()}: {error}') from error
   return result
+
+
+# ------------------------------------------------------------------ calibrated plans (item 2)
+# jaxacct's adjacency → jax_privacy's neighbouring relation with the same unit of contribution:
+# the clipped sum moves by at most one clipped gradient (jax_privacy's sensitivity is the clip
+# bound for both). ``replace_one`` is not mapped: jax_privacy doubles Δ for REPLACE_ONE, while
+# jaxacct's replace-one analyses already compare a +1 with a −1 contribution of unit norm (e.g.
+# ``deterministic/truncated_poisson.py``), so the plan's noise would be twice what jaxacct's σ
+# says; refused rather than silently over- or under-noised.
+_RELATIONS = {Adjacency.ZERO_OUT.value: 'REPLACE_SPECIAL',
+              Adjacency.ADD_REMOVE.value: 'ADD_OR_REMOVE_ONE'}
+# Seeds become ``jax.random.key(seed)``; with 64-bit types off it keeps only the low 32 bits.
+_SEED_LIMIT = 2**32
+_MONTE_CARLO_OPTIONS = frozenset(inspect.signature(
+    calibration_lib.calibrate_noise_multiplier).parameters) - {
+        'scheme', 'matrix', 'epsilon', 'delta', 'key'}
+# BandMFExecutionPlanConfig's defaults for the clipped sum (jax_privacy 2.0.0).
+_CLIP_DEFAULTS = {'l2_clip_norm': 1.0, 'rescale_to_unit_norm': True, 'normalize_by': 1.0,
+                  'dtype': np.float32}
+
+
+@functools.cache
+def _event_class():
+  """``JaxacctVerifiedEvent``, built on first use (dp_accounting is imported lazily)."""
+  attr = importlib.import_module('attr')
+  dp_event = importlib.import_module('dp_accounting.dp_event')
+
+  @attr.s(frozen=True, slots=True, auto_attribs=True)
+  class JaxacctVerifiedEvent(dp_event.UnsupportedDpEvent):
+    """A correlated-noise (matrix mechanism) run accounted by jaxacct, not by dp_accounting.
+
+    The ``dp_event`` of ``calibrated_plan``'s plan. It records what jaxacct proved, so a
+    pipeline that reads ``plan.dp_event`` sees the statement and where it came from, and it
+    claims no analysis it did not get: it subclasses ``dp_accounting.UnsupportedDpEvent``, so
+    dp_accounting's accountants (``PLDAccountant``, ``RDPAccountant``, any that follows the
+    ``DpEvent`` contract) return ``supports(event) == False`` and ``compose(event)`` raises
+    ``dp_accounting.UnsupportedEventError``, alone or inside a ``ComposedDpEvent`` /
+    ``SelfComposedDpEvent``. Composing it with other mechanisms needs jaxacct (or a user's own
+    argument), never a dp_accounting ledger that would silently treat it as free or as
+    something else.
+
+    Attributes:
+      noise_multiplier: jaxacct's σ of y = C·x + σ·z (per-example contribution of norm ≤ 1,
+        C as given, not normalised): the plan adds C⁻¹Z with stddev σ·Δ, Δ the clipped sum's
+        sensitivity.
+      epsilon, delta: the guarantee (δ the overall δ for verified Monte Carlo).
+      method: ``Guarantee.method`` (``"verified_mc"``, ``"deterministic"``, ``"fallback"``).
+      accountant: the deterministic accountant that proved it, or ``"monte_carlo"`` for a
+        verified Monte Carlo statement (Dong & Ganesh (2026) App. A, Estimate-Verify-Release).
+      adjacency: jaxacct's neighbouring relation (``"zero_out"`` or ``"add_remove"``).
+      num_samples: Monte Carlo samples per direction behind it (0 if deterministic).
+      scheme: the jaxacct scheme (``repr``), the batch selection's participation law.
+      strategy: the jaxacct strategy (its summary and fingerprint).
+      jaxacct_version: the jaxacct release that produced it.
+    """
+
+    noise_multiplier: float
+    epsilon: float
+    delta: float
+    method: str
+    accountant: str
+    adjacency: str
+    num_samples: int
+    scheme: str
+    strategy: str
+    jaxacct_version: str
+
+  JaxacctVerifiedEvent.__module__ = __name__
+  JaxacctVerifiedEvent.__qualname__ = 'JaxacctVerifiedEvent'
+  return JaxacctVerifiedEvent
+
+
+def __getattr__(name: str):
+  """``JaxacctVerifiedEvent`` is created on first access (it subclasses a dp_accounting class,
+  and dp_accounting is imported lazily)."""
+  if name == 'JaxacctVerifiedEvent':
+    return _event_class()
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanComparison:
+  """σ of the same configuration by jaxacct and by jax_privacy's own accountant.
+
+  Both σ are in jaxacct's units (the plan's stddev divided by the sensitivity Δ), so they
+  compare directly: the smaller σ adds less noise for the same (ε, δ).
+
+  Attributes:
+    jaxacct_sigma: jaxacct's σ (``CalibratedPlan.guarantee.noise_multiplier``).
+    jaxacct_accountant: what gave it (``"monte_carlo"`` or a deterministic accountant).
+    jax_privacy_sigma: the σ the plan of ``BandMFExecutionPlanConfig(..., epsilon, delta)``
+      would add (σ_jp · ‖strategy‖₂, see the module docstring), or None.
+    jax_privacy_noise_multiplier: σ_jp itself (jax_privacy's, relative to ‖strategy‖₂), or None.
+    jax_privacy_accountant: the dp_accounting accountant and event it calibrated with, or None.
+    reason: why there is no jax_privacy σ (None when there is).
+  """
+
+  jaxacct_sigma: float
+  jaxacct_accountant: str
+  jax_privacy_sigma: float | None = None
+  jax_privacy_noise_multiplier: float | None = None
+  jax_privacy_accountant: str | None = None
+  reason: str | None = None
+
+  @property
+  def ratio(self) -> float | None:
+    """jaxacct's σ / jax_privacy's σ (< 1: jaxacct adds less noise), or None."""
+    return None if self.jax_privacy_sigma is None else self.jaxacct_sigma / self.jax_privacy_sigma
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibratedPlan:
+  """A jax_privacy ``DPExecutionPlan`` whose noise jaxacct calibrated (``calibrated_plan``).
+
+  Attributes:
+    plan: the ``DPExecutionPlan`` (the caller's batch selection strategy, jax_privacy's
+      ``clipped_grad``, ``matrix_factorization_privatizer`` with C⁻¹ and stddev σ·Δ, and a
+      ``JaxacctVerifiedEvent``).
+    guarantee: jaxacct's ``Guarantee`` (``noise_multiplier`` is σ).
+    comparison: ``PlanComparison`` with jax_privacy's own σ where it has an accountant, or
+      None when not asked (``compare=False``).
+    scheme, strategy: the jaxacct scheme and strategy that were accounted.
+    sensitivity: Δ, the clipped sum's L2 sensitivity as jax_privacy computes it.
+    noise_stddev: the privatizer's stddev, σ·Δ.
+    calibration: ``calibrate_noise_multiplier``'s ``Calibration`` when Monte Carlo ran (its
+      search record), else None.
+  """
+
+  plan: Any
+  guarantee: Guarantee
+  comparison: PlanComparison | None
+  scheme: schemes.SamplingScheme
+  strategy: Strategy
+  sensitivity: float
+  noise_stddev: float
+  calibration: Any = None
+
+  def summary(self) -> str:
+    """A few lines for a person (library code does not print; a script can)."""
+    g = self.guarantee
+    how = g.accountant if g.accountant else 'monte_carlo'
+    lines = [
+        f'jaxacct calibrated plan: ({g.epsilon:.6g}, {g.delta:.4g})-DP, {g.adjacency} adjacency',
+        f'  scheme:   {self.scheme.summary()}',
+        f'  strategy: {self.strategy.summary}',
+        f'  sigma = {g.noise_multiplier:.6g} by {how} ({g.method}'
+        + (f', {g.num_samples:,} samples per direction' if g.num_samples else '') + ')',
+        f'  noise stddev = sigma * sensitivity = {g.noise_multiplier:.6g} * '
+        f'{self.sensitivity:.6g} = {self.noise_stddev:.6g}']
+    c = self.comparison
+    if c is not None:
+      if c.jax_privacy_sigma is None:
+        lines.append(f'  jax_privacy: no accountant for this configuration ({c.reason})')
+      else:
+        lines.append(f'  jax_privacy: sigma = {c.jax_privacy_sigma:.6g} by '
+                     f'{c.jax_privacy_accountant}; jaxacct/jax_privacy = {c.ratio:.4f}')
+    return '\n'.join(lines)
+
+  def __str__(self) -> str:
+    return self.summary()
+
+
+def _seed(name: str, value) -> int:
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    raise InputTypeError(f'{name} must be an integer seed in [0, 2**32), got {value!r}')
+  if not 0 <= int(value) < _SEED_LIMIT:
+    raise InputError(f'{name} must be in [0, 2**32) (jax.random.key keeps 32 bits without '
+                     f'64-bit types), got {value}')
+  return int(value)
+
+
+def _monte_carlo_key(key):
+  if key is None:
+    raise InputError(
+        'key: Monte Carlo calibration (accountant="auto" chose it for this scheme, or '
+        'accountant="monte_carlo") needs key= a typed JAX key (jax.random.key(seed)) or an '
+        'integer seed; there is no default key')
+  if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+    return jax.random.key(_seed('key', key))
+  return key  # calibrate_noise_multiplier checks it (a typed JAX key)
+
+
+def _target(epsilon, delta) -> tuple[float, float]:
+  epsilon = _validate.real_number('epsilon', epsilon)
+  if not (math.isfinite(epsilon) and epsilon > 0.0):
+    raise InputError(f'epsilon must be finite and > 0, got {epsilon}')
+  delta = _validate.real_number('delta', delta)
+  if not (math.isfinite(delta) and 0.0 < delta < 1.0):
+    raise InputError(f'delta must be in (0, 1), got {delta}')
+  return epsilon, delta
+
+
+def _noising(source, accounted: Strategy, iterations: int, jax_privacy):
+  """(noising matrix C⁻¹ for ``matrix_factorization_privatizer``, Toeplitz coefficients as
+  jax_privacy's BandMF config would hold them or None, column_normalize)."""
+  factorization = jax_privacy.matrix_factorization
+  toeplitz = factorization.toeplitz
+  plan_config = importlib.import_module(
+      'jax_privacy.experimental.execution_plan').BandMFExecutionPlanConfig
+  if isinstance(source, plan_config):
+    if int(source.iterations) != iterations:
+      raise InputError(
+          f'strategy: the BandMFExecutionPlanConfig has iterations={source.iterations}, the '
+          f'batch_selection_strategy {iterations}; they must be equal')
+    given = _floats('BandMFExecutionPlanConfig.strategy', source.strategy)
+    band = _band(given)
+    normalize = iterations if source.column_normalize else None
+    # The plan's own construction (BandMFExecutionPlanConfig.plan).
+    return (toeplitz.inverse_as_streaming_matrix(band, normalize), given,
+            bool(source.column_normalize))
+  if isinstance(source, factorization.banded.ColumnNormalizedBanded):
+    params = _floats('ColumnNormalizedBanded.params', source.params)
+    n, bands = params.shape
+    outside = np.add.outer(np.arange(n), np.arange(bands)) >= n
+    if np.any(params[outside] != 0):
+      raise InputError(
+          'strategy: this ColumnNormalizedBanded has nonzero params outside the n×n matrix '
+          '(params[j, k] with j + k >= n); its inverse_as_streaming_matrix normalises by column '
+          'norms that include them, so it is not the inverse of the C that materialize() gives '
+          "and jaxacct accounts. Zero them (as from_banded_toeplitz does) or pass "
+          'np.asarray(strategy.materialize())')
+    return source.inverse_as_streaming_matrix(), None, False
+  if isinstance(accounted, BandedToeplitz):
+    given = _floats('strategy', source)
+    return toeplitz.inverse_as_streaming_matrix(accounted.c_col), given, False
+  # A dense C: the dense privatizer with C⁻¹ (lower triangular, solved in float64).
+  entries = np.asarray(accounted.entries, dtype=np.float64)
+  scipy_linalg = importlib.import_module('scipy.linalg')
+  inverse = scipy_linalg.solve_triangular(entries, np.eye(iterations), lower=True)
+  return inverse, None, False
+
+
+def _relation(adjacency: str):
+  dp_accounting = importlib.import_module('dp_accounting')
+  if adjacency not in _RELATIONS:
+    raise InputError(
+        f'adjacency: calibrated_plan maps "zero_out" (jax_privacy REPLACE_SPECIAL) and '
+        f'"add_remove" (ADD_OR_REMOVE_ONE), got {adjacency!r}. "replace_one" is not mapped: '
+        "jax_privacy doubles the sensitivity for REPLACE_ONE while jaxacct's replace-one "
+        'analyses already compare a +1 with a −1 unit contribution, so the noise would be '
+        'counted twice')
+  return getattr(dp_accounting.NeighboringRelation, _RELATIONS[adjacency])
+
+
+def _no_comparison(sigma: float, name: str, reason: str) -> PlanComparison:
+  return PlanComparison(jaxacct_sigma=sigma, jaxacct_accountant=name, reason=reason)
+
+
+def _comparison(source, coefficients, column_normalize, *, sigma, name, epsilon, delta,
+                adjacency, dataset_size, jax_privacy) -> PlanComparison:
+  """jax_privacy's own σ for the configuration, by the route of
+  ``BandMFExecutionPlanConfig.plan`` with public functions: its event
+  (``experimental.accounting.amplified_bandmf_event`` or the truncated one) calibrated by
+  ``dp_accounting.calibrate_dp_mechanism`` with the config's default accountant, a
+  ``PLDAccountant`` with the neighbouring relation of ``adjacency``."""
+  selection = jax_privacy.batch_selection
+  kind = type(source)
+  if kind is selection.BMinSepSampling:
+    return _no_comparison(sigma, name, 'jax_privacy 2.0 has no accountant for b-min-sep '
+                          'sampling (no DpEvent for it; Dong & Ganesh (2026))')
+  if kind is selection.BallsInBinsSampling:
+    return _no_comparison(sigma, name, 'jax_privacy 2.0 has no accountant for balls-in-bins '
+                          'sampling (no DpEvent for it)')
+  if coefficients is None:
+    return _no_comparison(sigma, name, 'jax_privacy 2.0 accounts BandMF only through '
+                          'BandMFExecutionPlanConfig, whose strategy is Toeplitz coefficients, '
+                          'not a dense or ColumnNormalizedBanded C')
+  bands = int(coefficients.size)
+  if source.cycle_length != bands:
+    return _no_comparison(
+        sigma, name, f"jax_privacy's BandMFExecutionPlanConfig samples with cycle_length = "
+        f'len(strategy) = {bands}, this batch_selection_strategy has cycle_length '
+        f'{source.cycle_length}')
+  dp_accounting = importlib.import_module('dp_accounting')
+  execution_plan = importlib.import_module('jax_privacy.experimental.execution_plan')
+  events = importlib.import_module('jax_privacy.experimental.accounting')
+  accountant = dp_accounting.pld.PLDAccountant(_relation(adjacency))
+  truncated = source.truncated_batch_size
+  try:  # the config's own checks (adjacency vs partition and truncation, band vs iterations)
+    execution_plan.BandMFExecutionPlanConfig(
+        iterations=source.iterations, strategy=coefficients, epsilon=None, delta=None,
+        noise_multiplier=1.0, sampling_prob=source.sampling_prob,
+        truncated_batch_size=truncated, num_examples=dataset_size,
+        partition_type=source.partition_type, column_normalize=column_normalize,
+        accountant=accountant)
+  except (ValueError, TypeError) as error:
+    return _no_comparison(sigma, name, f'BandMFExecutionPlanConfig refuses it: {error}')
+  if truncated:
+    # As BandMFExecutionPlanConfig._get_dp_event: the groups of EQUAL_SPLIT hold ⌊m/T⌋.
+    event_name = 'truncated_amplified_bandmf_event'
+    make_event = functools.partial(
+        events.truncated_amplified_bandmf_event, iterations=source.iterations,
+        num_bands=bands, largest_group_size=dataset_size // bands,
+        sampling_prob=source.sampling_prob, truncated_batch_size=truncated)
+  else:
+    event_name = 'amplified_bandmf_event'
+    make_event = functools.partial(events.amplified_bandmf_event, iterations=source.iterations,
+                                   num_bands=bands, sampling_prob=source.sampling_prob)
+  try:
+    noise_multiplier = float(dp_accounting.calibrate_dp_mechanism(
+        make_fresh_accountant=functools.partial(copy.deepcopy, accountant),
+        make_event_from_param=lambda s: make_event(noise_multiplier=s),
+        target_epsilon=epsilon, target_delta=delta))
+  except Exception as error:  # dp_accounting's search failures: report, do not fail the plan
+    return _no_comparison(sigma, name, f'dp_accounting.calibrate_dp_mechanism failed: {error}')
+  return PlanComparison(
+      jaxacct_sigma=sigma, jaxacct_accountant=name,
+      jax_privacy_sigma=noise_multiplier * float(np.linalg.norm(coefficients)),
+      jax_privacy_noise_multiplier=noise_multiplier,
+      jax_privacy_accountant=f'dp_accounting PLDAccountant({_RELATIONS[adjacency]}) on '
+                             f'jax_privacy {event_name}')
+
+
+def _calibrate(scheme, matrix, *, epsilon, delta, accountant, adjacency, key, options):
+  """(Guarantee, Calibration or None, what answered): σ as ``account``/the CLI choose it."""
+  probe = MatrixMechanism(scheme, matrix, 1.0)
+  choice = accounting_lib.choose_accountant(probe, accountant, adjacency=adjacency)
+  if choice == accounting_lib.MONTE_CARLO:
+    extra = sorted(set(options) - _MONTE_CARLO_OPTIONS)
+    if extra:
+      raise InputError(f'{", ".join(extra)}: not options of the Monte Carlo calibration '
+                       '(calibrate_noise_multiplier), which accounts this mechanism')
+    result = calibration_lib.calibrate_noise_multiplier(
+        scheme, matrix, epsilon=epsilon, delta=delta, key=_monte_carlo_key(key), **options)
+    return result.guarantee, result, accounting_lib.MONTE_CARLO
+  options = dict(options)
+  run = options.pop('run', None)
+  if run is not None and not isinstance(run, RunOptions):
+    raise InputTypeError(f'run must be a jaxacct RunOptions, got {run!r}')
+  monte_carlo_only = sorted(set(options) & (_MONTE_CARLO_OPTIONS - {'progress'}))
+  if monte_carlo_only:
+    raise InputError(
+        f'{", ".join(monte_carlo_only)}: options of the Monte Carlo calibration, but '
+        f'accountant={accountant!r} calibrates this mechanism with the deterministic '
+        f'accountant {choice!r}; pass accountant="monte_carlo" for Monte Carlo')
+  if 'progress' not in options and run is not None and run.progress:
+    options['progress'] = run.progress
+  _, guarantee = deterministic_lib.calibrate_deterministic(
+      scheme, matrix, epsilon=epsilon, delta=delta, accountant=choice, adjacency=adjacency,
+      **options)
+  return guarantee, None, guarantee.accountant
+
+
+def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
+                    noise_seed: int | None = None, key=None, accountant: str = 'auto',
+                    adjacency: str = Adjacency.ZERO_OUT.value, dataset_size: int | None = None,
+                    l2_clip_norm: float | None = None, rescale_to_unit_norm: bool | None = None,
+                    normalize_by: float | None = None, dtype=None, compare: bool = True,
+                    **options) -> CalibratedPlan:
+  """A jax_privacy ``DPExecutionPlan`` whose noise multiplier jaxacct calibrated at (ε, δ).
+
+  σ is jaxacct's, chosen as ``jaxacct.account`` and configs choose (``accountant="auto"``:
+  the tightest deterministic accountant where one supersedes Monte Carlo for the mechanism,
+  e.g. balls-in-bins and truncated (cyclic) Poisson; verified Monte Carlo by
+  ``calibrate_noise_multiplier`` otherwise, e.g. b-min-sep and untruncated cyclic Poisson).
+  The plan is jax_privacy's own pieces:
+
+  - ``batch_selection_strategy``: the caller's object, unchanged;
+  - ``clipped_grad``: ``clipping.clipped_grad`` with ``l2_clip_norm``, ``normalize_by``,
+    ``rescale_to_unit_norm`` and ``dtype`` bound, as ``BandMFExecutionPlanConfig.plan``
+    builds it (same defaults: 1.0, 1.0, True, float32);
+  - ``noise_addition_transform``: ``noise_addition.matrix_factorization_privatizer`` with
+    the noising matrix C⁻¹ (banded Toeplitz: ``toeplitz.inverse_as_streaming_matrix(c)``; a
+    ``BandMFExecutionPlanConfig``: the same with its ``column_normalize``; a
+    ``ColumnNormalizedBanded``: its ``inverse_as_streaming_matrix()``; a dense C: the dense
+    privatizer with C⁻¹ solved in float64), ``stddev = σ · Δ`` and ``prng_key=noise_seed``.
+    Δ is ``clipped_grad(...).sensitivity(relation)`` as jax_privacy computes it, with the
+    relation of ``adjacency`` (zero_out ↔ ``REPLACE_SPECIAL``, add_remove ↔
+    ``ADD_OR_REMOVE_ONE``; both Δ = the clipped gradient's bound / normalize_by). The noise
+    scale: jaxacct's σ is that of y = C·x + σ·z with per-example contributions of norm ≤ 1 and
+    C not normalised; the streamed noise C⁻¹·(σΔ·Z) added to the clipped sums Δ·x gives
+    Δ·(x + σ·C⁻¹Z), whose post-processing C·(…) is Δ·(C·x + σ·Z): the mechanism jaxacct
+    accounted, scaled by Δ. (jax_privacy's own plans use σ_jp·Δ·‖strategy‖₂, σ_jp relative to
+    the coefficient norm: σ = σ_jp·‖strategy‖₂.)
+  - ``dp_event``: a ``JaxacctVerifiedEvent`` recording σ, (ε, δ), method, accountant, scheme,
+    strategy and jaxacct's version; dp_accounting's accountants refuse it (``supports`` is
+    False, ``compose`` raises ``UnsupportedEventError``), so no dp_accounting ledger counts it
+    as an analysis it did not do.
+
+  Args:
+    batch_selection_strategy: a jax_privacy ``CyclicPoissonSampling``,
+      ``BallsInBinsSampling`` or ``BMinSepSampling`` (``to_scheme``).
+    strategy: the BandMF strategy C (anything ``to_strategy`` takes: Toeplitz coefficients, a
+      ``BandMFExecutionPlanConfig`` (its strategy, column_normalize and clipping fields; its
+      iterations must equal the batch strategy's), a ``ColumnNormalizedBanded``, a dense C).
+      Checked against the scheme (``to_strategy(..., scheme=)``): e.g. at most min_sep or
+      cycle_length bands.
+    epsilon: target ε (finite, > 0). delta: target δ ∈ (0, 1) (the overall δ for Monte Carlo).
+    noise_seed: the privatizer's seed, an integer in [0, 2**32) (required; a config's
+      ``noise_seed`` when ``strategy`` is a config and this is None). Never an unseeded key.
+    key: a typed JAX key or an integer seed for the Monte Carlo calibration; required when
+      Monte Carlo runs, unused otherwise. Never a default.
+    accountant: ``"auto"`` (default), ``"monte_carlo"`` or a deterministic accountant's name
+      (``jaxacct.accounting.accountant_choices()``).
+    adjacency: ``"zero_out"`` (default) or ``"add_remove"`` (deterministic accountants that
+      cover it); ``"replace_one"`` is refused (the factor 2 is counted differently).
+    dataset_size: the ``num_examples`` of ``batch_iterator``; required for truncated
+      strategies (public then, as in ``to_scheme``).
+    l2_clip_norm, rescale_to_unit_norm, normalize_by, dtype: of ``clipped_grad`` (and dtype of
+      the privatizer); None: the config's when ``strategy`` is a config, else jax_privacy's
+      defaults.
+    compare: also calibrate jax_privacy's own σ for the configuration where it has an
+      accountant (``PlanComparison``).
+    **options: of the calibration that runs. Monte Carlo: ``calibrate_noise_multiplier``'s
+      (``num_samples``, ``num_candidates``, ``precision``, ``run=RunOptions(...)``,
+      ``base_delta``, ``fallback``, …). Deterministic: ``calibrate_deterministic``'s
+      (``tolerance``, the accountant's own options) and ``run`` (its ``progress`` only). An
+      option of the other kind is refused, naming it.
+
+  Returns:
+    ``CalibratedPlan`` (``.plan``, ``.guarantee``, ``.comparison``, ``.summary()``).
+
+  Raises:
+    InputError: naming the argument: ε or δ out of range, no ``key`` when Monte Carlo runs, no
+      or a bad ``noise_seed``, a strategy the scheme's analysis does not allow, an unmapped
+      batch strategy or adjacency, options of the wrong calibration.
+    InputTypeError: arguments of the wrong kind.
+    MissingExtraError: jax_privacy is not installed in the tested range 2.0.x.
+    NotVerifiedError / CalibrationError: as ``calibrate_noise_multiplier``.
+
+  References:
+    Dong & Ganesh (2026) App. A (Estimate-Verify-Release); Choquette-Choo et al. (2023),
+    arXiv 2306.08153 (BandMF, Alg. 9 streams C⁻¹); jax_privacy 2.0.0
+    ``experimental.execution_plan.BandMFExecutionPlanConfig.plan`` (the construction followed).
+  """
+  jax_privacy = _jax_privacy()
+  epsilon, delta = _target(epsilon, delta)
+  if accountant not in accounting_lib.accountant_choices():
+    raise InputError(f'accountant must be one of '
+                     f'{", ".join(accounting_lib.accountant_choices())}, got {accountant!r}')
+  relation = _relation(adjacency)
+  plan_config = importlib.import_module(
+      'jax_privacy.experimental.execution_plan').BandMFExecutionPlanConfig
+  config = strategy if isinstance(strategy, plan_config) else None
+  if noise_seed is None and config is not None:
+    noise_seed = config.noise_seed
+  if noise_seed is None:
+    raise InputError('noise_seed: calibrated_plan needs an integer seed for the privatizer '
+                     "(jax_privacy draws an unseeded key without one); pass noise_seed=")
+  noise_seed = _seed('noise_seed', noise_seed)
+  clip = {}
+  for field, value in (('l2_clip_norm', l2_clip_norm),
+                       ('rescale_to_unit_norm', rescale_to_unit_norm),
+                       ('normalize_by', normalize_by), ('dtype', dtype)):
+    clip[field] = value if value is not None else (
+        getattr(config, field) if config is not None else _CLIP_DEFAULTS[field])
+  if not isinstance(compare, bool):
+    raise InputTypeError(f'compare must be True or False, got {compare!r}')
+  scheme = to_scheme(batch_selection_strategy, dataset_size=dataset_size)
+  try:
+    accounted = to_strategy(strategy, scheme=scheme)
+  except InputError as error:
+    kind = InputTypeError if isinstance(error, TypeError) else InputError
+    raise kind(f'strategy: {error}') from error
+  noising, coefficients, column_normalize = _noising(strategy, accounted, scheme.iterations,
+                                                     jax_privacy)
+
+  clipping = jax_privacy.clipping
+
+  @functools.wraps(clipping.clipped_grad)
+  def clipped_grad_transform(*args, **kwargs):
+    return clipping.clipped_grad(*args, **kwargs, **clip)
+
+  try:
+    sensitivity = float(clipped_grad_transform(lambda: None).sensitivity(relation))
+  except ValueError as error:
+    raise InputError(f'l2_clip_norm / normalize_by: jax_privacy refuses them: {error}') from error
+  if not (math.isfinite(sensitivity) and sensitivity > 0.0):
+    raise InputError(f'l2_clip_norm / normalize_by: the clipped sum\'s sensitivity must be '
+                     f'finite and > 0, got {sensitivity} (l2_clip_norm={clip["l2_clip_norm"]}, '
+                     f'normalize_by={clip["normalize_by"]})')
+
+  guarantee, calibration, name = _calibrate(scheme, accounted, epsilon=epsilon, delta=delta,
+                                            accountant=accountant, adjacency=adjacency,
+                                            key=key, options=options)
+  sigma = float(guarantee.noise_multiplier)
+  stddev = sigma * sensitivity
+  privatizer = jax_privacy.noise_addition.matrix_factorization_privatizer(
+      noising, stddev=stddev, prng_key=noise_seed, dtype=clip['dtype'])
+  event = _event_class()(
+      noise_multiplier=sigma, epsilon=float(guarantee.epsilon), delta=float(guarantee.delta),
+      method=str(guarantee.method), accountant=str(guarantee.accountant or name),
+      adjacency=str(guarantee.adjacency), num_samples=int(guarantee.num_samples),
+      scheme=repr(scheme), strategy=f'{accounted.summary} (fingerprint {accounted.fingerprint})',
+      jaxacct_version=_JAXACCT_VERSION)
+  plan = importlib.import_module('jax_privacy.experimental.execution_plan').DPExecutionPlan(
+      clipped_grad=clipped_grad_transform, batch_selection_strategy=batch_selection_strategy,
+      noise_addition_transform=privatizer, dp_event=event)
+  comparison = None
+  if compare:
+    comparison = _comparison(batch_selection_strategy, coefficients, column_normalize,
+                             sigma=sigma, name=str(guarantee.accountant or name),
+                             epsilon=epsilon, delta=delta, adjacency=adjacency,
+                             dataset_size=dataset_size, jax_privacy=jax_privacy)
+  return CalibratedPlan(plan=plan, guarantee=guarantee, comparison=comparison, scheme=scheme,
+                        strategy=accounted, sensitivity=sensitivity, noise_stddev=stddev,
+                        calibration=calibration)
