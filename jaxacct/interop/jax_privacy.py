@@ -893,8 +893,8 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
     NotVerifiedError / CalibrationError: as ``calibrate_noise_multiplier``.
 
   References:
-    Dong & Ganesh (2026) App. A (Estimate-Verify-Release); Choquette-Choo et al. (2023),
-    arXiv 2306.08153 (BandMF, Alg. 9 streams C⁻¹); jax_privacy 2.0.0
+    Dong & Ganesh (2026) App. A (Estimate-Verify-Release); Choquette-Choo et al., NeurIPS
+    2023, arXiv 2306.08153 (BandMF, Alg. 9 streams C⁻¹); jax_privacy 2.0.0
     ``experimental.execution_plan.BandMFExecutionPlanConfig.plan`` (the construction followed).
   """
   jax_privacy = _jax_privacy()

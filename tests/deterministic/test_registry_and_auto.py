@@ -182,7 +182,8 @@ def test_accountant_instances_are_accepted():
                      dataset_size=200), 'pld'),
     (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=6, cycle_length=2,
                            partition='equal_split', truncated_batch_size=5, dataset_size=40), 'pld'),
-    (jaxacct.Poisson(sampling_prob=0.1, iterations=6), None),  # both exact: Monte Carlo stays
+    # Untruncated Poisson: pld is the exact pair's PLD (Monte Carlo would verify at δ_b < δ).
+    (jaxacct.Poisson(sampling_prob=0.1, iterations=6), 'pld'),
     (jaxacct.CyclicPoisson(sampling_prob=0.3, iterations=6, cycle_length=2), None),
     (jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3, truncated_batch_size=25,
                      dataset_size=200), None),
