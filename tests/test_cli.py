@@ -163,7 +163,7 @@ def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
   result = json.loads(capsys.readouterr().out)
   assert REQUIRED <= result.keys()
   assert result['method'] == 'deterministic' and result['verified'] is True
-  assert result['adjacency'] == 'zero_out'
+  assert result['adjacency'] == 'zero_out' and result['accountant'] == 'pld'
   deltas = result['delta_of_epsilon']
   assert deltas == sorted(deltas, reverse=True) and 0 < deltas[0] < 1
   assert (tmp_path / 'delta.png').is_file()

@@ -46,9 +46,9 @@ def _env(devices: int) -> dict:
   return env
 
 
-def _run(out, *extra, devices=1) -> dict:
-  done = subprocess.run(_command(out, *extra), env=_env(devices), capture_output=True,
-                        text=True, timeout=900, check=False)
+def _run(out, *extra, devices=1, env=None) -> dict:
+  done = subprocess.run(_command(out, *extra), env=dict(_env(devices), **(env or {})),
+                        capture_output=True, text=True, timeout=900, check=False)
   assert done.returncode == 0, done.stderr
   payload = json.loads(done.stdout)
   return {k: v for k, v in payload.items() if k not in VOLATILE}
@@ -108,8 +108,17 @@ def _position(body) -> tuple:
 
 
 @pytest.fixture(scope='module')
-def uninterrupted(tmp_path_factory):
-  return _run(tmp_path_factory.mktemp('reference'))
+def first_attempt(tmp_path_factory):
+  """The uninterrupted run, a user's first attempt: (its JSON, its report folder, the user's
+  ledger that recorded it). test_second_calibration_… goes on from that folder and ledger."""
+  folder = tmp_path_factory.mktemp('reference')
+  out, ledger = folder / 'out', folder / 'user-state' / 'ledger.json'
+  return _run(out, env={'JAXACCT_LEDGER': str(ledger)}), out, ledger
+
+
+@pytest.fixture
+def uninterrupted(first_attempt):
+  return first_attempt[0]
 
 
 def test_killed_in_every_phase_and_its_replay_resumes_where_it_stopped_bitwise(
@@ -148,10 +157,14 @@ def _refused(out, *extra) -> str:
   return done.stderr
 
 
-def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, uninterrupted):
-  out = tmp_path / 'out'
-  ledger_path = pathlib.Path(os.environ['JAXACCT_LEDGER'])  # the user's ledger (conftest)
-  assert _run(out) == uninterrupted  # the first attempt, recorded in the user's ledger
+def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, first_attempt,
+                                                                 monkeypatch):
+  # The first attempt is the fixture's run, recorded in its user's ledger (every run below
+  # charges that one): one CLI run fewer than running it here again.
+  uninterrupted, out, ledger_path = first_attempt
+  monkeypatch.setenv('JAXACCT_LEDGER', str(ledger_path))
+  assert [len(runs) for runs in json.loads(ledger_path.read_text())['body']['runs'].values()
+          ] == [1]
   assert _run(out) == uninterrupted  # the same run again is not a new attempt
   assert 'attempt=2' in _refused(out, '--set', 'calibration.seed=1')
   # Another report folder shares the user's ledger: still the second attempt.

@@ -34,8 +34,9 @@ def _stop_after(calls: int):
 @pytest.mark.slow
 def test_estimate_resumes_bitwise_after_an_interruption(tmp_path):
   kwargs = dict(blocks_per_call=2, checkpoint_interval=1e-9)
-  reference = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
-                                     blocks_per_call=4)
+  # The reference in one call of the default size (42 blocks: the program of this file's other
+  # estimates), the interrupted and resumed runs in calls of two blocks.
+  reference = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000)
   with pytest.raises(Stop):  # 9 blocks per direction, two per call (5 calls): stop in "add"
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
                            progress=_stop_after(7), **kwargs)
@@ -161,28 +162,34 @@ def _stop_in(stage: str, calls: int, seen: list):
 def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phases(tmp_path):
   """Issue 29: a calibration stopped inside verification resumes there, not at its block 0,
   also when stopped a second time (the replay of the sweeps never drops the saved phase)."""
-  # 147 blocks of 1024 per direction, ~42 per call: 4 calls per direction in verification.
-  run = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5), num_samples=150_000,
+  # 30 blocks of 1024 per direction in calls of 4 (performance only): 8 calls per direction in
+  # verification, enough to stop at the third and twice one call later.
+  run = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5), num_samples=30_000,
              estimation_samples=2000, num_candidates=2, grid_ratio=1.2)
   scheme, matrix = MECHANISM.scheme, MECHANISM.matrix
-  reference = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run)
-  resumable = dict(run, checkpoint=tmp_path, checkpoint_interval=1e-9)
+  reference = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+                                                 run=jaxacct.RunOptions(blocks_per_call=4))
+
+  def resumable(progress=None):
+    return jaxacct.RunOptions(blocks_per_call=4, checkpoint=tmp_path, checkpoint_interval=1e-9,
+                              progress=progress)
+
   seen: list = []
   with pytest.raises(Stop):
-    jaxacct.calibrate_noise_multiplier(scheme, matrix, progress=_stop_in('verification', 3, seen),
-                                       **resumable)
+    jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+                                       run=resumable(_stop_in('verification', 3, seen)))
   saved = json.loads((tmp_path / 'checkpoint.json').read_text())['body']['current']
   assert saved['phase'] == 'verification' and saved['stream']['block'] > 0
   stopped_at = [done for stage, done in seen if stage == 'verification'][-1]
   for _ in range(2):  # resume, stop again one call later; then finish
     seen = []
     with pytest.raises(Stop):
-      jaxacct.calibrate_noise_multiplier(
-          scheme, matrix, progress=_stop_in('verification', 1, seen), **resumable)
+      jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+                                         run=resumable(_stop_in('verification', 1, seen)))
     assert [stage for stage, _ in seen] == ['verification']  # sweeps replayed without compute
     assert seen[0][1] > stopped_at  # the resumed verification went on from the saved block
     stopped_at = seen[0][1]
-  resumed = jaxacct.calibrate_noise_multiplier(scheme, matrix, **resumable)
+  resumed = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run, run=resumable())
   assert resumed.guarantee.noise_multiplier == reference.guarantee.noise_multiplier
   assert resumed.record.to_dict() == reference.record.to_dict()
 
@@ -211,10 +218,16 @@ def test_default_ledger_is_the_users_and_can_be_moved(monkeypatch, tmp_path):
   assert str(ledger_lib.default_path()).endswith('.local/state/jaxacct/ledger.json')
 
 
-def _verify(tmp_path, ledger, **kwargs):
-  candidates = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 40.0)]
-  return jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05, num_samples=3000,
-                        ledger=ledger, checkpoint=tmp_path / 'checkpoint', **kwargs)
+# Two Monte Carlo candidates and the fallback (σ = 40), in calls of 4 blocks: the verification
+# program of the resume test above (2 σ), which the capacity plans below time too.
+CANDIDATES = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 1.3),
+              jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 40.0)]
+
+
+def _verify(tmp_path, ledger):
+  return jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=3000,
+                        run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger,
+                                               checkpoint=tmp_path / 'checkpoint'))
 
 
 def test_a_checkpoint_that_recorded_a_charge_refuses_a_ledger_that_lacks_it(tmp_path):
@@ -322,13 +335,14 @@ def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
 def test_verification_over_max_seconds_is_refused_before_the_ledger_is_charged(tmp_path):
   from jaxacct.montecarlo import plan
   ledger_path = tmp_path / 'ledger.json'
-  candidates = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.matrix, 40.0)]
-  with pytest.raises(plan.OverBudgetError, match='verification of 1 candidates'):
-    jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05,
-                   num_samples=10**11, ledger=ledger_path, max_seconds=1.0, progress=_never)
+  with pytest.raises(plan.OverBudgetError, match='verification of 2 candidates'):
+    jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=10**11,
+                   run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger_path, max_seconds=1.0,
+                                          progress=_never))
   # Nothing was charged: the same run with a feasible N is attempt 1.
-  done = jaxacct.verify(jax.random.key(2), candidates, epsilon=1.0, delta=0.05,
-                        num_samples=3000, ledger=ledger_path, max_seconds=3600)
+  done = jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=3000,
+                        run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger_path,
+                                               max_seconds=3600))
   assert done.guarantee.attempts == 1
 
 
@@ -336,9 +350,12 @@ def test_calibration_over_max_seconds_is_refused_before_any_sweep():
   from jaxacct.montecarlo import plan
   with pytest.raises(plan.OverBudgetError, match=r'calibration \(.* verification .* over '
                                                  r'max_seconds = 1\b'):
+    # The plan times the resume test's programs (16 and 2 σ, calls of 4 blocks), compiled once.
     jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
                                        delta=1e-3, key=jax.random.key(0), num_samples=10**11,
-                                       max_seconds=1, progress=_never)
+                                       num_candidates=2,
+                                       run=jaxacct.RunOptions(blocks_per_call=4, max_seconds=1,
+                                                              progress=_never))
 
 
 def _blocks_left_by_enumeration(state, num_samples, first_block, block_size, num_programs):

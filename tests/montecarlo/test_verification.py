@@ -249,11 +249,23 @@ def test_released_fallback_names_its_accountant():
 
 
 @pytest.mark.slow
-def test_pld_fallback_proves_a_smaller_last_candidate():
+def test_pld_fallback_proves_a_smaller_last_candidate(monkeypatch):
   # Untruncated Poisson DP-SGD: the PLD σ at (ε, δ_b) is far below the unamplified one, so a
   # last candidate between them is refused by the default fallback and accepted by "pld".
   from jaxacct.deterministic import base
   pld_accountant = base.get('pld')
+  # The PLD σ search (~15 PLD builds, most of this test's time) runs once: the refusal at the
+  # end names the σ of the same search (same arguments), which verify would search again.
+  searched = {}
+  search = pld_accountant.sigma
+
+  def sigma_once(*args, **kwargs):
+    key = repr((args, sorted(kwargs.items())))
+    if key not in searched:
+      searched[key] = search(*args, **kwargs)
+    return searched[key]
+
+  monkeypatch.setattr(pld_accountant, 'sigma', sigma_once)
   sigma_pld = pld_accountant.sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
   sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-2)
   assert sigma_pld < 0.5 * sigma_up
@@ -269,6 +281,7 @@ def test_pld_fallback_proves_a_smaller_last_candidate():
   with pytest.raises(ValueError, match=f'must be >= {sigma_pld}'):
     jaxacct.verify(jax.random.key(7), _candidates([0.1, 0.99 * sigma_pld]), epsilon=1.0,
                    delta=1e-1, fallback='pld')
+  assert len(searched) == 1  # verify asked for the σ of the same (scheme, C, ε, δ_b)
 
 
 def test_fallback_bad_input():
