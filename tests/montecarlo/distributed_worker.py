@@ -49,10 +49,12 @@ for precision in ('float64', 'float32'):  # shared draws of K σ, as verificatio
                                       else hexes(sweep.sums.margins[d]))
       for d in ('remove', 'add')}
 # One whole calibration (sweeps, ledger, verification, fallback) per process layout: the
-# truncated scheme, whose binomial batch sizes are the most intricate draws.
+# truncated scheme, whose binomial batch sizes are the most intricate draws. 16 candidates: the
+# verification's K σ program is then the estimation sweeps' (16 σ, calibration._SWEEP), one
+# program fewer to compile in each process (its 2,615 samples per direction are cheap).
 for name, scheme, matrix in (('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4])),):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
-                                                   key=jax.random.key(13), num_candidates=3,
+                                                   key=jax.random.key(13), num_candidates=16,
                                                    run=jaxacct.RunOptions(blocks_per_call=2))
   result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),
                   'candidates': hexes(calibration.candidates),
