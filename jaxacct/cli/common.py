@@ -23,6 +23,7 @@ from jaxacct import config as config_lib
 from jaxacct import progress as progress_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
+from jaxacct.deterministic import curve_plan
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import evr, verification
@@ -44,34 +45,75 @@ def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_
 DEFAULT_MAX_MINUTES = 30.0
 
 
-def check_budget(args, raw) -> float | None:
+def check_budget(args, raw, report: bool = True, then: tuple[str, float] | None = None
+                 ) -> float | None:
   """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
   projected time here) on stderr, and refuse it when the projection exceeds
-  ``--max-minutes`` (default 30) unless ``--force``. Returns the projected seconds of the run
-  after the plan (None without a Monte Carlo calibration), which the report records beside
-  the measured ones."""
+  ``--max-minutes`` (default 30) unless ``--force``. ``report`` False: the run draws no report
+  curve and figures of its own (``train``), so they are left out. ``then``: (what, seconds)
+  of work after the calibration that the budget covers too (``train``'s training). Returns
+  the projected seconds of the run after the plan, ``then`` included (the calibration's
+  share is None without a Monte Carlo calibration), which the report records beside the
+  measured ones."""
   mechanism, _ = plan_mechanism(raw)
   if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
+    if then is not None:
+      refuse_over_budget(args, then[0], then[1], '', accelerator=False)
+      return then[1]
     return None
   plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
+  seconds = plan['plan']['seconds_after_plan']
+  if not report:
+    seconds -= plan['plan']['report_seconds'] + plan['plan']['figure_seconds']
   if sharding.is_leader():
     print_plan(plan, file=sys.stderr)
-  refuse_over_budget(args, 'the Monte Carlo calibration', plan['plan']['seconds_after_plan'],
-                     '')
-  return plan['plan']['seconds_after_plan']
+  what = 'the Monte Carlo calibration'
+  if then is not None:
+    seconds += then[1]
+    what += f' and {then[0]}'
+    if sharding.is_leader():
+      print(f'  then {then[0]}: {progress_lib.format_seconds(then[1])}; in all after this plan '
+            f'{progress_lib.format_seconds(seconds)}', file=sys.stderr)
+  refuse_over_budget(args, what, seconds, '')
+  return seconds
 
 
-def refuse_over_budget(args, run: str, seconds: float, advice: str) -> None:
+def refuse_over_budget(args, run: str, seconds: float, advice: str,
+                       accelerator: bool = True) -> None:
   """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30) without --force."""
   budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
   try:
     plan_lib.refuse_over_budget(
         run, seconds, None if args.force else 60.0 * budget,
         budget=f'the --max-minutes budget of {budget:g} min',
-        advice=f'pass --force (or a larger --max-minutes) to run it anyway, {advice}or run it '
-               f'on an accelerator')
+        advice=f'pass --force (or a larger --max-minutes) to run it anyway'
+               + (f', {advice}or run it on an accelerator' if accelerator
+                  else (f', or {advice.rstrip(", ")}' if advice else '')))
   except plan_lib.OverBudgetError as refusal:
     raise config_lib.ConfigError(str(refusal)) from None
+
+
+def check_deterministic_budget(args, curve, queries, figures: int) -> float | None:
+  """Before a deterministic report whose queries compose new PLDs (MMCC, conditional
+  composition): print its plan on stderr (``deterministic.curve_plan``: the run's queries
+  replayed on a coarse copy of the curve, scaled by one full composition that the run keeps)
+  and refuse it over ``--max-minutes`` (default 30) unless --force. Returns the projected
+  seconds of the run after the plan, ``figures`` figures included (None: the curve's queries
+  are cheap, nothing is planned)."""
+  plan = curve_plan.plan_queries(curve, queries)
+  if plan is None:
+    return None
+  projected = plan.projected_seconds + figures * figure_seconds([1.0, 2.0])
+  seconds = progress_lib.format_seconds
+  if sharding.is_leader():
+    print(f'plan: the report makes ~{plan.compositions} PLD compositions (its queries replayed '
+          f'on a coarse copy of the curve in {seconds(plan.plan_seconds)}; one at full '
+          f'resolution took {seconds(plan.seconds_per_composition)}, {plan.scale:.0f}× the '
+          f'coarse one): projected {seconds(projected)} after this plan, figures included',
+          file=sys.stderr)
+  refuse_over_budget(args, 'the deterministic report', projected,
+                     'use a coarser value_discretization_interval', accelerator=False)
+  return projected
 
 
 # Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
@@ -151,11 +193,13 @@ def check_outputs(args, raw) -> None:
 def deterministic_curve(args, curve, epsilons, released: float | None,
                         target: float | None) -> dict:
   """The report's proven (ε(δ), δ) points (``deterministic.report_curve``) down to 10⁻⁶ of the
-  target δ (the figure shows no less), with progress on stderr."""
+  target δ (the figure shows no less), with progress on stderr (none with ``args`` None: a
+  plan's replay)."""
   shown = [float(e) for e in epsilons] + (
       [released] if released is not None and np.isfinite(released) else [])
-  return deterministic.report_curve(curve, shown, floor=1e-6 * target if target else 1e-20,
-                                    progress=reporter(args, unit='points'))
+  return deterministic.report_curve(
+      curve, shown, floor=1e-6 * target if target else 1e-20,
+      progress=None if args is None else reporter(args, unit='points'))
 
 
 def scheme_and_matrix(raw) -> tuple:
@@ -201,7 +245,7 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
       if name != 'float32' or name == run:
         raise
       refusal = str(refused)  # the 32-bit program does not serve this mechanism
-  figures = _figure_seconds(report_epsilons)
+  figures = figure_seconds(report_epsilons)
   for plan in plans.values():  # calibrate then draws its two figures (δ̂(ε), candidates)
     plan['figure_seconds'] = CALIBRATION_FIGURES * figures
     plan['seconds_after_plan'] += CALIBRATION_FIGURES * figures
@@ -216,7 +260,7 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
 CALIBRATION_FIGURES = 2
 
 
-def _figure_seconds(epsilons) -> float:
+def figure_seconds(epsilons=(1.0, 2.0)) -> float:
   """Seconds to draw and write one report figure here, timed on a figure like calibrate's
   δ̂(ε) (into a temporary folder): the first drawing imports matplotlib, which the run then
   finds imported, so the second one is the figure's own cost."""

@@ -4,6 +4,7 @@ and ε(δ)."""
 
 from __future__ import annotations
 
+import time
 
 import jax
 import numpy as np
@@ -15,10 +16,28 @@ from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.cli.common import (Command, check_state_files, deterministic_curve,
+from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
+                                deterministic_curve,
                                 estimate_max_seconds, output_dir, print_deterministic,
                                 print_footer, refuse_over_budget, reporter, run_options,
                                 run_precision, say_precision, write_on_leader)
+
+
+def _report_queries(args, curve, epsilons, target):
+  """The report's queries of a deterministic curve, in the run's order: ε(target δ), the
+  figure's points and the δ(ε) table (both directions). ``args`` None: no progress (a plan's
+  replay, ``check_deterministic_budget``)."""
+  released = None if target is None else curve.epsilon_for_delta(target)
+  # The figure's points first: their ε(δ) on fixed δ (decades and half decades) are the
+  # brackets every δ(ε) search of the table starts from, so the table reuses them.
+  figure = deterministic_curve(args, curve, epsilons, released, target)
+  table = None if args is None else reporter(args, unit='queries')
+  by_direction = {d: [] for d in DIRECTIONS}
+  for i, (e, d) in enumerate(((e, d) for e in epsilons for d in DIRECTIONS), start=1):
+    by_direction[d].append(curve.delta_for_epsilon(e, direction=d))
+    if table is not None:
+      table(i, len(epsilons) * len(DIRECTIONS), 'δ(ε) table')
+  return released, figure, by_direction
 
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
@@ -27,15 +46,10 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
   curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
   target = raw.get('calibration', {}).get('delta')
-  released = None if target is None else curve.epsilon_for_delta(target)
-  # The figure's points first: their ε(δ) on fixed δ (decades and half decades) are the
-  # brackets every δ(ε) search of the table starts from, so the table reuses them.
-  figure = deterministic_curve(args, curve, epsilons, released, target)
-  table = reporter(args, unit='queries')
-  by_direction = {d: [] for d in DIRECTIONS}
-  for i, (e, d) in enumerate(((e, d) for e in epsilons for d in DIRECTIONS), start=1):
-    by_direction[d].append(curve.delta_for_epsilon(e, direction=d))
-    table(i, len(epsilons) * len(DIRECTIONS), 'δ(ε) table')
+  projected = check_deterministic_budget(
+      args, curve, lambda replayed: _report_queries(None, replayed, epsilons, target), figures=1)
+  started = time.perf_counter()  # the run the plan projects: the queries and the figure
+  released, figure, by_direction = _report_queries(args, curve, epsilons, target)
   if isinstance(curve, deterministic.TightestCurve):  # auto: name the one that gave ε(δ)
     name = curve.chosen(target) if target is not None else config_lib.AUTO
   payload = {
@@ -56,6 +70,10 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
                   f'{report.describe(mechanism)}\nδ(ε) by {name} ({adjacency})',
                   released=None if target is None else (payload['epsilon'], target),
                   point_label='proven')
+  if projected is not None:
+    payload['plan_check'] = {'projected_seconds': projected,
+                             'measured_seconds': time.perf_counter() - started}
+    write_on_leader(report.write_json, folder, 'estimate.json', payload)
   payload['report'] = str(folder)
   return payload
 

@@ -19,15 +19,17 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import sharding
+from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_state_files,
-                                check_budget, output_dir, print_footer, scheme_and_matrix,
+                                check_state_files, check_budget, figure_seconds, output_dir,
+                                print_footer, refuse_over_budget, scheme_and_matrix,
                                 with_prefix_error, write_on_leader)
 
 
 def _train(args, raw) -> dict:
   from jaxacct.training.loop import noise_bands  # local: flax and optax only for training
-  from jaxacct.training.task import train_task
+  from jaxacct.training.task import project_training, train_task
   task = config_lib.training_task_from(raw, pathlib.Path(args.config).parent)
   m = task.dataset_size
   declared = raw['scheme'].get('dataset_size')
@@ -39,29 +41,43 @@ def _train(args, raw) -> dict:
     calibration_section(raw)
   scheme, matrix = scheme_and_matrix(raw)
   noise_bands(matrix)  # refuses a strategy whose C⁻¹Z cannot be streamed, before calibrating
-  if noise:
-    probe = MatrixMechanism(scheme, matrix, 1.0)
-    check_state_files(args, raw, ledger=config_lib.accountant_from(
-        raw, scheme, matrix) == config_lib.MONTE_CARLO, mechanism=probe)
-    check_budget(args, raw)
   individual = config_lib.individual_from(raw, m)
   if individual is not None and not noise:
     raise config_lib.ConfigError('the individual section needs a private run (training.noise: '
                                  'true): without noise there is no ε to account')
   if individual is not None:  # refusals (banded C, subsampled filter, …) before calibrating
     tracking_lib.bind(individual, MatrixMechanism(scheme, matrix, 1.0), m)
+  options = config_lib.library_keywords(raw, 'training', ('clip_norm', 'learning_rate',
+                                                          'momentum', 'seed'))
+  if noise:
+    probe = MatrixMechanism(scheme, matrix, 1.0)
+    check_state_files(args, raw, ledger=config_lib.accountant_from(
+        raw, scheme, matrix) == config_lib.MONTE_CARLO, mechanism=probe)
+  # The plan: the training's first steps timed (a discarded run, public seed), then the
+  # calibration's capacity plan, whose budget covers both.
+  training = project_training(task, MatrixMechanism(scheme, matrix, 1.0), noise=noise,
+                              individual=individual, **options)
+  figures = 1 + (individual is not None)
+  then = ('the training', training.projected_seconds + figures * figure_seconds())
+  if sharding.is_leader():
+    print(f'plan: training {training.steps} steps: first step (compile) '
+          f'{format_seconds(training.first_step_seconds)}, then '
+          f'{training.seconds_per_step * 1e3:.1f} ms per step (timed on {training.timed_steps} '
+          f'steps): {format_seconds(then[1])} with {figures} figure(s)', file=sys.stderr)
+  projected = check_budget(args, raw, report=False, then=then) if noise else then[1]
+  if not noise:
+    refuse_over_budget(args, then[0], then[1], '', accelerator=False)
+  started = time.perf_counter()  # the run the plan projects: calibration and training
   if noise:
     mechanism, g, calibration, _ = calibrated(args, raw, scheme, matrix)
   else:
     mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
-  started = time.perf_counter()
+  trained = time.perf_counter()
   payload = train_task(
       task, mechanism, g, noise=noise, individual=individual,
-      progress=reporter(args, unit='steps'),
-      **config_lib.library_keywords(raw, 'training', ('clip_norm', 'learning_rate',
-                                                      'momentum', 'seed')))
+      progress=reporter(args, unit='steps'), **options)
   payload['task'] = task.name
-  payload['training_seconds'] = time.perf_counter() - started
+  payload['training_seconds'] = time.perf_counter() - trained
   payload['calibration'] = calibration
   if noise:
     with_prefix_error(mechanism, payload)
@@ -72,6 +88,9 @@ def _train(args, raw) -> dict:
   if payload['individual'] is not None:
     write_on_leader(report.plot_individual, folder, payload['individual'],
                     f'{task.name}: {report.describe(mechanism)}')
+  payload['plan_check'] = {'projected_seconds': projected, 'training': training.to_dict(),
+                           'measured_seconds': time.perf_counter() - started}
+  write_on_leader(report.write_json, folder, 'training.json', payload)
   payload['report'] = str(folder)
   return payload
 

@@ -598,6 +598,13 @@ class ConditionalCompositionCurve(mixture_pld.BadEventCurve):
     self._pairs = {}  # (order, direction, δ_E) → step_pairs: the screen's, reused to compose
     self._order = {}
 
+  def coarse_copy(self) -> ConditionalCompositionCurve:
+    """This curve on a PLD grid ≥ ``mixture_pld.COARSE_DISCRETIZATION``
+    (``mixture_pld.BadEventCurve.coarse_copy``)."""
+    return ConditionalCompositionCurve(self.means, self.noise_multiplier, self.bad_event_delta,
+                                       max(self.discretization,
+                                           mixture_pld.COARSE_DISCRETIZATION))
+
   def pairs(self, order: str, direction: str, bad_event_delta: float):
     """``step_pairs`` of one order (the last few kept: a screen then a composition share)."""
     key = (order, direction, bad_event_delta)

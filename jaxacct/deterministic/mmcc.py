@@ -69,6 +69,7 @@ from jaxacct.errors import InputError
 
 DEFAULT_DISCRETIZATION = 1e-3  # Δ₁, the PLD grid
 DEFAULT_SENSITIVITY_STEPS = 100  # Δ₂ = max C / 100 unless given
+COARSE_LATTICE = 4  # a coarse copy's Δ₂ is this × Δ₂ (fewer distinct rows; more pessimistic)
 NEGLIGIBLE_MASS = 1e-30  # sensitivity atoms lighter than this merge into the next one up
 REFINEMENT = 64  # the convolution lattice is up to this many times finer than Δ₂ ...
 MAX_SUPPORT = 1 << 16  # ... while a row's PMF has at most this many points
@@ -335,6 +336,14 @@ class MMCCCurve(mixture_pld.BadEventCurve):
     return mixture_pld.compose([pmf if count == 1 else pmf.to_dense_pmf().self_compose(count)
                                 for pmf, count in zip(pmfs, rows.multiplicity)])
 
+  def coarse_copy(self) -> MMCCCurve:
+    """This curve with Δ₁ ≥ ``mixture_pld.COARSE_DISCRETIZATION`` and Δ₂ × ``COARSE_LATTICE``
+    (``mixture_pld.BadEventCurve.coarse_copy``); the tail sums are shared."""
+    return MMCCCurve(self.entries, self.sampling_prob, self.noise_multiplier,
+                     self.bad_event_delta,
+                     max(self.discretization, mixture_pld.COARSE_DISCRETIZATION),
+                     COARSE_LATTICE * self.sensitivity_step, self.tail_sums)
+
   def explain(self, delta: float) -> dict:
     """δ₁, the per-bound significance δ′ and z, the number of bounds, rows and distinct rows,
     Δ₂, and max p̃/p (Choquette-Choo et al. (2023) §4.2, "Tightness": roughly a bound on
@@ -457,7 +466,9 @@ class MMCCAccountant(DeterministicAccountant):
     # (a σ far below it makes the PLD grids huge). Only the fine pass decides the result.
     start = pld.gaussian_sigma(epsilon, delta - bad_event,
                                float(np.linalg.norm(entries.sum(axis=1))))
-    coarse = smallest_passing_sigma(meets_with(max(discretization, 1e-2), 4 * step),
+    coarse = smallest_passing_sigma(meets_with(max(discretization,
+                                                   mixture_pld.COARSE_DISCRETIZATION),
+                                               COARSE_LATTICE * step),
                                     tolerance=4e-2, floor=self.sigma_floor, start=start,
                                     step=1.5, progress=progress,
                                     stage='σ search (coarse pass)')

@@ -16,12 +16,14 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import math
 import pathlib
 import secrets
 import sys
+import time
 from typing import Any, Callable
 
 import jax
@@ -131,7 +133,7 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
     history.record(state)
     if progress is not None:
       progress(int(state.step), scheme.iterations, 'training')
-  result = train(task.per_example_loss, params, optax.sgd(learning_rate, momentum=momentum),
+  result = train(task.per_example_loss, params, _sgd(learning_rate, momentum),
                  mechanism, iterator, task.x_train, task.y_train, clip_norm=clip_norm,
                  key=key, guarantee=guarantee, noise=noise, individual=individual,
                  on_step=on_step)
@@ -152,6 +154,99 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
   }
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainingProjection:
+  """``project_training``'s projection of ``train_task``'s wall time.
+
+  Attributes:
+    steps: the run's steps (the scheme's iterations).
+    timed_steps: the steps timed.
+    first_step_seconds: setup, compiles and the first step of the timed run (the run
+      reuses its compiles: not projected).
+    seconds_per_step: steps after the compiles, the history's evaluations (every
+      ``max(1, steps // 50)``) included.
+    projected_seconds: steps · seconds_per_step + the final test and training evaluations
+      (one history record's extra cost each).
+  """
+
+  steps: int
+  timed_steps: int
+  first_step_seconds: float
+  seconds_per_step: float
+  projected_seconds: float
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+# One optimiser object and one batched loss per setting and process: the jitted step takes
+# the optimiser as a static argument, so a new object would compile the step again; with these
+# a second run (``project_training``'s timed steps, then the run) reuses the compiled programs.
+@functools.lru_cache(maxsize=None)
+def _sgd(learning_rate: float, momentum: float) -> optax.GradientTransformation:
+  return optax.sgd(learning_rate, momentum=momentum)
+
+
+@functools.lru_cache(maxsize=None)
+def _batched_loss(per_example_loss: Callable) -> Callable:
+  return jax.jit(jax.vmap(per_example_loss, in_axes=(None, 0, 0)))
+
+
+class _Timed(Exception):
+  """Ends ``project_training``'s run after its timed steps."""
+
+
+def project_training(task: TrainingTask, mechanism: MatrixMechanism, *, noise: bool = True,
+                     individual=None, **train_options) -> TrainingProjection:
+  """Projects ``train_task(task, mechanism, …)``'s seconds by running its first steps.
+
+  The timed run is ``train_task`` itself with the public seed 0 and σ = 1 (a step's cost does
+  not depend on σ); its model, batches and noise are discarded. Its compiles (the step, the
+  history's evaluations) are the run's, which reuses them in this process, so the projection
+  is of the steps after them: it runs ``3 · every + 1`` steps (``every = max(1, steps //
+  50)``, the history's interval; at most the run's) and times the last ``2 · every``, two
+  whole intervals whose history evaluations are already compiled.
+
+  Args:
+    task, noise, individual, **train_options: as ``train_task`` (``clip_norm``,
+      ``learning_rate``, ``momentum``; ``seed`` and ``progress`` are the projection's own).
+    mechanism: the run's mechanism (its σ is ignored).
+
+  Returns:
+    ``TrainingProjection``.
+  """
+  train_options = {k: v for k, v in train_options.items() if k not in ('seed', 'progress')}
+  steps = mechanism.iterations
+  every = max(1, steps // 50)
+  timed = min(steps, 3 * every + 1)
+  marks = []
+
+  def progress(step, total, stage):
+    del total, stage
+    marks.append(time.perf_counter())
+    if step >= timed:
+      raise _Timed
+
+  started = time.perf_counter()
+  try:
+    train_task(task, MatrixMechanism(mechanism.scheme, mechanism.matrix, 1.0), None,
+               noise=noise, individual=individual, seed=0, progress=progress, **train_options)
+  except _Timed:
+    pass
+  first = marks[0] - started
+  intervals = np.diff(marks)[-2 * every:]  # steps len(marks) − 2·every + 1 … len(marks)
+  step_numbers = np.arange(len(marks) - intervals.size + 1, len(marks) + 1)
+  recorded = step_numbers % every == 0
+  per_step = float(np.mean(intervals)) if intervals.size else first
+  # The final test and training evaluations: about one history record each (a record's extra
+  # time over a plain step; 0 when every step records).
+  record = (float(np.mean(intervals[recorded]) - np.mean(intervals[~recorded]))
+            if recorded.any() and (~recorded).any() else 0.0)
+  return TrainingProjection(
+      steps=steps, timed_steps=len(marks), first_step_seconds=first, seconds_per_step=per_step,
+      projected_seconds=steps * per_step + 2 * max(record, 0.0))
+
+
 class _History:
   """Mean training loss (on a fixed subset of at most 512 training examples) and test
   ``evaluate`` at about 50 evenly spaced steps and the last: what ``report.plot_training``
@@ -162,7 +257,7 @@ class _History:
     self.last = steps
     count = min(512, task.dataset_size)
     self.x, self.y = task.x_train[:count], task.y_train[:count]
-    self.loss = jax.jit(jax.vmap(task.per_example_loss, in_axes=(None, 0, 0)))
+    self.loss = _batched_loss(task.per_example_loss)
     self.steps, self.train_loss, self.test_metric = [], [], []
 
   def record(self, state) -> None:

@@ -345,7 +345,8 @@ def test_cli_estimate_of_the_mmcc_config_in_a_reduced_form(tmp_path, capsys):
            'strategy.square_root_bands=3', '--set', 'noise_multiplier=1.5', '--set',
            'monte_carlo.epsilons=[2.0, 4.0]']
   assert cli.main(['estimate', str(config)] + small) == 0
-  estimate = json.loads(capsys.readouterr().out)
+  captured = capsys.readouterr()
+  estimate = json.loads(captured.out)
   assert estimate['accountant'] == 'mmcc'
   curve = estimate['curve']
   assert len(curve['epsilons']) >= 5
@@ -358,3 +359,7 @@ def test_cli_estimate_of_the_mmcc_config_in_a_reduced_form(tmp_path, capsys):
       jaxacct.delta_for_epsilon(mechanism, e, accountant='mmcc') for e in (2.0, 4.0)]
   assert 1e-6 < estimate['delta_of_epsilon'][1] < estimate['delta_of_epsilon'][0] < 0.5
   assert (tmp_path / 'delta.png').is_file()
+  # The run was planned (issue 31: every run's plan, deterministic included) and says so.
+  check = estimate['plan_check']
+  assert check['projected_seconds'] > 0 and check['measured_seconds'] > 0
+  assert 'PLD compositions' in captured.err and 'projected' in captured.err

@@ -42,6 +42,10 @@ def test_cli_train_bandmf_json(tmp_path, capsys):
   assert result['delta'] <= 0.01 and result['noise_multiplier'] > 0
   assert result["accuracy"] > 0.5  # measured 0.947 at 60 noisy steps; chance is 0.1
   assert (tmp_path / 'training.json').is_file() and result['seed'] is None  # secret seed
+  # The plan covers the training (issue 31 item 3): its first steps were timed, 3·1 + 1 of 60.
+  check = result['plan_check']
+  assert check['training']['steps'] == 60 and check['training']['timed_steps'] == 4
+  assert check['projected_seconds'] > check['training']['projected_seconds'] > 0
   # Seed 000 §7.1's error measure, recomputed densely: ‖A C⁻¹‖_F²·σ²/n.
   c = np.asarray(BandedToeplitz(optimize_banded_toeplitz(60, 8)).materialize(60))
   prefix = np.tril(np.ones((60, 60))) @ np.linalg.inv(c)

@@ -113,3 +113,21 @@ def test_a_task_checks_its_fields():
 def test_the_old_digits_module_says_where_it_went():
   with pytest.raises(ImportError, match='moved to examples/digits.py'):
     from jaxacct.training import digits  # noqa: F401
+
+
+def test_projection_times_the_first_steps_and_the_run_reuses_their_compiles(own_config):
+  """``project_training`` runs ``train_task``'s first 3·every + 1 steps (every = steps // 50,
+  at least 1); the run after it compiles no new step program (one optimiser object per
+  setting: a new one would be a new static argument of the jitted step)."""
+  from jaxacct.mechanism import MatrixMechanism
+  from jaxacct.training import step as step_lib
+  raw = config.load(own_config)
+  task = config.training_task_from(raw, own_config.parent)
+  mechanism = MatrixMechanism(config.scheme_from(raw), config.matrix_from(raw, 20), 2.0)
+  projection = task_lib.project_training(task, mechanism, learning_rate=0.5)
+  assert projection.steps == 20 and projection.timed_steps == 4
+  assert projection.projected_seconds > 0 and projection.seconds_per_step > 0
+  compiled = step_lib.train_step._cache_size()
+  result = task_lib.train_task(task, mechanism, None, noise=True, seed=3, learning_rate=0.5)
+  assert result['steps'] == 20
+  assert step_lib.train_step._cache_size() == compiled
