@@ -167,6 +167,11 @@ def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
   deltas = result['delta_of_epsilon']
   assert deltas == sorted(deltas, reverse=True) and 0 < deltas[0] < 1
   assert (tmp_path / 'delta.png').is_file()
+  if name != 'truncated_poisson_dpsgd.yaml':
+    # The CLI's deterministic calibration is one code path for every accountant (the σ search
+    # of each is tested in tests/deterministic): run once, on truncated Poisson (a PLD σ
+    # search of ~15 probes, ~25 s here; the cyclic one costs more).
+    return
   assert cli.main(['calibrate', str(CONFIGS / name), '--json', '--out', str(tmp_path)] + small) == 0
   calibrated = json.loads(capsys.readouterr().out)
   assert calibrated['method'] == 'deterministic' and calibrated['noise_multiplier'] > 0
