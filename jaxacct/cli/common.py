@@ -106,11 +106,11 @@ def check_deterministic_budget(args, curve, queries, figures: int) -> float | No
   projected = plan.projected_seconds + figures * figure_seconds([1.0, 2.0])
   seconds = progress_lib.format_seconds
   if sharding.is_leader():
+    fewest, most = plan.seconds_per_composition
     print(f'plan: the report makes ~{plan.compositions} PLD compositions (its queries replayed '
-          f'on a coarse copy of the curve in {seconds(plan.plan_seconds)}; one at full '
-          f'resolution took {seconds(plan.seconds_per_composition)}, {plan.scale:.0f}× the '
-          f'coarse one): projected {seconds(projected)} after this plan, figures included',
-          file=sys.stderr)
+          f'on a coarse copy of the curve in {seconds(plan.plan_seconds)}; full ones took '
+          f'{seconds(fewest)} to {seconds(most)} from the largest to the smallest δ_E): '
+          f'projected {seconds(projected)} after this plan, figures included', file=sys.stderr)
   refuse_over_budget(args, 'the deterministic report', projected,
                      'use a coarser value_discretization_interval', accelerator=False)
   return projected

@@ -5,10 +5,13 @@ new PLD for each δ_E it is asked about (δ_E = δ/2), so a report costs its num
 compositions times their cost, and neither is known before the queries run: a δ(ε) query
 searches δ by regula falsi, and the report curve stops where ε(δ) passes its top. The plan
 therefore *replays* the run's own queries on the curve's ``coarse_copy`` — the same searches
-at about the same δ_E, each composition tens of times cheaper — and scales the coarse
-seconds by the ratio of a full composition to the coarse one at the same δ_E, timed on the
-replay's median-cost δ_E. That full composition is one the run needs: the curve keeps it, so
-the run does not compute it again.
+at about the same δ_E, each composition ~10 times cheaper — to count the compositions and their
+δ_E. A full composition's cost grows as δ_E falls (wider PLD supports: ~0.6 s at δ_E = 0.25 to
+~1.3 s at 5·10⁻¹⁰ for the MMCC config) while a coarse one's is mostly fixed overhead, so the
+coarse seconds are not scaled; the plan times full compositions at the replay's largest and
+smallest δ_E and interpolates linearly in ln δ_E. Both are compositions the run needs (the
+report curve's first and last points): the curve keeps them, so the run does not compute them
+again.
 
 Curves whose queries are cheap (one composed PLD or RDP vector answers every ε) have nothing
 to plan (``plan_queries`` returns None).
@@ -39,18 +42,22 @@ class CurvePlan:
 
   Attributes:
     compositions: the compositions the replay made (every costly curve, both directions).
-    projected_seconds: the run's queries after the plan (the timed composition excluded: the
-      curve keeps it).
-    seconds_per_composition: the timed full composition's seconds.
-    scale: full / coarse seconds of that composition (the factor applied to the replay).
-    plan_seconds: the plan's own seconds (replay and the timed composition).
+    projected_seconds: the run's queries after the plan (the timed compositions excluded: the
+      curve keeps them).
+    timed: (δ_E, seconds) of each full composition timed, per costly curve in order.
+    plan_seconds: the plan's own seconds (replay and the timed compositions).
   """
 
   compositions: int
   projected_seconds: float
-  seconds_per_composition: float
-  scale: float
+  timed: tuple[tuple[float, float], ...]
   plan_seconds: float
+
+  @property
+  def seconds_per_composition(self) -> tuple[float, float]:
+    """(fewest, most) seconds of a timed full composition."""
+    seconds = [t for _, t in self.timed]
+    return min(seconds), max(seconds)
 
   def to_dict(self) -> dict:
     return dataclasses.asdict(self)
@@ -92,23 +99,32 @@ def plan_queries(curve: PrivacyCurve,
   started = time.perf_counter()
   coarse = _coarse(curve)
   queries(coarse)
-  replay = _costly(coarse)
-  # Coarse seconds of every composition the run will make, by (curve, direction, δ_E).
-  coarse_seconds = {(name, *key): seconds for name, c in replay.items()
-                    for key, seconds in c.composition_seconds.items()}
-  if not coarse_seconds:
+  replay = {name: list(c.composition_seconds) for name, c in _costly(coarse).items()}
+  if not any(replay.values()):
     return None
-  # The composition of median coarse cost, at full resolution (kept by the run's curve).
-  keys = sorted(coarse_seconds, key=coarse_seconds.get)
-  name, direction, bad_event = keys[len(keys) // 2]
-  before = dict(costly[name].composition_seconds)
-  costly[name].composed(direction, bad_event)
-  full = costly[name].composition_seconds.get((direction, bad_event), before.get(
-      (direction, bad_event)))
-  scale = full / max(coarse_seconds[name, direction, bad_event], 1e-9)
-  done = {(n, *key) for n, c in costly.items() for key in c.composition_seconds}
-  remaining = np.sum([s for key, s in coarse_seconds.items() if key not in done])
-  return CurvePlan(compositions=len(coarse_seconds),
-                   projected_seconds=float(scale * remaining),
-                   seconds_per_composition=float(full), scale=float(scale),
+  projected, timed = 0.0, []
+  for name, keys in replay.items():
+    if not keys:
+      continue
+    fine = costly[name]
+    # Full compositions at the largest and smallest δ_E (the run's too: kept by the curve).
+    ends = [max(keys, key=lambda k: k[1]), min(keys, key=lambda k: k[1])]
+    points = []
+    for direction, bad_event in dict.fromkeys(ends):
+      known = fine.composition_seconds.get((direction, bad_event))
+      fine.composed(direction, bad_event)
+      seconds = fine.composition_seconds[direction, bad_event] if known is None else known
+      points.append((np.log(bad_event), seconds))
+      timed.append((bad_event, seconds))
+    (x0, y0), (x1, y1) = points[0], points[-1]
+
+    def cost(bad_event, x0=x0, y0=y0, x1=x1, y1=y1):
+      if x1 == x0:
+        return y0
+      return y0 + (y1 - y0) * (np.log(bad_event) - x0) / (x1 - x0)
+
+    projected += sum(cost(bad_event) for direction, bad_event in keys
+                     if (direction, bad_event) not in fine.composition_seconds)
+  return CurvePlan(compositions=sum(len(keys) for keys in replay.values()),
+                   projected_seconds=float(projected), timed=tuple(timed),
                    plan_seconds=time.perf_counter() - started)
