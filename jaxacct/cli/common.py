@@ -287,8 +287,10 @@ def print_plan(payload: dict, file=None) -> None:
   print(f'  verification: N = {plan["num_samples"]:,} per direction (δ_b = '
         f'{plan["base_delta"]:.4g}), {plan["verification_candidates"]} candidates in one '
         f'pass: {plan["verification_samples"]:,} draws', file=file)
+  sweeps = plan['estimation_sweeps']
   print(f'  estimation: {plan["estimation_samples"]:,} per direction per sweep of 16 σ, '
-        f'at least 2 sweeps: {2 * plan["estimation_samples_per_sweep"]:,} draws', file=file)
+        f'{sweeps} sweeps projected ({"a pilot call: the first coarse sweep cannot bracket σ" if sweeps > 2 else "a coarse one brackets σ, then a fine one"}): '
+        f'{sweeps * plan["estimation_samples_per_sweep"]:,} draws', file=file)
   source = (f'measured on {plan["devices_here"]} {payload["backend"]} device(s)'
             if plan['measured'] else 'given (--samples-per-second)')
   print(f'  throughput: {rate:,.0f} one-σ samples/s ({source}); 16 σ cost '

@@ -39,7 +39,7 @@ from jaxacct.montecarlo import precision as precision_lib
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 
-_SWEEP = 16  # σ per estimation batch (one shared draw serves all)
+_SWEEP = search_start.SWEEP_CANDIDATES
 
 
 class CalibrationError(RuntimeError):
@@ -252,10 +252,10 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     return values
 
   # Coarse bracket: 16 σ spanning a factor ~2 around the current centre.
-  coarse = 1.05
+  coarse = search_start.COARSE_RATIO
   centre = guess
   for _ in range(40):
-    sigmas = centre * coarse ** np.arange(-_SWEEP // 2, _SWEEP // 2)
+    sigmas = search_start.coarse_sweep(centre)
     passes = sweep(sigmas) <= base
     if passes.all():
       centre = sigmas[0] / coarse ** (_SWEEP // 2)

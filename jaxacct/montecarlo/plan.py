@@ -52,8 +52,8 @@ from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
 from jaxacct.progress import format_seconds
 
-SWEEP_CANDIDATES = 16  # σ per estimation sweep (calibration.py)
-MIN_SWEEPS = 2
+SWEEP_CANDIDATES = search_start.SWEEP_CANDIDATES  # σ per estimation sweep
+MIN_SWEEPS = 2  # a coarse sweep that brackets σ, then the fine one
 DEFAULT_CANDIDATE_COST = (6.45 - 1.0) / 15.0  # c₁/c₀ from 16 σ = 6.45 × one σ (RESULTS.md)
 _TIMED_CALLS = 3  # calls timed after the compiling one (median)
 
@@ -72,9 +72,11 @@ class CapacityPlan:
       all devices here, in calls of the run's size (one draw in each direction: half a call).
     measured: True when timed here, False when from ``samples_per_second``.
     devices_here: devices the rate refers to.
-    seconds_here: projected wall time of the run in a fresh process here: the minimum of 2
-      sweeps, the verification, the report curve (if planned), the compiles and the search's
-      starting points; seconds_per_extra_sweep: each further sweep.
+    seconds_here: projected wall time of the run in a fresh process here: the
+      ``estimation_sweeps``, the verification, the report curve (if planned), the compiles and
+      the search's starting points; seconds_per_extra_sweep: each further sweep.
+    estimation_sweeps: the sweeps projected (``estimation_sweeps``: 2, or 3 when a pilot call
+      shows the first coarse sweep cannot bracket σ; 2 when the throughput is given).
     seconds_after_plan: what is left of it in this process after the plan (whose compiles and
       starting points the run reuses): the sampling calls and the report curve.
     compile_seconds: the run's compiles (sweep, verification and one-σ programs in both
@@ -109,6 +111,7 @@ class CapacityPlan:
   blocks_per_call: int = 0
   initial_seconds: float = 0.0
   seconds_after_plan: float = 0.0
+  estimation_sweeps: int = MIN_SWEEPS
 
   def to_dict(self) -> dict:
     record = dataclasses.asdict(self)
@@ -233,6 +236,42 @@ def _program(mechanism: MatrixMechanism, kernel, num_candidates: int, block_size
   return stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
 
 
+# A pilot decides "surely" at this many standard errors (the plan's projection only).
+_PILOT_STANDARD_ERRORS = 3.0
+
+
+@scoped_x64
+def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, block_size: int,
+                      blocks_per_call: int, *, epsilon: float, base_delta: float, guess: float,
+                      sigma_up: float) -> int:
+  """The estimation sweeps the calibration is projected to make, from one pilot call.
+
+  The calibration's first coarse sweep is 16 σ around the initial guess
+  (``search_start.coarse_sweep``); when no σ of it passes (δ̂ ≤ δ_b) or all do, the search
+  moves the grid and sweeps again before the fine sweep. One call of the sweep's program
+  (compiled by the timing: σ are traced) on that grid tells whether the largest σ surely fails
+  (δ̂ − 3 s.e. > δ_b in a direction) below σ_up, or the smallest surely passes (δ̂ + 3 s.e. <
+  δ_b in both): then ``MIN_SWEEPS + 1``, else ``MIN_SWEEPS``. A prediction for the projection
+  only (the draws are the plan's own stream); with too few samples to tell, ``MIN_SWEEPS``.
+  """
+  sigmas = search_start.coarse_sweep(guess)
+  program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
+  num_samples = blocks_per_call * mesh.size * block_size
+  state = stream.StreamState(stream.BlockSums.zeros(sigmas.size, 1))
+  stream.accumulate(_stream_key, program, state, num_samples=num_samples, first_block=0,
+                    block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh,
+                    epsilons=np.array([epsilon]), edges=None)
+  low, high = {}, {}
+  for d in DIRECTIONS:
+    mean, error = stream.mean_and_standard_error(state.totals.sums[d][:, 0],
+                                                 state.totals.squares[d][:, 0], num_samples)
+    low[d] = mean - _PILOT_STANDARD_ERRORS * error
+    high[d] = mean + _PILOT_STANDARD_ERRORS * error
+  none_pass = any(low[d][-1] > base_delta for d in DIRECTIONS) and sigmas[-1] < sigma_up
+  all_pass = all(high[d][0] < base_delta for d in DIRECTIONS)
+  return MIN_SWEEPS + int(none_pass or all_pass)
+
+
 @scoped_x64
 def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   num_samples: int | None = None, base_delta: float | None = None,
@@ -317,10 +356,16 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       if k == SWEEP_CANDIDATES:
         memory = _memory(program, mesh, per_call)
     measured = True
+  sweeps = MIN_SWEEPS
+  if measured:
+    sigma_up, guess = search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix,
+                                                      fallback, epsilon, base)
+    sweeps = estimation_sweeps(mechanism, kernel, mesh, block_size, per_call, epsilon=epsilon,
+                               base_delta=base, guess=guess, sigma_up=sigma_up)
   compile_seconds = float(sum(compiles.values()))
   cost = {k: call_cost[k] / (len(DIRECTIONS) * call_samples) for k in call_cost}
   sweep_seconds = calls(estimation_samples) * call_cost[SWEEP_CANDIDATES]
-  sampling_here = MIN_SWEEPS * sweep_seconds + calls(n_verify) * call_cost[num_candidates]
+  sampling_here = sweeps * sweep_seconds + calls(n_verify) * call_cost[num_candidates]
   report_seconds = 0.0 if report is None else calls(estimation_samples) * call_cost[1]
   after_plan = sampling_here + report_seconds
   here = after_plan + compile_seconds + initial_seconds
@@ -335,4 +380,4 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       memory_per_device=memory, block_size=block_size, iterations=kernel.iterations,
       precision=precision, compile_seconds=compile_seconds, report_seconds=report_seconds,
       blocks_per_call=per_call, initial_seconds=initial_seconds,
-      seconds_after_plan=after_plan)
+      seconds_after_plan=after_plan, estimation_sweeps=sweeps)

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from jaxacct.deterministic import base as accountants
 from jaxacct.deterministic import pld
 from jaxacct.errors import InputError, InputTypeError
 
 DEFAULT_FALLBACK = 'unamplified_gaussian'
 """The fallback accountant of Algorithm 5 unless one is given: valid for every scheme."""
+
+SWEEP_CANDIDATES = 16  # σ per estimation sweep (one shared draw serves all)
+COARSE_RATIO = 1.05  # between neighbouring σ of a coarse sweep: 16 σ span a factor ~2
+
+
+def coarse_sweep(centre: float) -> np.ndarray:
+  """The σ of a coarse estimation sweep around ``centre``: centre · 1.05^k, k = −8 … 7."""
+  half = SWEEP_CANDIDATES // 2
+  return centre * COARSE_RATIO ** np.arange(-half, half)
 
 
 def fallback_accountant(fallback) -> accountants.DeterministicAccountant:

@@ -419,3 +419,21 @@ def test_an_undeclared_retry_is_refused_before_any_sweep_and_a_declared_one_is_n
   with pytest.raises(ledger_lib.UndeclaredRetryError):  # another precision is another run
     verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
                              precision='float32', attempt=1, **check)
+
+
+@pytest.mark.parametrize('guess, sweeps', [(0.05, 3), (1.8, 2), (40.0, 3)],
+                         ids=['guess-far-below', 'guess-near', 'guess-far-above'])
+def test_the_plan_projects_a_third_sweep_when_the_first_cannot_bracket(guess, sweeps):
+  """Issue 31 item 3: one pilot call of the sweep program on the first coarse grid (16 σ
+  around the guess) tells whether the search must move the grid before its fine sweep."""
+  import numpy as np
+  from jaxacct.montecarlo import kernels, plan, sampling
+  from jaxacct.montecarlo.sharding import SampleMesh
+  # δ̂(ε = 1) of this mechanism crosses δ_b = 0.05 near σ = 1.8 (max over directions, 2·10⁴
+  # samples: 0.106 at σ = 1.5, 0.037 at 2.0): a grid [0.68, 1.41] × 1.8 brackets it, one
+  # around 0.05 is far below it (none passes), one around 40 far above (all pass).
+  kernel = kernels.kernel_for(MECHANISM, np.dtype('float64'))
+  block = sampling.default_block_size(kernel.iterations)
+  got = plan.estimation_sweeps(MECHANISM, kernel, SampleMesh.over(jax.devices()[:1]), block, 4,
+                               epsilon=1.0, base_delta=0.05, guess=guess, sigma_up=1e3)
+  assert got == sweeps
