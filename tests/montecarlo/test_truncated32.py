@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import fractions
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -141,6 +142,19 @@ def test_compiled_truncated_programs_hold_no_64_bit_type(family):
     assert not _WIDE.findall(text)
 
 
+@functools.partial(jax.jit, static_argnames=('iterations', 'min_sep', 'warm_start', 'direction'))
+def _sample_mean64(sample_keys, params, view, rest, *, iterations, min_sep, warm_start, direction):
+  """(C·x, z) in float64 of the samples ``sample_keys`` given their batch sizes ``rest``: the
+  float64 kernel's participation (``bminsep.participation``), survival and noise words. Jitted,
+  one compile per family and direction: run op by op (117 small compiles for warm start), its
+  ``lax.cond`` (the survival words) recompiled on every call, a new closure each time."""
+  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
+  z = noise.standard_normals_per_key(noise_keys, iterations, jnp.float64)
+  x = bminsep.participation(sample_keys, params.sampling_prob, iterations, min_sep, warm_start)
+  weights = truncated.truncated_weights(x, rest, sample_keys, params, direction)
+  return view.separated_mean(weights, 'float64'), z
+
+
 def _exact_losses(mechanism, sigma, num, direction, rest):
   """L(y) in float64 of the samples whose 32-bit batch sizes are ``rest``: the same keys,
   participation (``bminsep.participation``) and noise words, survival by the float64 test
@@ -151,12 +165,10 @@ def _exact_losses(mechanism, sigma, num, direction, rest):
     view = mechanism.matrix.kernel_view(mechanism.scheme)
     stream = keys.direction_key(keys.purpose_key(jax.random.key(2), 'sampling'), direction)
     sample_keys = keys.sample_keys(stream, jnp.int64(0), num)
-    noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
-    z = noise.standard_normals_per_key(noise_keys, kernel.iterations, jnp.float64)
-    x = bminsep.participation(sample_keys, params.sampling_prob, kernel.iterations,
-                              kernel.min_sep, kernel.warm_start)
-    weights = truncated.truncated_weights(x, jnp.asarray(rest), sample_keys, params, direction)
-    y = view.separated_mean(weights, 'float64') + sigma * z
+    mean, z = _sample_mean64(sample_keys, params, view, jnp.asarray(rest),
+                             iterations=kernel.iterations, min_sep=kernel.min_sep,
+                             warm_start=kernel.warm_start, direction=direction)
+    y = mean + sigma * z
     candidate = dataclasses.replace(mechanism, noise_multiplier=float(sigma))
     return np.asarray(sampling.privacy_loss(candidate, y, direction,
                                             rest_batch_sizes=np.asarray(rest)))
@@ -187,8 +199,11 @@ def _check_margin(mechanism, sigmas, num_blocks):
   return worst
 
 
+# Cold start's programs (32-bit and float64) are compiled only here: over ~10 s on the CI
+# machine, slow tier.
 @pytest.mark.parametrize('family, sigmas', [
-    ('truncated-warm', [0.7]), ('truncated-warm', list(SIGMAS)), ('truncated-cold', [0.7]),
+    ('truncated-warm', [0.7]), ('truncated-warm', list(SIGMAS)),
+    pytest.param('truncated-cold', [0.7], marks=pytest.mark.slow),
     ('truncated-poisson', list(SIGMAS))])
 def test_margin_bounds_the_truncated_float32_error(family, sigmas):
   # One σ (y formed per sample) and three σ sharing the draws (the per-σ wrapper).
