@@ -28,6 +28,7 @@ def test_auto_is_the_configs_choice():
     accounting.choose_accountant(BMINSEP, 'magic')
 
 
+@pytest.mark.slow  # ~10 s on the 2-core CI machine (durations report)
 def test_deterministic_answers_name_the_tightest_accountant():
   by_delta = jaxacct.account(TRUNCATED_POISSON, delta=1e-5)
   assert by_delta.method == 'deterministic' and by_delta.verified
