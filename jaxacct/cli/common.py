@@ -96,8 +96,8 @@ def refuse_over_budget(args, run: str, seconds: float, advice: str,
 def check_deterministic_budget(args, curve, queries, figures: int) -> float | None:
   """Before a deterministic report whose queries compose new PLDs (MMCC, conditional
   composition): print its plan on stderr (``deterministic.curve_plan``: the run's queries
-  replayed on a coarse copy of the curve, scaled by one full composition that the run keeps)
-  and refuse it over ``--max-minutes`` (default 30) unless --force. Returns the projected
+  replayed on a coarse copy of the curve count the compositions, two full ones timed at the
+  ends of δ_E, which the run keeps, price them) and refuse it over ``--max-minutes`` (default 30) unless --force. Returns the projected
   seconds of the run after the plan, ``figures`` figures included (None: the curve's queries
   are cheap, nothing is planned)."""
   plan = curve_plan.plan_queries(curve, queries)
@@ -288,8 +288,10 @@ def print_plan(payload: dict, file=None) -> None:
         f'{plan["base_delta"]:.4g}), {plan["verification_candidates"]} candidates in one '
         f'pass: {plan["verification_samples"]:,} draws', file=file)
   sweeps = plan['estimation_sweeps']
+  why = ('a pilot call: the first coarse sweep cannot bracket σ' if sweeps > 2
+         else 'a coarse one brackets σ, then a fine one')
   print(f'  estimation: {plan["estimation_samples"]:,} per direction per sweep of 16 σ, '
-        f'{sweeps} sweeps projected ({"a pilot call: the first coarse sweep cannot bracket σ" if sweeps > 2 else "a coarse one brackets σ, then a fine one"}): '
+        f'{sweeps} sweeps projected ({why}): '
         f'{sweeps * plan["estimation_samples_per_sweep"]:,} draws', file=file)
   source = (f'measured on {plan["devices_here"]} {payload["backend"]} device(s)'
             if plan['measured'] else 'given (--samples-per-second)')

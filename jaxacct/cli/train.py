@@ -64,9 +64,11 @@ def _train(args, raw) -> dict:
           f'{format_seconds(training.first_step_seconds)}, then '
           f'{training.seconds_per_step * 1e3:.1f} ms per step (timed on {training.timed_steps} '
           f'steps): {format_seconds(then[1])} with {figures} figure(s)', file=sys.stderr)
-  projected = check_budget(args, raw, report=False, then=then) if noise else then[1]
-  if not noise:
+  if noise:
+    projected = check_budget(args, raw, report=False, then=then)
+  else:  # no calibration: the training alone
     refuse_over_budget(args, then[0], then[1], '', accelerator=False)
+    projected = then[1]
   started = time.perf_counter()  # the run the plan projects: calibration and training
   if noise:
     mechanism, g, calibration, _ = calibrated(args, raw, scheme, matrix)

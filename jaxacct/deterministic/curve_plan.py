@@ -111,9 +111,8 @@ def plan_queries(curve: PrivacyCurve,
     ends = [max(keys, key=lambda k: k[1]), min(keys, key=lambda k: k[1])]
     points = []
     for direction, bad_event in dict.fromkeys(ends):
-      known = fine.composition_seconds.get((direction, bad_event))
-      fine.composed(direction, bad_event)
-      seconds = fine.composition_seconds[direction, bad_event] if known is None else known
+      fine.composed(direction, bad_event)  # composed now, or kept from an earlier query
+      seconds = fine.composition_seconds[direction, bad_event]
       points.append((np.log(bad_event), seconds))
       timed.append((bad_event, seconds))
     (x0, y0), (x1, y1) = points[0], points[-1]

@@ -139,9 +139,9 @@ class BadEventCurve(PrivacyCurve):
   @abc.abstractmethod
   def coarse_copy(self) -> BadEventCurve:
     """The same curve on coarser grids (``COARSE_DISCRETIZATION``, and the accountant's own
-    coarsening): the same queries compose at about the same δ_E, each tens of times faster.
-    ``curve_plan`` replays a run on it to count its compositions; an accountant's σ search
-    uses it for its first pass. Its answers are never reported."""
+    coarsening): the same queries compose at about the same δ_E, each ~10 times faster.
+    ``curve_plan`` replays a run on it to count its compositions; MMCC's σ search uses it for
+    its first pass. Its answers are never reported."""
 
   def bad_event_for(self, delta: float) -> float:
     """δ_E used for a target δ: 0 without tail bounds, else the fixed one or δ/2."""

@@ -453,26 +453,24 @@ class MMCCAccountant(DeterministicAccountant):
 
     shared = {}  # the σ-free tail sums, computed once for every probe
 
-    def meets_with(grid: float, lattice: float):
+    def meets_with(coarse: bool):
       def meets(sigma: float) -> bool:
-        curve = MMCCCurve(entries, sampling_prob, sigma, bad_event, grid, lattice, shared)
+        curve = MMCCCurve(entries, sampling_prob, sigma, bad_event, discretization, step, shared)
+        curve = curve.coarse_copy() if coarse else curve
         return all(curve.epsilon_for_delta(delta, direction=d) <= epsilon for d in DIRECTIONS)
       return meets
 
-    # A coarse pass (grid ≥ 1e-2, lattice 4·Δ₂: ~40× cheaper per probe, and more pessimistic,
-    # so its σ is about the answer from above) starts from the Gaussian mechanism of every
-    # participation (sensitivity ‖C·1‖: MMCC with every p̃ = 1) and comes down by factors of
-    # 1.5; the fine pass starts there and steps by 1.05, so its probes stay near the answer
-    # (a σ far below it makes the PLD grids huge). Only the fine pass decides the result.
+    # A coarse pass (``coarse_copy``: ~40× cheaper per probe, and more pessimistic, so its σ is
+    # about the answer from above) starts from the Gaussian mechanism of every participation
+    # (sensitivity ‖C·1‖: MMCC with every p̃ = 1) and comes down by factors of 1.5; the fine
+    # pass starts there and steps by 1.05, so its probes stay near the answer (a σ far below
+    # it makes the PLD grids huge). Only the fine pass decides the result.
     start = pld.gaussian_sigma(epsilon, delta - bad_event,
                                float(np.linalg.norm(entries.sum(axis=1))))
-    coarse = smallest_passing_sigma(meets_with(max(discretization,
-                                                   mixture_pld.COARSE_DISCRETIZATION),
-                                               COARSE_LATTICE * step),
-                                    tolerance=4e-2, floor=self.sigma_floor, start=start,
-                                    step=1.5, progress=progress,
-                                    stage='σ search (coarse pass)')
-    return smallest_passing_sigma(meets_with(discretization, step), tolerance=tolerance,
+    coarse = smallest_passing_sigma(meets_with(coarse=True), tolerance=4e-2,
+                                    floor=self.sigma_floor, start=start, step=1.5,
+                                    progress=progress, stage='σ search (coarse pass)')
+    return smallest_passing_sigma(meets_with(coarse=False), tolerance=tolerance,
                                   floor=self.sigma_floor, start=coarse, step=1.05,
                                   progress=progress)
 

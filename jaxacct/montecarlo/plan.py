@@ -253,6 +253,10 @@ def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, bloc
   (δ̂ − 3 s.e. > δ_b in a direction) below σ_up, or the smallest surely passes (δ̂ + 3 s.e. <
   δ_b in both): then ``MIN_SWEEPS + 1``, else ``MIN_SWEEPS``. A prediction for the projection
   only (the draws are the plan's own stream); with too few samples to tell, ``MIN_SWEEPS``.
+
+  References:
+    Dong & Ganesh (2026) App. A (Estimate-Verify-Release: the estimation phase whose σ search
+    this projects; the search itself is jaxacct's, ``calibrate_noise_multiplier``).
   """
   sigmas = search_start.coarse_sweep(guess)
   program = stream.shared_draws_program(mechanism, kernel, sigmas, block_size, mesh)
@@ -327,7 +331,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     raise InputError('precision="float32" cannot serve this mechanism: '
                      + program32.refusal(mechanism, kernel))
   started = time.perf_counter()
-  search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix, fallback, epsilon, base)
+  sigma_up, guess = search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix,
+                                                    fallback, epsilon, base)
   initial_seconds = time.perf_counter() - started
   block_size = sampling.default_block_size(kernel.iterations)
   per_call = run.blocks_per_call or sampling.default_blocks_per_call(block_size,
@@ -357,9 +362,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
         memory = _memory(program, mesh, per_call)
     measured = True
   sweeps = MIN_SWEEPS
-  if measured:
-    sigma_up, guess = search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix,
-                                                      fallback, epsilon, base)
+  if measured:  # the pilot runs the sweep program the timing compiled
     sweeps = estimation_sweeps(mechanism, kernel, mesh, block_size, per_call, epsilon=epsilon,
                                base_delta=base, guess=guess, sigma_up=sigma_up)
   compile_seconds = float(sum(compiles.values()))
