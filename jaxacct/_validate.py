@@ -80,6 +80,14 @@ def finite_real(name: str, value: Any) -> float:
   return value
 
 
+def boolean(name: str, value: Any) -> bool:
+  """Returns ``value`` as ``bool`` if it is a bool (or a NumPy bool): a string such as
+  ``'no'`` or a number is refused, never read by its truth value."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise InputTypeError(f'{name} must be True or False, got {value!r}')
+  return bool(value)
+
+
 def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
   """Checks that ``value`` is one of the ``allowed`` strings."""
   if value not in allowed:

@@ -28,6 +28,8 @@ from jaxacct.errors import InputError, InputTypeError
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import evr, verification
+from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.montecarlo.options import RunOptions
 
@@ -166,8 +168,18 @@ def _verified(mechanism, epsilon, delta, *, key, num_samples, base_delta, estima
                      'epsilon, or let account estimate it), or use estimate_delta for δ̂(ε)')
   if key is None:
     raise InputError('Monte Carlo accounting needs key= (a JAX key; never a default key)')
-  n, base = evr.resolve_sample_size(delta, num_samples, base_delta)
   estimation_run, verification_run = _phase_runs(run)
+  # The attempt's N and δ_b from the ledger before any compute (ε may be estimated below:
+  # until then every recorded run of the mechanism is taken to back the claim).
+  ledger = ledger_lib.ledger_from(None if run is None else run.ledger)
+  n, base = verification.sample_size(
+      ledger, mechanism, epsilon=epsilon, delta=delta,
+      key_data=keys_lib.key_words(keys_lib.canonicalize_key(key)), num_samples=num_samples,
+      base_delta=base_delta, shared_draws=True,
+      precision=None if precision == 'auto' else precision, attempt=attempt)
+  verification_run = dataclasses.replace(verification_run or RunOptions(), ledger=ledger)
+  if estimation_run is not None:  # an estimate charges no ledger
+    estimation_run = dataclasses.replace(estimation_run, ledger=None)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, mechanism)
   if epsilon is None:

@@ -33,7 +33,14 @@ class Guarantee:
     num_samples: MC samples per direction behind the statement (0 if none).
     base_delta: the verification threshold δ_b (None if not verified).
     seed: the raw key words of the randomness used (None if none).
-    attempts: verification runs charged by a union bound (1 normally).
+    attempts: verification runs of the mechanism charged by a union bound (1 normally;
+      every run of the same scheme and strategy up to scale counts, at any target:
+      ``montecarlo/ledger.py``).
+    attempts_checked: for a verified Monte Carlo statement, True when the attempts were
+      counted in a persistent ledger (the user's file, the default), False when in a
+      ``VerificationLedger`` held in memory only: then "attempts unchecked" — earlier
+      verifications in other processes are not counted, and the statement rests on the
+      caller declaring ``attempt``. None when nothing was verified by sampling.
     adjacency: the neighbouring relation of the statement: ``"zero_out"`` (one
       example replaced by one with zero gradient; the Monte Carlo accountants,
       equal to add/remove without truncation), ``"add_remove"`` or
@@ -64,6 +71,7 @@ class Guarantee:
   base_delta: float | None = None
   seed: tuple[int, ...] | None = None
   attempts: int = 1
+  attempts_checked: bool | None = None
   adjacency: str = 'zero_out'
   bounded: bool = False
   accountant: str | None = None
@@ -86,7 +94,8 @@ class Guarantee:
     return (f'Guarantee(noise_multiplier={self.noise_multiplier:.6g}, epsilon={self.epsilon:.6g}, '
             f'delta={self.delta:.4g}, method={self.method!r}, accountant={self.accountant!r}'
             + (f', num_samples={self.num_samples}' if self.num_samples else '')
-            + (f', precision={self.precision!r}' if self.precision != 'float64' else '') + ')')
+            + (f', precision={self.precision!r}' if self.precision != 'float64' else '')
+            + (', attempts unchecked' if self.attempts_checked is False else '') + ')')
 
   @property
   def verified(self) -> bool:

@@ -134,6 +134,18 @@ class Strategy(abc.ABC):
   def fingerprint(self) -> tuple:
     """Hashable public identity (cached: computing it may hash n² values)."""
 
+  def scale_free_sketch(self) -> tuple[str, tuple[float, ...]]:
+    """(kind, numbers): the strategy up to scale, for the attempt ledger (``ledger.py``).
+
+    C and σ rescaled together are one mechanism, so two strategies that differ by a positive
+    factor must give the same kind and the same numbers up to rounding (the ledger compares
+    them within a relative 10⁻⁶); different strategies may collide (more attempts are then
+    counted, which is conservative). Default: the exact ``fingerprint`` and no numbers — a
+    strategy that keeps it lets a rescaled copy count as another mechanism, so every shipped
+    strategy overrides it.
+    """
+    return f'fingerprint {self.fingerprint!r}', ()
+
   @abc.abstractmethod
   def check_scheme(self, scheme) -> None:
     """Raises ValueError if mechanisms of ``scheme`` with this C cannot be accounted."""

@@ -91,10 +91,23 @@ def _release_compiled_programs():
     gc.collect()
 
 
-# Module- and session-scoped fixtures run before the per-test ledger below: they get a
+# The float32 self-test's cache (montecarlo/selftest32.py): one per run, never the user's.
+os.environ['JAXACCT_CACHE_DIR'] = tempfile.mkdtemp(prefix='jaxacct-test-cache-')
+
+# Session-scoped fixtures run before the per-module and per-test ledgers below: they get a
 # session ledger, never the user's.
 os.environ['JAXACCT_LEDGER'] = os.path.join(
     tempfile.mkdtemp(prefix='jaxacct-test-ledger-'), 'ledger.json')
+
+
+@pytest.fixture(autouse=True, scope='module')
+def _module_attempt_ledger(tmp_path_factory):
+  """Each module's module-scoped fixtures charge a ledger of their own: every API call charges
+  the user's ledger by default, and modules verify the same mechanisms with other seeds."""
+  previous = os.environ['JAXACCT_LEDGER']
+  os.environ['JAXACCT_LEDGER'] = str(tmp_path_factory.mktemp('module-ledger') / 'ledger.json')
+  yield
+  os.environ['JAXACCT_LEDGER'] = previous
 
 
 @pytest.fixture(autouse=True)

@@ -141,9 +141,10 @@ def test_an_undeclared_retry_is_refused_before_any_compute_with_the_set_that_dec
   mechanism = config_lib.mechanism_from(raw)
   n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
   ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
-  ledger.charge(ledger_lib.VerificationLedger.guarantee_id(mechanism, 2.0, 1e-3),
-                repr((keys_lib.key_words(jax.random.key(5)), (1.0,), n, base, True)), 1,
-                lambda attempts: None)
+  # A run at another target (ε = 3) is an attempt at this mechanism too.
+  ledger.charge(mechanism, ledger_lib.RunRecord(
+      run=repr((keys_lib.key_words(jax.random.key(5)), (1.0,), n, base, True)), epsilon=3.0,
+      delta=1e-3, num_samples=n, base_delta=base, overall_delta=1.0), 1, lambda charge: 1e-3)
   code = cli.main(['calibrate', QUICK, '--ledger', str(tmp_path / 'ledger.json'), '--out',
                    str(tmp_path / 'out')])
   err = capsys.readouterr().err

@@ -26,7 +26,7 @@ from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import curve_plan
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import evr, verification
+from jaxacct.montecarlo import verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
@@ -404,19 +404,19 @@ def declared_in_config():
 
 
 def _check_retry(ledger, raw, mechanism) -> None:
-  """``verification.check_retry`` for the config's calibration, before any compute (an
+  """``verification.sample_size`` for the config's calibration, before any compute: an
+  undeclared retry, or given samples too few for the declared attempt, are refused (an
   ``auto`` precision, decided by measuring, matches any recorded precision)."""
   cal = calibration_section(raw)
   defaults = inspect.signature(calibrate_noise_multiplier).parameters
   given = config_lib.library_keywords(raw, 'calibration', ('num_samples', 'base_delta',
                                                            'shared_draws', 'attempt'))
-  n, base = evr.resolve_sample_size(float(cal['delta']), given.get('num_samples'),
-                                    given.get('base_delta'))
   precision = raw.get('monte_carlo', {}).get('precision', defaults['precision'].default)
   seed = int(config_lib.setting(raw, 'calibration.seed'))
-  verification.check_retry(
+  verification.sample_size(
       ledger, mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-      key_data=keys_lib.key_words(jax.random.key(seed)), num_samples=n, base_delta=base,
+      key_data=keys_lib.key_words(jax.random.key(seed)), num_samples=given.get('num_samples'),
+      base_delta=given.get('base_delta'),
       shared_draws=given.get('shared_draws', defaults['shared_draws'].default),
       precision=None if precision == 'auto' else precision,
       attempt=given.get('attempt', defaults['attempt'].default))

@@ -150,7 +150,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     delta: target overall δ ∈ (0, 1).
     key: typed JAX key (estimation and verification use separate streams of it).
     num_samples: verification samples per direction and candidate (default:
-      ``evr.minimum_samples(δ_b, δ)``).
+      ``evr.minimum_samples(δ_b, δ)`` for this attempt).
     base_delta: δ_b (default: δ/2, or the largest one N supports).
     grid_ratio: ratio between consecutive candidate σ (> 1).
     shared_draws: common random numbers across σ (default; see ``candidates.py``).
@@ -159,10 +159,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       candidate grid, so a ~15–30 % relative error on δ̂ at δ_b is enough and
       keeps the search no dearer than the verification).
     num_candidates: Monte Carlo candidates verified (plus the fallback).
-    attempt: the 1-based index of this verification for the mechanism at (ε, δ)
-      (``verification.verify``); re-calibrating with a new key is another attempt.
-    ledger: the session's ``VerificationLedger``, or a file path for a ``FileLedger``
-      shared by processes and CLI calls (default: a fresh in-memory one for this call).
+    attempt: the 1-based index of this verification of the mechanism, at any target
+      (``verification.verify``); re-calibrating with a new key, or at another (ε, δ), is
+      another attempt. The default ``num_samples`` is the minimum for it.
+    ledger: a file path for a ``FileLedger`` or a ledger object (default None: the user's
+      ledger file, shared with the CLI; an in-memory ``VerificationLedger()`` opts out and
+      the release says "attempts unchecked").
     fallback: the deterministic accountant that proves σ_up, the last candidate (an
       accountant or registered name; default ``"unamplified_gaussian"``, which covers every
       scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
@@ -202,15 +204,21 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
+  shared_draws = _validate.boolean('shared_draws', shared_draws)
   key = keys_lib.canonicalize_key(key)
-  n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
-  if estimation_samples is None:
-    estimation_samples = evr.default_estimation_samples(n_verify, base)
-  estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)
   choice = precision_lib.choose(precision, placeholder)
   ledger = ledger_lib.ledger_from(run.ledger)
+  # N and δ_b of this attempt; an undeclared retry is refused now, not after the sweeps (its
+  # σ are not known yet), and a declared one gets the samples it needs to pass.
+  n_verify, base = verification.sample_size(
+      ledger, placeholder, epsilon=epsilon, delta=delta, key_data=keys_lib.key_words(key),
+      num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
+      precision=choice.precision, attempt=attempt)
+  if estimation_samples is None:
+    estimation_samples = evr.default_estimation_samples(n_verify, base)
+  estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   saved = checkpoint_lib.open_checkpoint(run.checkpoint, {
       'run': 'calibrate', 'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint),
       'epsilon': epsilon, 'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
@@ -220,11 +228,6 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       run.checkpoint_interval)
   verification.check_checkpoint_charge(saved, ledger)
-  # An undeclared retry is refused now, not after the sweeps (its σ are not known yet).
-  verification.check_retry(ledger, placeholder, epsilon=epsilon, delta=delta,
-                           key_data=keys_lib.key_words(key), num_samples=n_verify,
-                           base_delta=base, shared_draws=shared_draws,
-                           precision=choice.precision, attempt=attempt)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))

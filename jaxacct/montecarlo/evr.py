@@ -214,11 +214,16 @@ _GRID_POINTS = 2049
 _GRID_LOWEST_EXCESS = -30.0  # τ − 1 down to e^-30 ≈ 1e-13
 
 
-def _objective(n: float, base: float, excess: np.ndarray, attempts: int = 1) -> np.ndarray:
-  """f(τ) = τδ_b + q(τ)(1 − τδ_b) at τ = 1 + excess, q = exp(−N·KL(δ_b ‖ τδ_b)).
+def _objective(n: float, base: float, excess: np.ndarray, attempts: int = 1,
+               earlier: tuple[tuple[int, float], ...] = ()) -> np.ndarray:
+  """f(τ) = τδ_b + Q(τ)(1 − τδ_b) at τ = 1 + excess, with Q the union bound over attempts.
 
-  The KL terms are formed from ``excess`` directly (t = (a − b)/b etc.), so τ
-  close to 1 keeps full precision.
+  Q = min(1, (attempts − len(earlier))·q(τ) + Σ_j q_j(τ)), q(τ) = exp(−N·KL(δ_b ‖ τδ_b)) for
+  this run and q_j(τ) = exp(−N_j·KL(δ_b,j ‖ τδ_b)) for each earlier run j = (N_j, δ_b,j) that
+  could back the claim (1 when δ_b,j ≥ τδ_b: its acceptance says nothing at that level). An
+  earlier run with this run's (N, δ_b) is counted as q itself, so identical retries give
+  exactly today's attempts·q. The KL terms are formed from ``excess`` directly (t = (a − b)/b
+  etc.), so τ close to 1 keeps full precision.
   """
   excess = np.asarray(excess, np.float64)
   tau = 1.0 + excess
@@ -229,18 +234,26 @@ def _objective(n: float, base: float, excess: np.ndarray, attempts: int = 1) -> 
   lower = delta * _phi(1.0 / tau, -excess / tau)
   upper = safe_omd * _phi((1.0 - base) / safe_omd, base * excess / safe_omd)
   kl = np.where(interior, lower + upper, np.inf)
-  # Union bound over verification attempts: Pr[some attempt falsely accepts] ≤ attempts·q.
-  q = np.minimum(1.0, attempts * np.exp(-n * kl))
+  # Union bound over verification attempts: Pr[some attempt falsely accepts] ≤ Σ its bounds.
+  different = [(n_j, base_j) for n_j, base_j in earlier if (float(n_j), base_j) != (n, base)]
+  own = attempts - len(different)
+  charged = own * np.exp(-n * kl)
+  for n_j, base_j in different:
+    with np.errstate(over='ignore', invalid='ignore'):
+      kl_j = _kl_unchecked(np.full_like(delta, base_j), np.minimum(delta, 1.0))
+    charged = charged + np.where(base_j < delta, np.exp(-float(n_j) * kl_j), 1.0)
+  q = np.minimum(1.0, charged)
   return delta + q * one_minus_delta
 
 
-def _minimise(n: int, base: float, attempts: int = 1) -> tuple[float, float]:
+def _minimise(n: int, base: float, attempts: int = 1,
+              earlier: tuple[tuple[int, float], ...] = ()) -> tuple[float, float]:
   """Returns (min_τ f(τ), argmin τ − 1) for overall_delta, both at a feasible τ."""
   nf = float(n)
   highest = math.log((1.0 - base) / base)  # ln(1/δ_b − 1): τ = 1/δ_b
   lowest = min(_GRID_LOWEST_EXCESS, highest - 1.0)
   grid = np.linspace(lowest, highest, _GRID_POINTS)
-  values = _objective(nf, base, np.exp(grid), attempts)
+  values = _objective(nf, base, np.exp(grid), attempts, earlier)
   i = int(np.argmin(values))
   best_v, best_f = float(grid[i]), float(values[i])
   # Refine in w = v − v_i on the neighbouring grid cells. Centring matters: Brent's
@@ -249,14 +262,30 @@ def _minimise(n: int, base: float, attempts: int = 1) -> tuple[float, float]:
   lo, hi = grid[max(i - 1, 0)] - best_v, grid[min(i + 1, _GRID_POINTS - 1)] - best_v
   if hi > lo:
     result = scipy.optimize.minimize_scalar(
-        lambda w: float(_objective(nf, base, np.exp(best_v + w), attempts)),
+        lambda w: float(_objective(nf, base, np.exp(best_v + w), attempts, earlier)),
         bounds=(float(lo), float(hi)), method='bounded',
         options={'xatol': 1e-12, 'maxiter': 500})
     v = best_v + float(result.x)
-    f = float(_objective(nf, base, np.exp(v), attempts))  # the value at a feasible τ
+    f = float(_objective(nf, base, np.exp(v), attempts, earlier))  # the value at a feasible τ
     if f < best_f:
       best_v, best_f = v, f
   return min(best_f, 1.0), math.exp(best_v)
+
+
+def check_earlier(earlier, attempts: int) -> tuple[tuple[int, float], ...]:
+  """``earlier`` as a tuple of (N_j, δ_b,j) pairs (Python int, float), checked: each N_j ≥ 1,
+  δ_b,j in (0, 1), and at most attempts − 1 of them (each is one of the attempts)."""
+  try:
+    pairs = tuple((_validate.integer_at_least('earlier num_samples', n_j, 1),
+                   _open_unit('earlier base_delta', base_j)) for n_j, base_j in earlier)
+  except (TypeError, ValueError) as error:
+    if isinstance(error, InputError):
+      raise
+    raise InputError(f'earlier must be (num_samples, base_delta) pairs, got {earlier!r}') from None
+  if len(pairs) > attempts - 1:
+    raise InputError(f'earlier lists {len(pairs)} runs, but attempts = {attempts} counts only '
+                     f'{attempts - 1} besides this one')
+  return pairs
 
 
 def overall_delta_at(num_samples: int, base_delta: float, tau: float) -> float:
@@ -284,7 +313,8 @@ def overall_delta_at(num_samples: int, base_delta: float, tau: float) -> float:
   return min(float(_objective(float(n), base, np.float64(tau - 1.0))), 1.0)
 
 
-def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> float:
+def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1,
+                  earlier=()) -> float:
   """δ reported after verifying (ε, δ_b) with N samples (jax_privacy's get_overall_delta).
 
   δ_overall(N, δ_b) = min_{τ ∈ [1, 1/δ_b]} [ τδ_b + q(τ)·(1 − τδ_b) ],  capped at 1,
@@ -296,6 +326,13 @@ def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> 
   Harrison, Kamath, Kumar, Leeman, Manurangsi, Sinha, Zhang, "Balls-and-bins
   sampling for DP-SGD", AISTATS 2025. τ = 1 and τ = 1/δ_b both give 1.
 
+  With several verification attempts of the mechanism (``attempts``, the ledger's count) the
+  false-acceptance probability is a union bound: each attempt j that could back the released
+  claim adds its own bound at the released level τδ_b — exp(−N_j·KL(δ_b,j ‖ τδ_b)) for the
+  ``earlier`` runs with their own (N_j, δ_b,j), this run's q for the others — so
+  ``attempts = k`` with no ``earlier`` (k identical runs) charges k·q as before
+  (``ledger.py`` explains which runs can back a claim).
+
   The minimum is found by a scan over a 2049-point grid in ln(τ − 1) followed
   by a bounded Brent refinement around the best grid point; the returned value
   is the objective evaluated at the chosen feasible τ, hence always a valid
@@ -305,9 +342,11 @@ def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> 
     num_samples: N, the number of Monte Carlo samples per direction (the
       minimum over candidates if they differ), an integer ≥ 1.
     base_delta: δ_b, the verification threshold, in (0, 1).
-    attempts: how many verification runs (with fresh seeds) of the same
-      candidates were made; the false-acceptance bound is charged by a union
-      bound, q → min(1, attempts·q). Default 1.
+    attempts: how many verification runs of the mechanism are charged, this one included.
+      Default 1.
+    earlier: (N_j, δ_b,j) of the earlier runs (at most attempts − 1) that could back the
+      claim and are charged at their own settings; the other attempts are charged as this
+      run. Default none.
 
   Returns:
     δ_overall as a Python float.
@@ -315,7 +354,7 @@ def overall_delta(num_samples: int, base_delta: float, *, attempts: int = 1) -> 
   n = _num_samples(num_samples)
   base = _open_unit('base_delta', base_delta)
   attempts = _validate.integer_at_least('attempts', attempts, 1)
-  return _minimise(n, base, attempts)[0]
+  return _minimise(n, base, attempts, check_earlier(earlier, attempts))[0]
 
 
 # ---------------------------------------------------------------------------
@@ -353,7 +392,8 @@ def _smallest_n(predicate, start: int) -> int:
   return hi
 
 
-def base_delta(num_samples: int, target_delta: float) -> float:
+def base_delta(num_samples: int, target_delta: float, *, attempts: int = 1,
+               earlier=()) -> float:
   """Largest verification threshold δ_b with δ_overall(N, δ_b) ≤ target (get_base_delta).
 
   Inverse of ``overall_delta`` in δ_b (Theorem A.1 of Dong & Ganesh (2026),
@@ -366,23 +406,27 @@ def base_delta(num_samples: int, target_delta: float) -> float:
   Args:
     num_samples: N, an integer ≥ 1.
     target_delta: the δ to be reported, in (0, 1).
+    attempts / earlier: the attempts charged, as in ``overall_delta``.
 
   Returns:
     δ_b ∈ (0, target_delta).
 
   Raises:
     ValueError: if no δ_b works for this N, i.e. target ≤ lim_{δ_b→0}
-      δ_overall(N, δ_b) = min_x [x + (1 − x)^{N+1}]; the message gives the
+      δ_overall(N, δ_b) = min_x [x + (1 − x)^{N+1}] (one attempt); the message gives the
       sample count at which some δ_b starts to work and the count needed for
       δ_b = target/2.
   """
   n = _num_samples(num_samples)
   target = _open_unit('target_delta', target_delta)
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  earlier = check_earlier(earlier, attempts)
 
   def fits(base: float) -> bool:
-    return _minimise(n, base)[0] <= target
+    return _minimise(n, base, attempts, earlier)[0] <= target
 
-  if _infimum_overall_delta(n) < target:
+  single = attempts == 1
+  if not single or _infimum_overall_delta(n) < target:
     # A feasible lower end: step down from target/2 (overall_delta → the infimum
     # as δ_b → 0, so this terminates unless the infimum is within rounding of target).
     lo = target / 2.0
@@ -401,8 +445,13 @@ def base_delta(num_samples: int, target_delta: float) -> float:
         else:
           hi = mid
       return lo
+  half = minimum_samples(target / 2.0, target, attempts=attempts, earlier=earlier)
+  if not single:
+    raise InputError(
+        f'num_samples={n} is too small for target_delta={target} with {attempts} attempts: no '
+        f'base_delta in (0, {target}) gives overall_delta <= target_delta; {half} samples are '
+        'needed for base_delta = target_delta/2 (see minimum_samples)')
   any_base = _smallest_n(lambda m: _infimum_overall_delta(m) < target, math.floor(1.0 / target))
-  half = minimum_samples(target / 2.0, target)
   raise InputError(
       f'num_samples={n} is too small for target_delta={target}: no base_delta in (0, '
       f'{target}) gives overall_delta <= target_delta (the infimum over base_delta is '
@@ -411,7 +460,8 @@ def base_delta(num_samples: int, target_delta: float) -> float:
       f'(see minimum_samples).')
 
 
-def minimum_samples(base_delta: float, target_delta: float) -> int:
+def minimum_samples(base_delta: float, target_delta: float, *, attempts: int = 1,
+                    earlier=()) -> int:
   """Smallest N with δ_overall(N, δ_b) ≤ target (jax_privacy's minimum_samples_to_calibrate).
 
   δ_overall (``overall_delta``; Theorem A.1 of Dong & Ganesh, arXiv
@@ -425,48 +475,72 @@ def minimum_samples(base_delta: float, target_delta: float) -> int:
   Args:
     base_delta: δ_b, the verification threshold, in (0, 1).
     target_delta: the δ to be reported, in (0, 1), with δ_b < target.
+    attempts / earlier: the attempts charged (``overall_delta``): the minimum for the k-th
+      attempt (a declared retry needs more samples than a first run).
 
   Returns:
     The minimal N ≥ 1.
+
+  Raises:
+    InputError: when no N reaches the target: δ_b too close to it, or the ``earlier`` runs'
+      own bounds alone already exceed it at every level.
   """
   base = _open_unit('base_delta', base_delta)
   target = _open_unit('target_delta', target_delta)
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  earlier = check_earlier(earlier, attempts)
   if not base < target:
     raise InputError(
         f'base_delta must be < target_delta (overall_delta >= base_delta always), got '
         f'base_delta={base}, target_delta={target}')
+  if earlier and _minimise(_MAX_SAMPLES, base, attempts, earlier)[0] > target:
+    raise InputError(
+        f'the {len(earlier)} earlier verification run(s) of this mechanism that could back '
+        f'the claim (their own num_samples and base_delta) already charge more than '
+        f'delta = {target} at base_delta = {base}: no num_samples suffices; choose a larger '
+        'delta or a smaller base_delta')
   try:
-    return _smallest_n(lambda n: _minimise(n, base)[0] <= target, math.floor(1.0 / target))
+    return _smallest_n(lambda n: _minimise(n, base, attempts, earlier)[0] <= target,
+                       math.floor(1.0 / target))
   except ValueError as error:
     raise InputError(
         f'base_delta={base} is too close to target_delta={target}: {error}') from None
 
 
 def resolve_sample_size(target_delta: float, num_samples: int | None,
-                        base_delta_value: float | None) -> tuple[int, float]:
+                        base_delta_value: float | None, *, attempts: int = 1,
+                        earlier=()) -> tuple[int, float]:
   """(N, δ_b) for a target overall δ: fills in whichever is missing (δ_b = δ/2 if both are).
 
+  With ``attempts`` = k (and the ``earlier`` runs of ``overall_delta``) the defaults are those
+  of the k-th attempt, so a declared retry can pass: N is the minimum for k attempts, δ_b the
+  largest that N supports with k attempts.
+
   Raises:
-    ValueError: if the given N and δ_b cannot reach the target, saying how many
-      samples are needed.
+    InputError: if the given N and δ_b cannot reach the target with these attempts, naming
+      the ``num_samples`` that can — before any compute.
   """
   target = _open_unit('delta', target_delta)
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  earlier = check_earlier(earlier, attempts)
   if base_delta_value is not None:
     base = _open_unit('base_delta', base_delta_value)
     if base >= target:
       raise InputError(f'base_delta must be < delta = {target}, got {base}')
   if num_samples is None:
     base = target / 2 if base_delta_value is None else base
-    n = minimum_samples(base, target)
+    n = minimum_samples(base, target, attempts=attempts, earlier=earlier)
     keys_lib.check_num_samples(n)  # beyond 2⁵² samples the keys would repeat
     return n, base
   n = keys_lib.check_num_samples(num_samples)
   if base_delta_value is None:
-    return n, base_delta(n, target)
-  if overall_delta(n, base) > target:
+    return n, base_delta(n, target, attempts=attempts, earlier=earlier)
+  if overall_delta(n, base, attempts=attempts, earlier=earlier) > target:
+    needed = minimum_samples(base, target, attempts=attempts, earlier=earlier)
     raise InputError(
-        f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}: '
-        f'at least {minimum_samples(base, target)} samples are needed')
+        f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}'
+        + (f' with attempt = {attempts}' if attempts > 1 else '')
+        + f': at least {needed} samples are needed (num_samples={needed})')
   return n, base
 
 

@@ -43,8 +43,9 @@ class RunOptions:
     checkpoint: a folder (or ``checkpoint.Checkpoint``) where the run saves its state; calling
       again with the same arguments resumes from it bitwise (``montecarlo/checkpoint.py``).
     checkpoint_interval: seconds between saves (> 0; default 60).
-    ledger: the attempt ledger of verifications (a ``VerificationLedger`` or a file path for a
-      ``FileLedger``; default a fresh in-memory one, which sees only its own run).
+    ledger: the attempt ledger of verifications: a file path for a ``FileLedger`` or a ledger
+      object (default None: the user's ledger file, ``ledger.default_path()``, the CLI's too;
+      an in-memory ``VerificationLedger()`` opts out and its releases say "attempts unchecked").
     max_seconds: refuse, before any sample is drawn, a run whose measured projection exceeds
       it (``plan.OverBudgetError``); None: nothing is timed or refused.
   """

@@ -14,9 +14,9 @@ References:
 
 from __future__ import annotations
 
-import ast
-
 import dataclasses
+import json
+import math
 from typing import Any
 
 from jaxacct import _validate
@@ -31,7 +31,7 @@ from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo import sharding, stream
+from jaxacct.montecarlo import evr, sharding, stream
 from jaxacct.montecarlo.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
@@ -39,7 +39,7 @@ from jaxacct.montecarlo.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
 from jaxacct.montecarlo.search_start import check_fallback as check_fallback
 from jaxacct.montecarlo.search_start import fallback_accountant as fallback_accountant
 from jaxacct import progress as progress_lib
-from jaxacct.errors import InputError
+from jaxacct.errors import InputError, InputTypeError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,33 +93,60 @@ def check_checkpoint_charge(saved, ledger) -> None:
         ledger, saved.charge, f'checkpoint {str(saved.path)!r}'))
 
 
-def _run_identity(key_data, sigmas, n: int, base: float, shared_draws: bool,
-                  precision: str) -> str:
-  """A verification run's ledger identity (the ledger file's format: keep it)."""
-  return repr((tuple(key_data), tuple(sigmas), n, base, bool(shared_draws))
-              + (() if precision == 'float64' else (precision,)))
+def _run_identity(key_data, sigmas, n: int, base: float, shared_draws: bool, precision: str,
+                  epsilon: float, delta: float) -> str:
+  """A verification run's ledger identity: the same run resumed is not a new attempt."""
+  return json.dumps({'seed': [int(w) for w in key_data], 'sigmas': [float(s) for s in sigmas],
+                     'num_samples': int(n), 'base_delta': float(base),
+                     'shared_draws': bool(shared_draws), 'precision': precision,
+                     'epsilon': float(epsilon), 'delta': float(delta)}, sort_keys=True)
 
 
-def check_retry(ledger, mechanism, *, epsilon: float, delta: float, key_data, num_samples: int,
-                base_delta: float, shared_draws: bool, precision: str | None,
-                attempt: int) -> None:
-  """Before any compute: ``ledger.UndeclaredRetryError`` when the ledger holds ``attempt`` or
-  more runs of this guarantee and none could be this calibration's (same key, N, δ_b, shared
-  draws and precision; ``precision=None``: any). Its candidate σ are found by the search, so
-  they cannot be compared yet; a run this check lets through is still checked in full when
-  ``verify`` charges it."""
-  guarantee_id = VerificationLedger.guarantee_id(mechanism, epsilon, delta)
-  known = (tuple(key_data), num_samples, base_delta, bool(shared_draws))
+def check_retry(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
+                num_samples: int | None, base_delta: float | None, shared_draws: bool,
+                precision: str | None, attempt: int) -> ledger_lib.Charge:
+  """Before any compute: the charge of a coming verification of ``mechanism`` (every run the
+  ledger holds of it, at any target), and ``ledger.UndeclaredRetryError`` when the ledger
+  holds ``attempt`` or more runs of it and none could be this one (same key, target, shared
+  draws, and ε, N, δ_b and precision where given; ``None``: any). Its candidate σ are found by a
+  search, so they cannot be compared yet; a run this check lets through is still checked in
+  full when ``verify`` charges it. The charge gives the sample size of this attempt
+  (``evr.resolve_sample_size(..., attempts=, earlier=)``)."""
+  known = {'seed': [int(w) for w in key_data], 'shared_draws': bool(shared_draws),
+           'delta': float(delta)}
+  optional = {'num_samples': num_samples, 'base_delta': base_delta, 'precision': precision,
+              'epsilon': None if epsilon is None else float(epsilon)}
 
-  def could_be(run: str) -> bool:
+  def could_be(record: ledger_lib.RunRecord) -> bool:
     try:
-      recorded = ast.literal_eval(run)
-    except (ValueError, SyntaxError):
-      return True  # unreadable: let the full check at charge time decide
-    if (recorded[0], *recorded[2:5]) != known:
-      return False
-    return precision is None or (recorded[5] if len(recorded) > 5 else 'float64') == precision
-  sharding.on_leader(lambda: ledger.check_retry(guarantee_id, could_be, attempt))
+      recorded = json.loads(record.run)
+    except ValueError:
+      return False  # a format-1 run: never this version's
+    return (all(recorded.get(k) == v for k, v in known.items())
+            and all(v is None or recorded.get(k) == v for k, v in optional.items()))
+
+  # ε not known yet (``account`` estimates it): every recorded run at any ε could back it.
+  claim = math.inf if epsilon is None else float(epsilon)
+  attempts, earlier = sharding.on_leader(lambda: _json_charge(ledger.preview(
+      mechanism, epsilon=claim, delta=float(delta), attempt=attempt, could_be=could_be)))
+  return ledger_lib.Charge(attempts, tuple(map(tuple, earlier)))
+
+
+def _json_charge(charge: ledger_lib.Charge) -> list:
+  return [charge.attempts, [list(pair) for pair in charge.earlier]]
+
+
+def sample_size(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
+                num_samples: int | None, base_delta: float | None, shared_draws: bool,
+                precision: str | None, attempt: int) -> tuple[int, float]:
+  """(N, δ_b) of this attempt before any compute: ``check_retry``'s charge, then the defaults
+  of ``evr.resolve_sample_size`` for it — a declared retry gets the samples it needs to pass,
+  and given ones too few for it are refused naming the ``num_samples`` that suffices."""
+  charge = check_retry(ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
+                       num_samples=num_samples, base_delta=base_delta,
+                       shared_draws=shared_draws, precision=precision, attempt=attempt)
+  return resolve_sample_size(delta, num_samples, base_delta, attempts=charge.attempts,
+                             earlier=charge.earlier)
 
 
 def released_index(accepted) -> int:
@@ -156,24 +183,27 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   (ε, δ_overall(N, δ_b))-DP.
 
   Everything that defines the test (candidates, ε, δ, N, δ_b) is fixed by the
-  arguments before any verification sample is drawn. A second verification of
-  the same scheme and strategy at the same (ε, δ) recorded in ``ledger`` that
-  differs in anything (key, candidates, N, δ_b, shared draws) raises unless it
-  declares itself with ``attempt`` (then the false-acceptance bound is charged
-  attempt times). Retries the ledger has not seen must be declared by the caller.
+  arguments and the ledger before any verification sample is drawn. A second verification
+  of the same mechanism — scheme, and strategy up to scale — recorded in ``ledger``, at this
+  or any other (ε, δ) and differing in anything (key, candidates, N, δ_b, shared draws,
+  precision), raises unless it declares itself with ``attempt``; the false-acceptance bound
+  is then a union over the attempts (``ledger.py`` states the rule and its proof sketch),
+  and the default N is the minimum for that attempt. Retries the ledger has not seen must
+  be declared by the caller.
 
   Args:
     key: typed JAX key; only its verification stream is used.
     candidates: ``MatrixMechanism`` list, increasing σ, last one provably private.
     epsilon: ε.
     delta: the target overall δ.
-    num_samples / base_delta: N and δ_b; missing ones are derived
-      (``resolve_sample_size``).
+    num_samples / base_delta: N and δ_b; missing ones are derived for this attempt
+      (``sample_size``); given ones too few for it are refused before any compute.
     shared_draws: common random numbers across candidates (see ``candidates.py``).
-    attempt: the 1-based index of this verification run for this mechanism at (ε, δ).
-    ledger: the session's ``VerificationLedger``, or a file path for a ``FileLedger``
-      shared by processes and CLI calls (default: a fresh in-memory one, which knows only
-      this run).
+    attempt: the 1-based index of this verification run of this mechanism (at any target).
+    ledger: a file path for a ``FileLedger``, or a ``VerificationLedger`` object (default
+      None: the user's ledger file, ``ledger.default_path()``, shared with the CLI). An
+      in-memory ``VerificationLedger()`` opts out: the release says "attempts unchecked"
+      (``Guarantee.attempts_checked`` False).
     fallback: the deterministic accountant proving M_k (a ``DeterministicAccountant`` or
       registered name; default ``"unamplified_gaussian"``). A released fallback's
       ``Guarantee.accountant`` names it.
@@ -199,10 +229,21 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     Chua et al., AISTATS 2025, Fact 4.2.
   """
   run = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
+  if isinstance(candidates, MatrixMechanism):
+    raise InputTypeError(
+        'candidates must be a sequence of jaxacct.MatrixMechanism ordered by increasing '
+        'noise_multiplier, the last one provable by the fallback, got a single mechanism: pass '
+        '[mechanism, the same at the fallback\'s sigma], or use jaxacct.account(mechanism, '
+        'epsilon=, delta=, key=)')
   epsilon = _validate.finite_real('epsilon', epsilon)
   attempt = _validate.integer_at_least('attempt', attempt, 1)
+  shared_draws = _validate.boolean('shared_draws', shared_draws)
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
-  candidates = list(candidates)
+  try:
+    candidates = list(candidates)
+  except TypeError:
+    raise InputTypeError('candidates must be a sequence of jaxacct.MatrixMechanism, got '
+                         f'{candidates!r}') from None
   if len(candidates) < 1 or not all(isinstance(m, MatrixMechanism) for m in candidates):
     raise InputError('candidates must be a non-empty list of jaxacct.MatrixMechanism')
   first = candidates[0]
@@ -212,7 +253,14 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if any(b <= a for a, b in zip(sigmas, sigmas[1:])):
     raise InputError(f'candidates must be ordered by strictly increasing noise_multiplier, got {sigmas}')
   choice = precision_lib.choose(precision, first)
-  n, base = resolve_sample_size(delta, num_samples, base_delta)
+  key = keys_lib.canonicalize_key(key)
+  key_data = keys_lib.key_words(key)
+  # Every verification of the mechanism (scheme, strategy up to scale, adjacency), at any
+  # target and with any key, candidates, N, δ_b, shared draws or precision, is an attempt.
+  ledger = ledger_lib.ledger_from(run.ledger)
+  n, base = sample_size(ledger, first, epsilon=epsilon, delta=delta, key_data=key_data,
+                        num_samples=num_samples, base_delta=base_delta,
+                        shared_draws=shared_draws, precision=choice.precision, attempt=attempt)
   fallback = fallback_accountant(fallback)
   check_fallback(fallback, first)
   if fallback.delta_for_epsilon(candidates[-1], epsilon) > base:
@@ -221,28 +269,24 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
         f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant '
         f'(fallback={fallback.name!r}): noise_multiplier must be >= {sigma_up}, got '
         f'{sigmas[-1]}')
-  key = keys_lib.canonicalize_key(key)
-  key_data = keys_lib.key_words(key)
-  # Any verification run that differs in key, candidates, N, δ_b, shared draws or precision is
-  # another attempt at the same guarantee.
-  ledger = ledger_lib.ledger_from(run.ledger)
-  guarantee_id = VerificationLedger.guarantee_id(first, epsilon, delta)
-  run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision)
+  run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision, epsilon,
+                         delta)
   if isinstance(run.checkpoint, checkpoint_lib.Checkpoint):
     saved = run.checkpoint
   else:
     saved = checkpoint_lib.open_checkpoint(
-        run.checkpoint, {'run': 'verify', 'guarantee': guarantee_id, 'verification': run_id,
-                         'attempt': attempt, 'fallback': fallback.name,
-                         **({} if choice.precision == 'float64'
-                            else {'precision': choice.precision})},
+        run.checkpoint, {'run': 'verify', 'mechanism': ledger_lib.mechanism_description(first),
+                         'verification': run_id, 'attempt': attempt, 'fallback': fallback.name},
         run.checkpoint_interval)
 
-  def within_delta(attempts):
-    released = overall_delta(n, base, attempts=attempts)
+  def within_delta(charge: ledger_lib.Charge) -> float:
+    released = charge.overall_delta(n, base)
     if released > delta:
-      raise InputError(f'with attempt = {attempts} the overall delta {released} exceeds '
-                       f'delta = {delta}; use more num_samples or a smaller base_delta')
+      needed = evr.minimum_samples(base, delta, attempts=charge.attempts,
+                                   earlier=charge.earlier)
+      raise InputError(f'with attempt = {charge.attempts} the overall delta {released} exceeds '
+                       f'delta = {delta}; use num_samples >= {needed} or a smaller base_delta')
+    return released
 
   check_checkpoint_charge(saved, ledger)
   sweep = None
@@ -255,13 +299,17 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
                              f'samples per direction', max_seconds)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
-  attempts = sharding.on_leader(lambda: ledger.charge(guarantee_id, run_id, attempt,
-                                                     within_delta))
-  charge = sharding.on_leader(lambda: {'ledger': ledger.location, 'guarantee': guarantee_id,
-                                       'run': run_id})
+  record = ledger_lib.RunRecord(run=run_id, epsilon=epsilon, delta=float(delta), num_samples=n,
+                                base_delta=base, overall_delta=1.0)
+
+  def charge_now():
+    charge, entry = ledger.charge(first, record, attempt, within_delta)
+    return [_json_charge(charge), {'ledger': ledger.location, 'guarantee': entry,
+                                   'run': run_id}, ledger.persistent]
+  (attempts, earlier), charge, checked = sharding.on_leader(charge_now)
   if saved is not None:
     saved.record_charge(charge)
-  released_delta = overall_delta(n, base, attempts=attempts)
+  released_delta = overall_delta(n, base, attempts=attempts, earlier=tuple(map(tuple, earlier)))
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
@@ -283,6 +331,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
       num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
       bounded=chosen.bounded and method != Method.FALLBACK,
       accountant=fallback.name if method == Method.FALLBACK else None,
-      precision=choice.precision, margin=_released_margin(sweep, index, method))
+      precision=choice.precision, margin=_released_margin(sweep, index, method),
+      attempts_checked=bool(checked))
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
                       None if sweep is None else sweep.sums, charge)

@@ -9,6 +9,7 @@ References:
 from __future__ import annotations
 
 import abc
+import numbers
 import dataclasses
 import typing
 from collections.abc import Iterator
@@ -26,15 +27,30 @@ class SamplingScheme(abc.ABC):
   """Interface of every batch sampling scheme (abstract; concrete schemes are final)."""
 
   def _store_python_scalars(self) -> None:
-    """Fields given as NumPy (or 0-d array) scalars are stored as Python scalars, so that equal
-    values give equal schemes, reprs and ledger ids (``BMinSep(sampling_prob=np.float64(0.04))``
-    is ``BMinSep(sampling_prob=0.04)``). Called first by every ``__post_init__``."""
+    """Fields given as NumPy (or 0-d array) scalars, Fractions or Decimals are stored as Python
+    scalars, and integers given for float fields as floats, so that equal values give equal
+    schemes, reprs and ledger entries (``BMinSep(sampling_prob=np.float64(0.04))`` is
+    ``BMinSep(sampling_prob=0.04)``, ``Poisson(sampling_prob=1)`` is
+    ``Poisson(sampling_prob=1.0)``); a value that is not exactly a float (``Fraction(1, 3)``)
+    is refused. Called first by every ``__post_init__``."""
     for field in dataclasses.fields(self):
       value = getattr(self, field.name)
       # type(), not isinstance: np.float64 is a float subclass with another repr.
       if type(value) not in (bool, int, float, str, type(None)) and \
           getattr(value, 'shape', None) == () and hasattr(value, 'item'):
-        object.__setattr__(self, field.name, value.item())
+        value = value.item()
+      if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
+        # A Fraction or Decimal: kept only if it is exactly a float (the accountants compute
+        # in float64; the ledger compares schemes by their float values).
+        if isinstance(value, numbers.Integral):
+          value = int(value)
+        elif float(value) != value:
+          raise InputTypeError(f'{field.name} = {value!r} is not exactly a float; pass a float')
+        else:
+          value = float(value)
+      if type(value) is int and str(field.type).split(' |')[0] == 'float':
+        value = float(value)  # sampling_prob=1 is sampling_prob=1.0: one repr, one ledger entry
+      object.__setattr__(self, field.name, value)
 
   config_name: ClassVar[str]  # set by @register: the value of a config's scheme.type
   needs_graph: ClassVar[bool] = False  # training batches need an AttributionGraph

@@ -420,6 +420,11 @@ class BandedToeplitz(Strategy):
     """Hashable public identity of the strategy (ledgers and checkpoint fingerprints)."""
     return tuple(np.asarray(self.c_col, np.float64).tolist())
 
+  def scale_free_sketch(self) -> tuple[str, tuple[float, ...]]:
+    """('banded_toeplitz', c / max|c|): the band up to scale (``Strategy.scale_free_sketch``)."""
+    band = np.asarray(self.c_col, np.float64)
+    return 'banded_toeplitz', tuple((band / np.max(np.abs(band))).tolist())
+
   def overlaps_under(self, scheme) -> bool:
     """True when consecutive participations' columns overlap: len(c_col) exceeds the scheme's
     band limit (Poisson with more than one band). Only untruncated Poisson accepts that

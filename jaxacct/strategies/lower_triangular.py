@@ -165,6 +165,21 @@ class LowerTriangular(Strategy):
     return ('lower_triangular', self.iterations,
             hashlib.sha256(np.ascontiguousarray(self.entries).tobytes()).hexdigest())
 
+  def scale_free_sketch(self) -> tuple[str, tuple[float, ...]]:
+    """('lower_triangular n', numbers) up to scale (``Strategy.scale_free_sketch``): the column
+    squared norms and eight fixed ±1 projections of the entries, each relative to the largest
+    entry (a rescaled C gives the same numbers up to rounding)."""
+    return f'lower_triangular {self.iterations}', self._sketch
+
+  @functools.cached_property
+  def _sketch(self) -> tuple[float, ...]:
+    entries = np.asarray(self.entries, np.float64)
+    scale = float(np.max(np.abs(entries)))
+    signs = np.random.default_rng(0).choice([-1.0, 1.0], size=(8, entries.shape[0]))
+    norms = np.sum(np.square(entries), axis=0) / scale**2
+    projections = (signs @ entries @ signs.T).diagonal() / scale
+    return tuple(np.concatenate([norms, projections]).tolist())
+
   def exact_for(self, scheme) -> bool:
     """Balls-in-bins losses are exact with any C (a mixture over T modes); others are App. B."""
     return isinstance(scheme, schemes.BallsInBins)

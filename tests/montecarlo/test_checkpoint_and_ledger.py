@@ -91,23 +91,32 @@ def test_unwritable_checkpoint_directory_is_refused_before_compute(tmp_path):
                            checkpoint_interval=0, progress=_stop_after(1))
 
 
+def _run(name: str, epsilon: float = 1.0, delta: float = 1e-3, n: int = 10**5,
+         base: float = 5e-4):
+  return ledger_lib.RunRecord(run=name, epsilon=epsilon, delta=delta, num_samples=n,
+                              base_delta=base, overall_delta=1.0)
+
+
+def _attempts(ledger, run, attempt, check=lambda charge: 1e-3):
+  return ledger.charge(MECHANISM, run, attempt, check)[0].attempts
+
+
 def test_file_ledger_charges_attempts_across_objects_and_survives_a_crash(tmp_path):
   path = tmp_path / 'ledger.json'
   first, second = ledger_lib.FileLedger(path), ledger_lib.FileLedger(path)
-  ok = lambda attempts: None
-  assert first.charge('g', 'run-a', 1, ok) == 1
-  assert second.charge('g', 'run-a', 1, ok) == 1  # the same run again: not a new attempt
+  assert _attempts(first, _run('run-a'), 1) == 1
+  assert _attempts(second, _run('run-a'), 1) == 1  # the same run again: not a new attempt
   with pytest.raises(ValueError, match='attempt=2'):
-    second.charge('g', 'run-b', 1, ok)
-  def refuse(attempts):
-    raise ValueError(f'refused at {attempts}')
+    _attempts(second, _run('run-b'), 1)
+  def refuse(charge):
+    raise ValueError(f'refused at {charge.attempts}')
   with pytest.raises(ValueError, match='refused at 2'):
-    second.charge('g', 'run-b', 2, refuse)
-  assert first.runs('g') == ('run-a',)  # a refused run is not recorded
-  assert first.charge('g', 'run-b', 2, ok) == 2
+    _attempts(second, _run('run-b'), 2, refuse)
+  assert [r.run for r in first.runs(MECHANISM)] == ['run-a']  # a refused run is not recorded
+  assert _attempts(first, _run('run-b'), 2) == 2
   # A crash mid-write leaves a temporary file beside an intact ledger.
   (tmp_path / '.ledger.json.99999.tmp').write_text('{"body": {"trunc')
-  assert ledger_lib.FileLedger(path).runs('g') == ('run-a', 'run-b')
+  assert [r.run for r in ledger_lib.FileLedger(path).runs(MECHANISM)] == ['run-a', 'run-b']
   path.write_text(path.read_text()[:-10])
   with pytest.raises(ledger_lib.LedgerError, match='corrupt'):
     ledger_lib.FileLedger(path)
@@ -115,11 +124,11 @@ def test_file_ledger_charges_attempts_across_objects_and_survives_a_crash(tmp_pa
 
 def test_file_ledger_lets_one_of_two_racing_processes_take_an_attempt(tmp_path):
   path = tmp_path / 'ledger.json'
-  ledger_lib.FileLedger(path).charge('g', 'run-a', 1, lambda attempts: None)
+  _attempts(ledger_lib.FileLedger(path), _run('run-a'), 1)
   outcomes = []
   def take(run):
     try:
-      outcomes.append(ledger_lib.FileLedger(path).charge('g', run, 2, lambda a: None))
+      outcomes.append(_attempts(ledger_lib.FileLedger(path), _run(run), 2))
     except ValueError as error:
       outcomes.append(str(error))
   threads = [threading.Thread(target=take, args=(f'run-{i}',)) for i in 'bc']
@@ -137,7 +146,7 @@ def test_ledger_lock_timeout_and_bad_paths(tmp_path):
   with open(tmp_path / 'ledger.json.lock', 'a+') as holder:
     fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
     with pytest.raises(ledger_lib.LedgerError, match='could not be locked within 0.2 s'):
-      ledger.charge('g', 'run-a', 1, lambda attempts: None)
+      _attempts(ledger, _run('run-a'), 1)
   with pytest.raises(ledger_lib.LedgerError, match='is a directory'):
     ledger_lib.FileLedger(tmp_path)
   with pytest.raises(TypeError, match='ledger must be'):
@@ -196,16 +205,16 @@ def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phase
 
 # ---- issue 29: a ledger that cannot be left behind, checkpoints checked field by field ----
 
-def test_numpy_scalars_give_the_same_scheme_and_ledger_id():
+def test_numpy_scalars_give_the_same_scheme_and_ledger_entry():
   import numpy as np
   plain = jaxacct.BMinSep(sampling_prob=0.04, iterations=24, min_sep=4, warm_start=True)
   typed = jaxacct.BMinSep(sampling_prob=np.float64(0.04), iterations=np.int64(24),
                           min_sep=np.int32(4), warm_start=np.bool_(True))
   assert typed == plain and repr(typed) == repr(plain) and hash(typed) == hash(plain)
   assert type(typed.sampling_prob) is float and type(typed.iterations) is int
-  ids = {ledger_lib.VerificationLedger.guarantee_id(jaxacct.MatrixMechanism(
-      scheme, MECHANISM.matrix, 1.0), np.float32(1.0), 1e-3) for scheme in (plain, typed)}
-  assert len(ids) == 1
+  descriptions = {json.dumps(ledger_lib.mechanism_description(jaxacct.MatrixMechanism(
+      scheme, MECHANISM.matrix, 1.0)), sort_keys=True) for scheme in (plain, typed)}
+  assert len(descriptions) == 1
 
 
 def test_default_ledger_is_the_users_and_can_be_moved(monkeypatch, tmp_path):
@@ -241,6 +250,8 @@ def test_a_checkpoint_that_recorded_a_charge_refuses_a_ledger_that_lacks_it(tmp_
   with pytest.raises(ledger_lib.LedgerError, match='this run uses ledger'):
     _verify(tmp_path, tmp_path / 'other-ledger.json')
   with pytest.raises(ledger_lib.LedgerError, match='in-memory ledger'):
+    _verify(tmp_path, ledger_lib.VerificationLedger())
+  with pytest.raises(ledger_lib.LedgerError, match='user-state'):  # None: the user's ledger
     _verify(tmp_path, None)
   ledger_path.unlink()  # a deleted ledger would forget the attempt
   with pytest.raises(ledger_lib.LedgerError, match='no longer has it'):
@@ -389,13 +400,16 @@ def test_blocks_remaining_counts_what_accumulate_still_visits(program, direction
 # ---- issue 31: an undeclared retry is refused before any compute ----
 
 def _ledger_holding_another_run(path, mechanism, epsilon, delta, seed=7):
-  """A file ledger that recorded one run of the guarantee with another key."""
+  """A file ledger that recorded one run of the mechanism with another key."""
   from jaxacct.montecarlo import keys as keys_lib
+  from jaxacct.montecarlo import verification
   ledger = ledger_lib.FileLedger(path)
   n, base = jaxacct.montecarlo.evr.resolve_sample_size(delta, None, None)
-  run = repr((keys_lib.key_words(jax.random.key(seed)), (1.0, 2.0), n, base, True))
-  ledger.charge(ledger_lib.VerificationLedger.guarantee_id(mechanism, epsilon, delta), run, 1,
-                lambda attempts: None)
+  run = verification._run_identity(keys_lib.key_words(jax.random.key(seed)), (1.0, 2.0), n,
+                                   base, True, 'float64', epsilon, delta)
+  ledger.charge(mechanism, ledger_lib.RunRecord(run=run, epsilon=epsilon, delta=delta,
+                                                num_samples=n, base_delta=base,
+                                                overall_delta=1.0), 1, lambda charge: delta)
   return ledger
 
 
@@ -419,6 +433,10 @@ def test_an_undeclared_retry_is_refused_before_any_sweep_and_a_declared_one_is_n
   with pytest.raises(ledger_lib.UndeclaredRetryError):  # another precision is another run
     verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
                              precision='float32', attempt=1, **check)
+  with pytest.raises(ledger_lib.UndeclaredRetryError):  # so is another target
+    verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
+                             precision='float64', attempt=1,
+                             **{**check, 'epsilon': 1.0000000001})
 
 
 @pytest.mark.parametrize('guess, sweeps', [(0.05, 3), (1.8, 2), (40.0, 3)],

@@ -110,21 +110,24 @@ def test_block_sums_round_trip():
   assert again.counts['remove'].dtype == np.int64
 
 
-def test_ledger_charges_retries():
+def test_ledger_charges_retries_of_the_mechanism_at_any_target():
+  from jaxacct.montecarlo import ledger as ledger_lib
   ledger = VerificationLedger()
   mechanism = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.1, iterations=4),
                                       jaxacct.BandedToeplitz([1.0]), 1.0)
-  gid = VerificationLedger.guarantee_id(mechanism, 1.0, 1e-5)
-  assert ledger.attempts_for(gid, 'run a', 1) == 1
-  ledger.record(gid, 'run a')
-  assert ledger.attempts_for(gid, 'run a', 1) == 1  # the same run reproduces
+
+  def record(run, delta=1e-5):
+    return ledger_lib.RunRecord(run=run, epsilon=1.0, delta=delta, num_samples=10**7,
+                                base_delta=delta / 2, overall_delta=1.0)
+  released = lambda charge: 1e-6
+  assert ledger.charge(mechanism, record('run a'), 1, released)[0].attempts == 1
+  assert ledger.charge(mechanism, record('run a'), 1, released)[0].attempts == 1  # reproduces
   with pytest.raises(ValueError, match='attempt=2'):
-    ledger.attempts_for(gid, 'run b', 1)
-  assert ledger.attempts_for(gid, 'run b', 2) == 2
-  ledger.record(gid, 'run b')
-  assert ledger.runs(gid) == ('run a', 'run b')
-  other = VerificationLedger.guarantee_id(mechanism, 1.0, 1e-6)  # another guarantee
-  assert ledger.attempts_for(other, 'run c', 1) == 1
+    ledger.charge(mechanism, record('run b'), 1, released)
+  assert ledger.charge(mechanism, record('run b'), 2, released)[0].attempts == 2
+  assert [r.run for r in ledger.runs(mechanism)] == ['run a', 'run b']
+  with pytest.raises(ValueError, match='attempt=3'):  # another target is another attempt too
+    ledger.charge(mechanism, record('run c', delta=1e-6), 1, released)
 
 
 def test_traced_params_do_not_recompile_for_new_values():
