@@ -8,6 +8,12 @@ and on a CPU whichever precision this library measures faster for the mechanism 
 each program at the mechanism's shape, after compiling; cached per shape), float64 when the
 32-bit program does not serve the mechanism. ``PrecisionChoice.reason`` says which and why.
 
+Before float32 is chosen, the backend self-test (``selftest32.py``: the float32 accuracy the
+margin's proof assumes, measured on the local devices, cached per backend and version) must
+pass: ``"float32"`` raises ``selftest32.Float32SelfTestError`` naming the failed assumption,
+``"auto"`` falls back to float64 with it as the reason. The legacy ``dtype=jnp.float32`` of
+the 32-bit program is held to the same test.
+
 Host code.
 """
 
@@ -19,7 +25,7 @@ import jax
 import numpy as np
 
 from jaxacct._precision import kernel_dtype
-from jaxacct.montecarlo import kernels, plan, program32, sharding
+from jaxacct.montecarlo import kernels, plan, program32, selftest32, sharding
 from jaxacct.errors import InputError
 
 PRECISIONS = ('auto', 'float32', 'float64')
@@ -67,6 +73,8 @@ def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
   kernel = kernels.kernel_for(mechanism, resolved)
   program32.check_float32_kernel(mechanism, kernel)
   refused = program32.refusal(mechanism, kernel)
+  if refused is None:
+    selftest32.require_float32()
   return PrecisionChoice('float32', 'requested' if refused is None else
                          f'mixed float32 kernels without a margin (estimation only): {refused}')
 
@@ -77,6 +85,8 @@ def choose(precision: str, mechanism) -> PrecisionChoice:
   Raises:
     ValueError: an unknown name, or ``"float32"`` for a mechanism the 32-bit program does
       not serve (the message gives the reason).
+    selftest32.Float32SelfTestError: ``"float32"`` on a backend that fails the self-test
+      (the message names the failed assumption, measured vs assumed).
   """
   precision = check_precision(precision)
   if precision == 'float64':
@@ -85,9 +95,13 @@ def choose(precision: str, mechanism) -> PrecisionChoice:
   if precision == 'float32':
     if refused is not None:
       raise InputError(f'precision="float32" cannot serve this mechanism: {refused}')
+    selftest32.require_float32()
     return PrecisionChoice('float32', 'requested')
   if refused is not None:
     return PrecisionChoice('float64', f'auto: {refused}')
+  report = selftest32.check_backend()
+  if not report.passed:
+    return PrecisionChoice('float64', f'auto: {report.reason}')
   backend = jax.default_backend()
   if backend in ACCELERATORS:
     return PrecisionChoice('float32', f'auto: the {backend} backend computes in float32')
