@@ -27,6 +27,18 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 COMPILATION_CACHE = ROOT / '.jax-compilation-cache'
 
+# Hermetic: the environment's JAX flags (a user who exports JAX_ENABLE_X64=1 for accounting
+# work) and jaxacct's own state variables never reach the suite; the library must not depend
+# on them (it scopes x64 itself). Removed before JAX is imported, here and in every child.
+for _flag in ('JAX_ENABLE_X64', 'JAX_DEFAULT_DTYPE_BITS', 'JAX_DEFAULT_MATMUL_PRECISION',
+              'JAX_NUMPY_DTYPE_PROMOTION', 'JAX_NUMPY_RANK_PROMOTION', 'JAX_DEBUG_NANS',
+              'JAX_DEBUG_INFS', 'JAX_DISABLE_JIT', 'JAX_PLATFORMS', 'JAX_PLATFORM_NAME',
+              'XLA_FLAGS', 'JAXACCT_SECRET', 'JAXACCT_PEER_TIMEOUT'):
+  os.environ.pop(_flag, None)
+_STATE = tempfile.mkdtemp(prefix='jaxacct-test-state-')
+os.environ['XDG_STATE_HOME'] = os.path.join(_STATE, 'state')
+os.environ['XDG_CACHE_HOME'] = os.path.join(_STATE, 'cache')
+
 # Set before JAX is imported, so this process and its children read it at JAX import.
 os.environ.setdefault('JAX_COMPILATION_CACHE_DIR', str(COMPILATION_CACHE))
 # Cache every program, however quick its compile: the suite's programs are small and many.
@@ -108,6 +120,13 @@ def _module_attempt_ledger(tmp_path_factory):
   os.environ['JAXACCT_LEDGER'] = str(tmp_path_factory.mktemp('module-ledger') / 'ledger.json')
   yield
   os.environ['JAXACCT_LEDGER'] = previous
+
+
+@pytest.fixture(autouse=True)
+def _own_working_directory(tmp_path, monkeypatch):
+  """Each test runs in its own folder: a CLI run without --out writes ``reports/<config>`` there,
+  never into the checkout (where the README's main command leaves its report and charge)."""
+  monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(autouse=True)

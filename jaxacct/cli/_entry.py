@@ -17,7 +17,7 @@ import jax
 
 from jaxacct import config as config_lib
 from jaxacct.errors import InputError
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo import sharding, watchdog
 from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, check_outputs,
                                 print_plan)
 
@@ -48,11 +48,23 @@ _LOST_PEER_SIGNS = ('Gloo', 'Connection reset', 'Connection refused', 'Broken pi
                     'heartbeat', 'UNAVAILABLE', 'coordination service')
 
 
+_STATUS_CODES = ('UNKNOWN:', 'UNAVAILABLE:', 'INTERNAL:', 'ABORTED:', 'DEADLINE_EXCEEDED:')
+
+
 def _is_lost_peer(error: BaseException) -> bool:
   """True for a runtime error of a collective or of the coordination service: under
-  ``--distributed`` that is another process gone (killed, crashed, preempted)."""
-  return (type(error).__name__ in ('JaxRuntimeError', 'XlaRuntimeError')
-          and any(sign in str(error) for sign in _LOST_PEER_SIGNS))
+  ``--distributed`` that is another process gone (killed, crashed, preempted). jaxlib raises
+  most as ``JaxRuntimeError``, but now and then a collective's as a plain ``ValueError``
+  whose message starts with the status code ('UNKNOWN: Gloo AllGather failed: ...
+  Connection reset by peer', seen once in ~10 kills of a peer)."""
+  message = str(error)
+  runtime = (type(error).__name__ in ('JaxRuntimeError', 'XlaRuntimeError')
+             or (type(error) is ValueError and message.startswith(_STATUS_CODES)))
+  return runtime and any(sign in message for sign in _LOST_PEER_SIGNS)
+
+
+_RERUN = ('Rerun the same command on every host; with --checkpoint it resumes from the last '
+          'saved block')
 
 
 def _exit_after_lost_peer(error: BaseException) -> None:
@@ -61,16 +73,36 @@ def _exit_after_lost_peer(error: BaseException) -> None:
   timeout and then aborts the process (SIGABRT and a C++ stack dump)."""
   reason = ' '.join(str(error).split())[:300]
   print(f'jaxacct: error: a process of the distributed run was lost ({reason}); this process '
-        'stops too. Rerun the same command on every host; with --checkpoint it resumes from the '
-        'last saved block', file=sys.stderr)
+        f'stops too. {_RERUN}', file=sys.stderr)
   sys.stdout.flush()
   sys.stderr.flush()
   os._exit(1)  # pylint: disable=protected-access  # skip the shutdown barrier (see above)
 
 
+def _peer_timeout(args) -> float:
+  """``--peer-timeout``, else ``$JAXACCT_PEER_TIMEOUT``, else the watchdog's default (60 s),
+  checked finite and > 0 with the flag or variable named."""
+  if args.peer_timeout is not None:
+    name, value = '--peer-timeout', args.peer_timeout
+  elif os.environ.get(watchdog.TIMEOUT_ENV) is not None:
+    name, text = watchdog.TIMEOUT_ENV, os.environ[watchdog.TIMEOUT_ENV]
+    try:
+      value = float(text)
+    except ValueError:
+      raise config_lib.ConfigError(
+          f'{name} must be a number of seconds (> 0), got {text!r}') from None
+  else:
+    return watchdog.DEFAULT_TIMEOUT
+  if not (value > 0 and value < float('inf')):
+    raise config_lib.ConfigError(f'{name} must be finite and > 0 seconds, got {value}')
+  return value
+
+
 def _initialize_distributed(args) -> None:
-  """``jax.distributed.initialize`` from the flags, the environment, or cluster detection."""
-  import os
+  """``jax.distributed.initialize`` from the flags, the environment, or cluster detection,
+  then the peer watchdog (``montecarlo/watchdog.py``): a peer silent for the peer timeout
+  ends this process with exit code 1 and one line, before the runtime's heartbeat (set
+  longer) aborts it."""
   def from_env(value, name):
     if value is not None or os.environ.get(name) is None:
       return value
@@ -78,17 +110,23 @@ def _initialize_distributed(args) -> None:
       return int(os.environ[name])
     except ValueError:
       raise config_lib.ConfigError(f'{name} must be an integer, got {os.environ[name]!r}') from None
+  timeout = _peer_timeout(args)
   kwargs = {'coordinator_address': args.coordinator,
             'num_processes': from_env(args.num_processes, 'JAX_NUM_PROCESSES'),
             'process_id': from_env(args.process_id, 'JAX_PROCESS_ID')}
+  # The runtime's heartbeat outlasts the watchdog's bound, so the watchdog ends a hung run.
+  heartbeat = watchdog.runtime_heartbeat_seconds(timeout)
   try:
-    jax.distributed.initialize(**{k: v for k, v in kwargs.items() if v is not None})
+    jax.distributed.initialize(**{k: v for k, v in kwargs.items() if v is not None},
+                               heartbeat_timeout_seconds=heartbeat)
   except (ValueError, TypeError, RuntimeError) as error:
     raise config_lib.ConfigError(
         f'--distributed: jax.distributed.initialize failed ({error}). Give --coordinator '
         'HOST:PORT --num-processes N --process-id I (or JAX_COORDINATOR_ADDRESS, '
         'JAX_NUM_PROCESSES, JAX_PROCESS_ID), or run where JAX detects the cluster (Cloud TPU, '
         'SLURM, Open MPI)') from None
+  watchdog.start(timeout=timeout, hint=f'{_RERUN} (--peer-timeout sets the wait, now '
+                                       f'{timeout:g} s)')
 
 
 class _StderrLog(logging.Handler):
@@ -168,6 +206,11 @@ def _parser() -> argparse.ArgumentParser:
                      help='with --distributed: the coordinator (process 0) address')
     sub.add_argument('--num-processes', type=int, help='with --distributed: process count')
     sub.add_argument('--process-id', type=int, help='with --distributed: this process\'s id')
+    sub.add_argument('--peer-timeout', type=float, metavar='SECONDS',
+                     help=f'with --distributed: a process silent this long (hung, stopped, cut '
+                          f'off) ends the others with exit code 1 and one line, within '
+                          f'SECONDS + 2 s (default ${watchdog.TIMEOUT_ENV}, else '
+                          f'{watchdog.DEFAULT_TIMEOUT:g})')
     sub.set_defaults(**defaults)
   return parser
 
@@ -178,9 +221,10 @@ def _main(argv: list[str] | None) -> int:
   try:
     if args.distributed:
       _initialize_distributed(args)
-    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
-      raise config_lib.ConfigError('--coordinator, --num-processes and --process-id need '
-                                   '--distributed')
+    elif (args.coordinator or args.num_processes is not None or args.process_id is not None
+          or args.peer_timeout is not None):
+      raise config_lib.ConfigError('--coordinator, --num-processes, --process-id and '
+                                   '--peer-timeout need --distributed')
     command.check_arguments(args)
     if args.max_minutes is not None and not args.max_minutes > 0:
       raise config_lib.ConfigError(f'--max-minutes must be > 0, got {args.max_minutes}')

@@ -11,10 +11,16 @@ import sys
 
 import jax
 
+from jaxacct.montecarlo import watchdog  # host code only: no JAX computation on import
+
 coordinator, num_processes, process_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if num_processes > 1:
+  # The peer watchdog as a library user starts it (issue 42 item 7): the whole run below and
+  # its end (stop, then shutdown) must pass without a false alarm.
   jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                             process_id=process_id, initialization_timeout=120)
+                             process_id=process_id, initialization_timeout=120,
+                             heartbeat_timeout_seconds=watchdog.runtime_heartbeat_seconds(60.0))
+  watchdog.start(timeout=60.0)
 
 import numpy as np  # noqa: E402  (after initialize, as jax.distributed requires)
 
@@ -64,4 +70,5 @@ assert agreed == result, f'process {process_id} computed other bits than process
 if process_id == 0:
   print(json.dumps(result))
 if num_processes > 1:
+  watchdog.stop()  # marks this process done and waits for the other, then the barrier
   jax.distributed.shutdown()
