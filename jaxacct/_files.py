@@ -1,22 +1,42 @@
-"""Crash-safe, checksummed JSON files (checkpoints and attempt ledgers).
+"""Crash-safe, checksummed and optionally signed JSON files (checkpoints and attempt ledgers).
 
 ``write_checked_json`` writes ``{"body": …, "sha256": …}`` to a temporary file, fsyncs it,
 renames it over the target and fsyncs the directory: after a crash the file is the old or
 the new document, never a mix. ``read_checked_json`` refuses a document whose checksum does
-not match (a truncated or edited file) instead of silently starting over.
+not match (a truncated or damaged file) instead of silently starting over.
+
+The SHA-256 detects accidents only: anyone can recompute it. With ``keyed=True`` the
+document also holds ``"mac"``, HMAC-SHA256 of the body's canonical JSON (``_canonical``)
+under the user's secret (``_secret.secret_key``), and reading it refuses a missing or wrong
+MAC: an edit by anyone who cannot read the secret is detected. The secret's owner can sign
+any body; what the body must satisfy beyond that is the reader's to check (a checkpoint's
+position against its sample counts, ``montecarlo/checkpoint.py``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import pathlib
 
+from jaxacct import _secret
+
 
 def _digest(body) -> str:
   return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def _canonical(body) -> bytes:
+  """The signed bytes: keys sorted, no spaces, ASCII (``json`` floats round-trip exactly)."""
+  return json.dumps(body, sort_keys=True, separators=(',', ':'), ensure_ascii=True).encode()
+
+
+def mac(body, key: bytes) -> str:
+  """HMAC-SHA256 (hex) of ``body``'s canonical JSON under ``key``."""
+  return hmac.new(key, _canonical(body), hashlib.sha256).hexdigest()
 
 
 def write_atomically(path: pathlib.Path, content) -> None:
@@ -51,17 +71,27 @@ def write_atomically(path: pathlib.Path, content) -> None:
     raise
 
 
-def write_checked_json(path, body) -> None:
-  """Atomically writes ``body`` (JSON-ready) with its SHA-256."""
-  write_atomically(pathlib.Path(path), json.dumps({'body': body, 'sha256': _digest(body)}))
+def write_checked_json(path, body, *, keyed: bool = False) -> None:
+  """Atomically writes ``body`` (JSON-ready) with its SHA-256 and, if ``keyed``, its MAC under
+  the user's secret (created on first use; ``_secret.SecretError`` if it cannot be used)."""
+  document = {'body': body, 'sha256': _digest(body)}
+  if keyed:
+    document['mac'] = mac(body, _secret.secret_key())
+  write_atomically(pathlib.Path(path), json.dumps(document))
 
 
-def read_checked_json(path, what: str, error: type[Exception]):
+def read_checked_json(path, what: str, error: type[Exception], *, keyed: bool = False):
   """The body of the checked document at ``path``, or None if there is no file.
 
+  With ``keyed`` the document's MAC must be the one the user's secret gives its body; the
+  secret is never created here (a signed file needs the secret that signed it). Without
+  ``keyed`` a MAC, if present, is not checked.
+
   Raises:
-    ``error`` naming ``what`` and the path when the file is not a complete document or its
-    checksum does not match (it is left in place).
+    ``error`` naming ``what`` and the path (the file is left in place) when the file is not a
+    complete document or its checksum does not match; with ``keyed``, when its MAC is
+    missing or wrong (edited, or written with another user's secret), or the secret is
+    missing or unusable (naming the secret file and what to do).
   """
   path = pathlib.Path(path)
   if not path.exists():
@@ -78,4 +108,28 @@ def read_checked_json(path, what: str, error: type[Exception]):
   if _digest(body) != digest:
     raise error(f'{what} {str(path)!r} is corrupt: its checksum does not match its content; it '
                 'is kept as is')
+  if keyed:
+    _check_mac(path, what, error, body, document.get('mac'))
   return body
+
+
+def _check_mac(path: pathlib.Path, what: str, error: type[Exception], body, signature) -> None:
+  where = _secret.secret_path()
+  if not (isinstance(signature, str) and signature.isascii()):
+    raise error(f'{what} {str(path)!r} has no MAC (edited, or written with another user\'s '
+                f'secret or by a version without one; the secret is {str(where)!r}); it is '
+                'kept as is')
+  try:
+    key = _secret.secret_key(create=False)
+  except _secret.SecretError as problem:
+    if where.exists():
+      raise error(f'{what} {str(path)!r} cannot be checked: {problem}') from None
+    raise error(
+        f'{what} {str(path)!r} is signed with a secret this user does not have: '
+        f'{str(where)!r} does not exist. A file written on another machine or by another user '
+        'reads only with its writer\'s secret: copy the writer\'s secret file to '
+        f'{str(where)!r} (mode 600), or name it with {_secret.ENVIRONMENT_VARIABLE}; it is '
+        'kept as is') from None
+  if not hmac.compare_digest(mac(body, key), signature):
+    raise error(f'{what} {str(path)!r} fails its MAC check: edited, or written with another '
+                f'user\'s secret (this user\'s is {str(where)!r}); it is kept as is')

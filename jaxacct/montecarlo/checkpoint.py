@@ -9,17 +9,50 @@ phase is a stream run (``stream.StreamState``) that can stop at any call boundar
   the code version …); resuming with any field changed is refused, naming the fields;
 - the results of the finished phases (what the run decided from them);
 - the stream state of the phase in progress (per direction and candidate, the float64
-  block-ordered sums, and the next block).
+  block-ordered sums and the samples and blocks they hold; the next block; the layout of
+  the phase: N, block size, first block, programs);
+- the ledger charge of a verification.
 
 It is written atomically (write to a temporary file, fsync, rename, fsync the directory)
 every ``interval_seconds`` during a phase and at every phase boundary, with a SHA-256 of its
-content: a corrupt or truncated file is refused, never silently restarted. Resuming from it
-adds the same per-block sums in the same order, so the result is bitwise that of an
-uninterrupted run, whatever the device count before and after (the key of a sample depends
-only on its global index).
+content and a MAC (HMAC-SHA256 under the user's secret, ``jaxacct._secret``; format 2).
+Resuming from it adds the same per-block sums in the same order, so the result is bitwise
+that of an uninterrupted run, whatever the device count before and after (the key of a
+sample depends only on its global index).
 
-Under ``jax.distributed`` only process 0 reads and writes the file; it sends what it read to
-the other processes, so every process resumes from the same state.
+**What is detected, and what is not.** Every refusal is a ``CheckpointError`` naming the
+file and the field, raised when the checkpoint is opened or, at the latest, when the phase
+resumes — before any compute from it.
+
+- A truncated or damaged file (its SHA-256).
+- Any edit — of the sums, squares, sample or block counts, positions, layout, fingerprint,
+  finished phases or charge — by someone without the secret: the MAC is missing or wrong
+  ("edited, or written with another user's secret").
+- A position that disagrees with the sample counts, even in a file signed with the secret
+  (``StreamState.check``): a block moved forward or back, out of range (refused on
+  opening), counts edited, a finished phase short of N samples per direction and
+  candidate, a layout (N, block size, first block, programs) that is not the resuming run's.
+- A checkpoint of format 1 (earlier versions: no counts, no MAC).
+
+Not detected:
+
+- The secret's owner (the same user, or anyone who has read the secret) editing the file
+  and recomputing the MAC. The counts must still agree with the position, so a forged file
+  passes only with sums that are themselves consistent fabrications; nothing can tell
+  fabricated float sums from computed ones short of recomputing them.
+- Deleting the checkpoint: a new run starts from block 0 (for a verification the ledger
+  already recorded the charge, so the new run is charged as the same run or refused as an
+  undeclared retry, ``ledger.py``).
+- Replaying an older valid checkpoint of the same run (a copy saved earlier): it resumes
+  from its earlier block and recomputes the rest, bitwise the same result.
+
+**Another machine or user.** The checkpoint resumes only with the secret that signed it.
+Copy the writer's secret file (mode 600) to the new account's state folder (beside its
+ledger) or name it with ``JAXACCT_SECRET``; without it the checkpoint is refused, naming
+the secret file that is missing, and is never re-signed.
+
+Under ``jax.distributed`` only process 0 reads and writes the file (and reads the secret);
+it sends what it read to the other processes, so every process resumes from the same state.
 """
 
 from __future__ import annotations
@@ -32,18 +65,19 @@ import pathlib
 import time
 from typing import Any
 
-from jaxacct import _files
+from jaxacct import _files, _secret
 from jaxacct._version import __version__
 from jaxacct.montecarlo import sharding
 from jaxacct.montecarlo.stream import StreamState
 from jaxacct.errors import InputError, InputTypeError
 
-FORMAT = 1
+FORMAT = 2
 FILE_NAME = 'checkpoint.json'
 
 
 class CheckpointError(InputError):
-  """A checkpoint that cannot be used: another run's, corrupt, or not writable."""
+  """A checkpoint that cannot be used: another run's, corrupt, edited, inconsistent, of an
+  earlier format, signed with a secret this user lacks, or not writable."""
 
 
 @functools.cache
@@ -69,7 +103,9 @@ class Checkpoint:
 
   Raises:
     CheckpointError: the directory cannot be written; the file there belongs to a run with
-      another fingerprint (naming the fields that differ); the file is corrupt or truncated.
+      another fingerprint (naming the fields that differ); the file is corrupt, truncated,
+      edited (its MAC), inconsistent (naming the field) or of format 1; the user's secret
+      is missing for it, or cannot be created or used.
   """
 
   def __init__(self, directory, fingerprint: dict, *, interval_seconds: float = 60.0):
@@ -99,15 +135,16 @@ class Checkpoint:
     if not os.access(self.directory, os.W_OK | os.X_OK):
       raise CheckpointError(f'checkpoint directory {str(self.directory)!r} is not writable')
 
-  def _read(self) -> dict | None:
-    return _files.read_checked_json(self.path, 'checkpoint', CheckpointError)
-
   def _check_and_read(self) -> dict | None:
     self._check_writable()
-    return self._read()
-
-  def _refuse(self, field: str, problem: str) -> CheckpointError:
-    return _refusal(self.path, field, problem)
+    body = _read(self.path)
+    if body is None:  # a new run: its first save must be able to sign (before any compute)
+      try:
+        _secret.secret_key()
+      except _secret.SecretError as problem:
+        raise CheckpointError(f'checkpoint {str(self.path)!r} cannot be signed: '
+                              f'{problem}') from None
+    return body
 
   def _adopt(self, body: dict) -> None:
     check_body(self.path, body)
@@ -133,22 +170,22 @@ class Checkpoint:
 
     ``identity`` (JSON-ready: e.g. the phase's σ list) must equal the saved one: a replayed
     run that reaches a phase with other inputs is refused; the state's totals must have the
-    shapes of ``like``'s (the phase's fresh state).
+    shapes of ``like``'s (the phase's fresh state), and its layout ``like``'s if that has
+    one; its position must agree with its sample counts, and a finished phase's state must
+    be final (N samples per direction and candidate). ``accumulate`` then checks the layout
+    against the run before any compute; its refusals name this file.
     """
     identity = json.loads(json.dumps(identity))
-    record = self.completed.get(phase)
+    record, field = self.completed.get(phase), f'completed.{phase}'
     if record is None and self.current is not None and self.current['phase'] == phase:
-      record = self.current
+      record, field = self.current, 'current'
     if record is None:
       return None
     if record['identity'] != identity:
       raise CheckpointError(f'checkpoint {str(self.path)!r}: phase {phase} was run with '
                             f'{record["identity"]!r}, the resumed run reaches it with '
                             f'{identity!r}; remove the checkpoint to start over')
-    try:
-      return StreamState.from_dict(record['stream'], like)
-    except ValueError as error:
-      raise self._refuse(f'phase {phase}', f'is invalid: {error}') from None
+    return _stream_state(self.path, field, record['stream'], like)
 
   def progress(self, phase: str, identity, state: StreamState) -> None:
     """Saves ``state`` of the phase in progress if ``interval_seconds`` have passed."""
@@ -162,6 +199,7 @@ class Checkpoint:
     A phase that was already finished (replayed on resume) changes nothing: the phase in
     progress, saved later, must survive its replay (else a resumed run restarts it).
     """
+    _check_final(self.path, f'completed.{phase}', state)
     record = json.loads(json.dumps({'identity': identity, 'stream': state.to_dict()}))
     if self.completed.get(phase) == record:
       return
@@ -185,19 +223,75 @@ class Checkpoint:
       return
     _files.write_checked_json(self.path, {
         'format': FORMAT, 'fingerprint': self.fingerprint, 'completed': self.completed,
-        'current': self.current, 'charge': self.charge})
+        'current': self.current, 'charge': self.charge}, keyed=True)
 
 
 def _refusal(path: pathlib.Path, field: str, problem: str) -> CheckpointError:
-  return CheckpointError(f'checkpoint {str(path)!r}: {field} {problem}; remove the checkpoint '
-                         '(or use another directory) to start over')
+  return _refused(path, f'{field} {problem}')
+
+
+def _refused(path: pathlib.Path, message: str) -> CheckpointError:
+  return CheckpointError(f'checkpoint {str(path)!r}: {message}; remove the checkpoint (or use '
+                         'another directory) to start over')
+
+
+def _read(path: pathlib.Path) -> dict | None:
+  """The body of the checkpoint file at ``path`` (None if there is none), its checksum and
+  MAC checked; a format-1 file (no MAC) is refused as such."""
+  body = _files.read_checked_json(path, 'checkpoint', CheckpointError)
+  if isinstance(body, dict) and body.get('format') == 1:
+    raise _format_one(path)
+  if body is None:
+    return None
+  return _files.read_checked_json(path, 'checkpoint', CheckpointError, keyed=True)
+
+
+def _format_one(path: pathlib.Path) -> CheckpointError:
+  return CheckpointError(
+      f'checkpoint {str(path)!r} has format 1, written by an earlier jaxacct version (no sample '
+      f'counts, no MAC); this version reads format {FORMAT}: finish that run with the version '
+      'that wrote it, or remove the checkpoint to start over')
+
+
+def _stream_state(path: pathlib.Path, field: str, record, like: StreamState | None = None
+                  ) -> StreamState:
+  """The stream state of phase record ``field`` (``current`` or ``completed.NAME``), checked
+  (``StreamState.from_dict``: position ↔ counts ↔ layout, the shapes and layout of
+  ``like``); a finished phase's must be final. Its later refusals (``accumulate``) name
+  ``path``."""
+  try:
+    state = StreamState.from_dict(record, like, where=f'{field}.stream')
+  except ValueError as error:
+    raise _refused(path, str(error)) from None
+  if field != 'current':
+    _check_final(path, field, state)
+  state.refuse = functools.partial(_refused, path)
+  return state
+
+
+def _check_final(path: pathlib.Path, field: str, state: StreamState) -> None:
+  """CheckpointError unless ``state`` is a finished phase's: past its last program, holding
+  N samples per direction and candidate."""
+  layout = state.layout
+  if layout is None or state.program != layout.num_programs:
+    end = '?' if layout is None else layout.num_programs
+    raise _refused(path, f'{field}.stream.program = {state.program} ({field}.stream.direction '
+                         f'{state.direction}, {field}.stream.block {state.block}): a finished '
+                         f'phase ends at program {end}, having run every block')
+  try:
+    state.check()
+  except ValueError as error:
+    raise _refused(path, str(error)) from None
 
 
 def check_body(path: pathlib.Path, body) -> None:
   """CheckpointError naming the field unless ``body`` (read from ``path``) has this format's
-  structure: types, phase records, every stream state (``StreamState.from_dict``), the charge."""
+  structure: types, phase records, every stream state (``StreamState.from_dict``: position,
+  counts and layout agree; a finished phase's is final, N samples everywhere), the charge."""
   if not isinstance(body, dict):
     raise _refusal(path, 'the document', 'is not a mapping')
+  if body.get('format') == 1:
+    raise _format_one(path)
   if body.get('format') != FORMAT:
     raise CheckpointError(f'checkpoint {str(path)!r} has format {body.get("format")!r}; '
                           f'this version reads format {FORMAT}')
@@ -215,10 +309,7 @@ def check_body(path: pathlib.Path, body) -> None:
   for field, record in records:
     if not isinstance(record, dict) or 'identity' not in record or 'stream' not in record:
       raise _refusal(path, field, 'must hold identity and stream')
-    try:
-      StreamState.from_dict(record['stream'])
-    except ValueError as error:
-      raise _refusal(path, field, f'is invalid: {error}') from None
+    _stream_state(path, field, record['stream'])
   charge = body.get('charge')
   if charge is not None and not (isinstance(charge.get('guarantee'), str)
                                  and isinstance(charge.get('run'), str)
@@ -231,7 +322,7 @@ def check_file(directory) -> None:
   a caller checks it before any compute or throughput probe; whether it is this run's is
   checked when the run opens it (its fingerprint)."""
   path = pathlib.Path(directory) / FILE_NAME
-  body = sharding.on_leader(lambda: _files.read_checked_json(path, 'checkpoint', CheckpointError))
+  body = sharding.on_leader(lambda: _read(path))
   if body is not None:
     check_body(path, body)
 

@@ -68,7 +68,7 @@ import pathlib
 import time
 from typing import Callable, Iterator
 
-from jaxacct import _files
+from jaxacct import _files, _secret
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import evr, sharding
 from jaxacct.errors import InputError, InputTypeError
@@ -81,15 +81,13 @@ _ADJACENCY = 'zero_out'
 
 def default_path() -> pathlib.Path:
   """The user's ledger file: ``$JAXACCT_LEDGER``, else ``$XDG_STATE_HOME/jaxacct/ledger.json``
-  (``~/.local/state/jaxacct/ledger.json`` without XDG_STATE_HOME): shared by every API call
-  and CLI run of the user, so neither another ``--out`` nor a deleted report folder forgets an
-  attempt."""
+  (``~/.local/state/jaxacct/ledger.json`` without XDG_STATE_HOME), beside the user's secret
+  (``jaxacct._secret``): shared by every API call and CLI run of the user, so neither another
+  ``--out`` nor a deleted report folder forgets an attempt."""
   explicit = os.environ.get(ENVIRONMENT_VARIABLE)
   if explicit:
     return pathlib.Path(explicit).expanduser()
-  state = os.environ.get('XDG_STATE_HOME') or os.path.join(os.path.expanduser('~'), '.local',
-                                                             'state')
-  return pathlib.Path(state) / 'jaxacct' / 'ledger.json'
+  return _secret.state_directory() / 'ledger.json'
 
 
 class LedgerError(InputError):
@@ -479,22 +477,18 @@ class FileLedger(VerificationLedger):
 
 
 def _read_ledger(path: pathlib.Path):
-  """The ledger's body: format 2 files carry the keyed MAC; format 1 files (earlier versions)
-  were written without one and are read as they are."""
+  """The ledger's body: format 2 files carry the keyed MAC (an edit by anyone without the
+  user's secret is refused); format 1 files (earlier versions) were written without one and
+  are read as they are, then rewritten keyed at the next charge."""
   body = _files.read_checked_json(path, 'ledger', LedgerError)
-  if _KEYED and isinstance(body, dict) and body.get('format') != 1:
-    return _files.read_checked_json(path, 'ledger', LedgerError, keyed=True)
-  return body
+  if isinstance(body, dict) and body.get('format') == 1:
+    return body
+  return body if body is None else _files.read_checked_json(path, 'ledger', LedgerError,
+                                                            keyed=True)
 
 
 def _write_ledger(path: pathlib.Path, body: dict) -> None:
-  if _KEYED:
-    _files.write_checked_json(path, body, keyed=True)
-  else:
-    _files.write_checked_json(path, body)
-
-
-_KEYED = False  # TODO(lead): on once _files has the keyed MAC
+  _files.write_checked_json(path, body, keyed=True)
 
 
 def check_recorded_charge(ledger: VerificationLedger, charge: dict | None, record: str) -> None:

@@ -196,9 +196,28 @@ def test_a_checksum_valid_ledger_of_another_structure_is_a_named_ledger_error(tm
                                                                              field):
   from jaxacct import _files
   path = tmp_path / 'ledger.json'
-  _files.write_checked_json(path, body)
+  _files.write_checked_json(path, body, keyed=True)  # signed: only the structure is wrong
   with pytest.raises(ledger_lib.LedgerError, match=f"{field}"):
     ledger_lib.FileLedger(path)
+
+
+def test_a_ledger_edited_without_the_secret_is_refused(tmp_path):
+  """Removing a run (the campaign's way to forget an attempt) with the checksum recomputed."""
+  from jaxacct import _files
+  ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
+  ledger.charge(MECHANISM, _record('a'), 1, lambda charge: 1e-3)
+  document = ledger._document()
+  for entry in document['mechanisms'].values():
+    entry['runs'] = []
+  _files.write_checked_json(ledger.path, document)  # valid SHA-256, no MAC
+  with pytest.raises(ledger_lib.LedgerError, match='MAC'):
+    ledger_lib.FileLedger(ledger.path)
+  _files.write_checked_json(ledger.path, {**document, 'format': 2}, keyed=False)
+  text = json.loads(ledger.path.read_text())
+  text['mac'] = '0' * 64  # a forged MAC
+  ledger.path.write_text(json.dumps(text))
+  with pytest.raises(ledger_lib.LedgerError, match='MAC'):
+    ledger_lib.FileLedger(ledger.path)
 
 
 def test_a_run_record_of_the_wrong_type_is_a_named_ledger_error(tmp_path):

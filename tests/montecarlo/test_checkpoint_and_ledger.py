@@ -263,7 +263,7 @@ def _edit_checkpoint(path, edit):
   from jaxacct import _files
   body = json.loads(path.read_text())['body']
   edit(body)
-  _files.write_checked_json(path, body)
+  _files.write_checked_json(path, body, keyed=True)
 
 
 @pytest.mark.parametrize('edit, field', [
