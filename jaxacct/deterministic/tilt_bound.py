@@ -1,0 +1,310 @@
+"""Exact partition functions Z_α of the tilted law, and the bound every tilted term obeys.
+
+Tilting by the privacy loss (remove direction, y ~ P): for an integer order α ≥ 2 draw y from
+Q_α ∝ P^α Q^{1−α} and weigh it by w = Z_α·e^{−(α−1)L(y)}, L = ln P/Q, where
+
+    Z_α = E_Q[(P/Q)^α] = e^{(α−1)·D_α(P‖Q)}.
+
+Then E_{Q_α}[w·(1 − e^{ε−L})₊] = E_P[(1 − e^{ε−L})₊] = δ(ε), and every term is at most
+
+    M(α, ε) = Z_α·e^{−(α−1)ε}·(α − 1)^{α−1}/α^α
+
+(the maximum over L ≥ ε of e^{−(α−1)L}(1 − e^{ε−L}), at e^L = e^ε·α/(α − 1)). M is exactly
+the (ε, δ) conversion of the Rényi divergence D_α = ln Z_α/(α − 1) of Canonne, Kamath & Steinke
+(2020), arXiv:2004.00010, Prop. 12 (Schuchardt & Kalinin (2026) Theorem 3.1;
+``renyi.log_delta_from_divergence``), so M ≤ δ_target already certifies without samples, and a
+tilted estimate has bounded terms. Z_α must be exact or rounded up, never estimated.
+
+``log_partition(mechanism, α)`` asks the scheme (``min_sep_chain``, ``config_name``,
+``truncates``) and computes ln Z_α by:
+
+- **Poisson with C = c·I** (one band; also ``BMinSep(min_sep=1)``): per round the integer-α
+  binomial sum of Mironov, Talwar & Zhang (2019), arXiv:1908.10530, §3.3,
+  Σ_k C(α, k) p^k (1 − p)^{α−k} exp(c² k(k − 1)/(2σ²)), to the power n.
+- **cyclic Poisson, ``equal_split``** (the phase-0 pair of the Monte Carlo kernel; bands ≤ T):
+  the rounds of phase 0 have disjoint windows, so ln Z_α is the sum over them of the same
+  binomial sum with the round's (truncated) squared column norm s_t in place of c².
+- **b-min-sep** (b > 1, cold or warm start) and **cyclic Poisson, ``independent``** (a mixture
+  over the phase, not a product): the exact α-tuple chain of ``minsep_chain``.
+- **fixed-bin balls-in-bins**: Schuchardt & Kalinin (2026) Lemma 3.2 / Algorithm 1 as
+  ``renyi.RemoveRecursion`` runs it, at the cyclic bandwidth of the Gram matrix (exact, τ = 0):
+  ln Z_α = ln S(α) + ln α! − α ln T (any band count, partial epochs included).
+
+Refused, with the reason (``refusal``): truncated schemes (the released batch sizes make the
+pair another one), multi-attribution, a dense ``LowerTriangular`` C (its App. B bounds bound
+the loss, not Z), more bands than the scheme's separation (except balls-in-bins), and state
+spaces above ``state_budget``.
+
+Rounding: the returned ln Z_α is the float64 value plus 16·u·(operations + 1)·(1 + |ln Z_α|)
+(u = 2⁻⁵³, operations = rounds or slots of the recursion): an allowance for the log-space
+rounding, about a hundred times the differences seen against exhaustive enumeration; it is
+not a proved error bound.
+
+Where the code runs: host NumPy/SciPy, float64, log space.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): §2.4, §3, §4 (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under
+  Random Allocation", arXiv:2601.21636: Theorem 3.1, Lemma 3.2, Algorithm 1 (docs/references.md).
+  Ilya Mironov, Kunal Talwar and Li Zhang, "Rényi Differential Privacy of the Sampled Gaussian
+  Mechanism", arXiv:1908.10530 (2019), §3.3.
+  Clément Canonne, Gautam Kamath and Thomas Steinke, "The Discrete Gaussian for Differential
+  Privacy", NeurIPS 2020, arXiv:2004.00010, Prop. 12.
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+
+import numpy as np
+from scipy import special
+
+from jaxacct import _validate
+from jaxacct.deterministic import minsep_chain, random_allocation, renyi
+from jaxacct.errors import InputError
+
+DEFAULT_ALPHA_MAX = 8
+DEFAULT_STATE_BUDGET = minsep_chain.DEFAULT_STATE_BUDGET
+_ROUNDING = 16.0 * 2.0**-53
+
+
+def _check_alpha(alpha) -> int:
+  return _validate.integer_at_least('alpha', alpha, 2)
+
+
+def log_support_bound(log_z: float, alpha: int, epsilon: float) -> float:
+  """ln M(α, ε) = ln Z_α − (α − 1)ε + (α − 1) ln(α − 1) − α ln α.
+
+  Every tilted term Z_α e^{−(α−1)L}(1 − e^{ε−L})₊ is ≤ M, and M is the δ of Canonne,
+  Kamath & Steinke (2020) Prop. 12 at D_α = ln Z_α/(α − 1) (``renyi.log_delta_from_divergence``).
+  """
+  alpha = _check_alpha(alpha)
+  log_z = _validate.finite_real('log_z', log_z)
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  return log_z - (alpha - 1) * epsilon + (alpha - 1) * math.log(alpha - 1) - alpha * math.log(alpha)
+
+
+def round_log_factors(sampling_prob: float, squared_norms, noise_multiplier: float,
+                      alpha: int) -> np.ndarray:
+  """ln Σ_k C(α, k) p^k (1 − p)^{α−k} exp(s k(k − 1)/(2σ²)) for each s in ``squared_norms``.
+
+  The integer-α moment of one Poisson-subsampled Gaussian round with squared sensitivity s
+  (Mironov, Talwar & Zhang (2019), arXiv:1908.10530, §3.3), in log space.
+  """
+  p = _validate.probability('sampling_prob', sampling_prob)
+  sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
+  alpha = _validate.integer_at_least('alpha', alpha, 1)
+  s = np.asarray(squared_norms, np.float64)[..., None]
+  k = np.arange(alpha + 1.0)
+  log_q = math.log1p(-p) if p < 1.0 else -math.inf
+  with np.errstate(invalid='ignore'):
+    log_binomial = (special.gammaln(alpha + 1.0) - special.gammaln(k + 1.0)
+                    - special.gammaln(alpha - k + 1.0) + k * math.log(p)
+                    + np.where(k < alpha, (alpha - k) * log_q, 0.0))
+  return special.logsumexp(log_binomial + s * k * (k - 1.0) / (2.0 * sigma**2), axis=-1)
+
+
+def poisson_log_partition(sampling_prob: float, iterations: int, coefficient: float,
+                          noise_multiplier: float, alpha: int) -> float:
+  """ln Z_α of Poisson sampling with C = c·I: n times the per-round binomial sum (float64)."""
+  n = _validate.integer_at_least('iterations', iterations, 1)
+  c = _validate.positive_finite('coefficient', coefficient)
+  return float(n * round_log_factors(sampling_prob, c * c, noise_multiplier, alpha))
+
+
+def fixed_phase_log_partition(sampling_prob: float, iterations: int, cycle_length: int,
+                              coefficients, noise_multiplier: float, alpha: int) -> float:
+  """ln Z_α of cyclic Poisson with the example in phase 0 and bands ≤ T: a sum over the rounds
+  t = 0, T, 2T, … < n of the binomial sum at s_t, the column norm cut at row n."""
+  n = _validate.integer_at_least('iterations', iterations, 1)
+  t = _validate.integer_at_least('cycle_length', cycle_length, 1)
+  c = _validate.band_coefficients('coefficients', coefficients)
+  if c.size > t:
+    raise InputError(f'coefficients: {c.size} bands > cycle_length = {t}: the rounds of one '
+                     'phase would share outputs and Z_α is no product')
+  norms = np.cumsum(c * c)[np.minimum(c.size, n - np.arange(n)) - 1]  # s_t, cut at row n
+  return float(np.sum(round_log_factors(sampling_prob, norms[::t], noise_multiplier, alpha)))
+
+
+def _balls_in_bins(scheme, matrix, sigma: float, alpha: int, budget: int):
+  """(ln Z_α, transitions per slot, slots) by Schuchardt & Kalinin (2026) Algorithm 1."""
+  gram = random_allocation.gram_matrix(scheme, matrix)
+  slots = gram.shape[0]
+  bandwidth = min(random_allocation.cyclic_bandwidth(gram), slots // 2 + 1)
+  states = renyi.transitions_per_slot(bandwidth, alpha)
+  if states > budget:
+    raise InputError(
+        f'alpha = {alpha} with balls-in-bins bandwidth {bandwidth} needs '
+        f'C({alpha + 2 * bandwidth}, {2 * bandwidth}) = {states} transitions per slot '
+        f'(Schuchardt & Kalinin (2026) Algorithm 1), above state_budget = {budget}')
+  truncated, tau = renyi.truncated_gram(gram, bandwidth)
+  log_sums = renyi.RemoveRecursion(slots, bandwidth, alpha).log_sums(truncated / sigma**2)
+  # (α − 1)·R_α = ln S(α) + ln α! − α ln T (+ α(α − 1)τ/(2σ²), 0 at the exact bandwidth).
+  log_z = (float(log_sums[alpha]) + math.lgamma(alpha + 1.0) - alpha * math.log(slots)
+           + alpha * (alpha - 1) * tau / (2.0 * sigma**2))
+  return log_z, states, slots
+
+
+# ---------------------------------------------------------------- the dispatcher
+class LogPartition(typing.NamedTuple):
+  """ln Z_α of one mechanism and order.
+
+  Attributes:
+    log_z: ln Z_α rounded up (module docstring, "Rounding").
+    computed: the float64 value before rounding up.
+    states: the recursion's size (chain: multiset states; balls-in-bins: transitions per
+      slot; closed forms: 1).
+    method: ``"poisson"``, ``"fixed_phase"``, ``"chain"`` or ``"balls_in_bins"``.
+  """
+
+  log_z: float
+  computed: float
+  states: int
+  method: str
+
+
+def refusal(mechanism) -> str | None:
+  """None when ``log_partition`` covers ``mechanism``, else the reason."""
+  scheme, matrix = mechanism.scheme, mechanism.matrix
+  name = type(scheme).__name__
+  if scheme.truncates:
+    return (f'{name} truncates batches (truncated_batch_size = {scheme.truncated_batch_size}): '
+            'the pair of Dong & Ganesh (2026) App. D is not P = Σ p_x N(Cx, σ²I) vs N(0, σ²I)')
+  if scheme.conjectural or scheme.needs_graph:
+    return (f'{name} (multi-attribution) is not covered: its participations carry Binomial '
+            'multiplicities')
+  coefficients = getattr(matrix, 'c_col', None)
+  if coefficients is None:
+    return (f'a dense {type(matrix).__name__} strategy has no exact Z_α here (its App. B bounds '
+            'bound the loss, not Z_α); use a BandedToeplitz C')
+  bands = len(coefficients)
+  config = getattr(scheme, 'config_name', None)
+  if config == 'balls_in_bins':
+    return None
+  separation = scheme.min_sep_chain
+  if separation is None and config == 'cyclic_poisson':
+    separation = scheme.cycle_length
+  if separation is None:
+    return f'no exact partition function for {name}'
+  if bands > separation:
+    return (f'{bands} bands exceed the separation {separation} of {name}: participations\' '
+            'columns overlap and the tuple chain does not track them')
+  return None
+
+
+def state_space(mechanism, alpha: int) -> tuple[int, str]:
+  """(size, method) of the recursion ``log_partition`` runs at ``alpha`` (no compute)."""
+  reason = refusal(mechanism)
+  if reason is not None:
+    raise InputError(f'mechanism: {reason}')
+  alpha = _check_alpha(alpha)
+  scheme, bands = mechanism.scheme, len(mechanism.matrix.c_col)
+  config = getattr(scheme, 'config_name', None)
+  if config == 'balls_in_bins':
+    gram = random_allocation.gram_matrix(scheme, mechanism.matrix)
+    bandwidth = min(random_allocation.cyclic_bandwidth(gram), gram.shape[0] // 2 + 1)
+    return renyi.transitions_per_slot(bandwidth, alpha), 'balls_in_bins'
+  if scheme.min_sep_chain == 1 and bands == 1:
+    return 1, 'poisson'
+  if config == 'cyclic_poisson' and scheme.partition == 'equal_split':
+    return 1, 'fixed_phase'
+  law = minsep_chain.law_for(scheme, bands)
+  return minsep_chain.multiset_count(law.num_states, alpha), 'chain'
+
+
+def partition(mechanism, alpha: int, *,
+              state_budget: int = DEFAULT_STATE_BUDGET) -> LogPartition:
+  """ln Z_α of the remove-direction pair of ``mechanism`` (module docstring), with details.
+
+  Raises:
+    InputError: naming ``mechanism`` and the reason when it is not covered, or ``alpha`` and
+      the state count when the recursion exceeds ``state_budget``.
+  """
+  reason = refusal(mechanism)
+  if reason is not None:
+    raise InputError(f'mechanism: {reason}')
+  alpha = _check_alpha(alpha)
+  budget = _validate.integer_at_least('state_budget', state_budget, 1)
+  scheme, matrix = mechanism.scheme, mechanism.matrix
+  sigma = float(mechanism.noise_multiplier)
+  c = np.asarray(matrix.c_col, np.float64)
+  n = scheme.iterations
+  config = getattr(scheme, 'config_name', None)
+  if config == 'balls_in_bins':
+    value, states, slots = _balls_in_bins(scheme, matrix, sigma, alpha, budget)
+    return LogPartition(_round_up(value, slots), value, states, 'balls_in_bins')
+  if scheme.min_sep_chain == 1 and c.size == 1:
+    value = poisson_log_partition(scheme.sampling_prob, n, float(c[0]), sigma, alpha)
+    return LogPartition(_round_up(value, n), value, 1, 'poisson')
+  if config == 'cyclic_poisson' and scheme.partition == 'equal_split':
+    value = fixed_phase_log_partition(scheme.sampling_prob, n, scheme.cycle_length, c, sigma,
+                                      alpha)
+    return LogPartition(_round_up(value, n), value, 1, 'fixed_phase')
+  law = minsep_chain.law_for(scheme, c.size)
+  chain = minsep_chain.TupleChain(law, c, sigma, alpha, n, state_budget=budget)
+  return LogPartition(_round_up(chain.log_z, n), chain.log_z, chain.num_states, 'chain')
+
+
+def log_partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET) -> float:
+  """ln Z_α = (α − 1)·D_α(P‖Q), rounded up (``partition(...).log_z``)."""
+  return partition(mechanism, alpha, state_budget=state_budget).log_z
+
+
+def _round_up(value: float, operations: int) -> float:
+  return value + _ROUNDING * (operations + 1) * (1.0 + abs(value))
+
+
+# ---------------------------------------------------------------- the order
+class OrderRow(typing.NamedTuple):
+  """One order of ``choose_order``'s table (``log_z``, ``log_bound`` None: over budget)."""
+
+  alpha: int
+  log_z: float | None
+  log_bound: float | None
+  states: int
+  method: str
+
+
+class OrderChoice(typing.NamedTuple):
+  """The order with the smallest ln M(α, ε), and the table it was chosen from."""
+
+  alpha: int
+  log_z: float
+  log_bound: float
+  table: tuple[OrderRow, ...]
+
+
+def choose_order(mechanism, epsilon: float, orders=None, *,
+                 state_budget: int = DEFAULT_STATE_BUDGET) -> OrderChoice:
+  """The α in ``orders`` (default 2 … 8) minimising ln M(α, ε), with every order's row.
+
+  Orders whose recursion exceeds ``state_budget`` get a row with ``log_z = None`` and are not
+  computed.
+
+  Raises:
+    InputError: naming ``mechanism`` when it is not covered, ``orders`` when empty or not
+      integers ≥ 2, and ``state_budget`` when no order fits it.
+  """
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  budget = _validate.integer_at_least('state_budget', state_budget, 1)
+  orders = range(2, DEFAULT_ALPHA_MAX + 1) if orders is None else orders
+  orders = sorted({_validate.integer_at_least('orders', a, 2) for a in orders})
+  if not orders:
+    raise InputError('orders must not be empty')
+  rows = []
+  for alpha in orders:
+    states, method = state_space(mechanism, alpha)
+    if states > budget:
+      rows.append(OrderRow(alpha, None, None, states, method))
+      continue
+    value = partition(mechanism, alpha, state_budget=budget)
+    rows.append(OrderRow(alpha, value.log_z, log_support_bound(value.log_z, alpha, epsilon),
+                         value.states, value.method))
+  computed = [row for row in rows if row.log_bound is not None]
+  if not computed:
+    raise InputError(f'state_budget = {budget} admits none of the orders {orders} (smallest '
+                     f'needs {min(row.states for row in rows)} states)')
+  best = min(computed, key=lambda row: row.log_bound)
+  return OrderChoice(best.alpha, best.log_z, best.log_bound, tuple(rows))
