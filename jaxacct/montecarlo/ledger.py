@@ -28,6 +28,13 @@ still counted — charged as this run's own q, so k identical runs charge k·q e
 — and a retry is refused unless declared (``attempt`` ≥ the runs recorded + 1). A release
 supersedes the mechanism's earlier ones: publish only the latest.
 
+What the count of recorded runs does not cover (docs/proofs/tilting.md, (f)): the union is
+over the runs made so far, so it bounds a procedure's failure only in expectation over the
+user's choices. A user who *would* retry if the first result looked bad, and publishes the
+first when it does not, has a procedure whose failure probability is up to k·q though the
+first release charged q. Such a plan must be declared up front: ``attempt=k`` on the first
+run charges k attempts from the start (``attempts = max(attempt, runs + 1)``).
+
 - ``VerificationLedger``: in memory, for one process, *opted into explicitly*: its releases
   say "attempts unchecked" (``Guarantee.attempts_checked`` False).
 - ``FileLedger``: the default of every API function and CLI call (``ledger_from(None)``): one
