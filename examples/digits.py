@@ -57,7 +57,8 @@ def load_digits(test_fraction: float = 0.2, seed: int = 0) -> DigitsData:
     from sklearn import datasets, model_selection
   except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise jaxacct.MissingExtraError(
-        "the digits example needs scikit-learn: pip install 'jaxacct[train]'") from error
+        "the digits example needs scikit-learn: pip install 'scikit-learn>=1.3' (the train "
+        "extra; in the jaxacct clone: pip install -e '.[train]')") from error
   x, y = datasets.load_digits(return_X_y=True)
   x_train, x_test, y_train, y_test = model_selection.train_test_split(
       (x / 16.0).astype(np.float32), y.astype(np.int32), test_size=test_fraction,

@@ -46,7 +46,7 @@ rebuilt with jax_privacy's ``matrix_factorization_privatizer`` from the plan's C
 stddev (``reseeded``; checked against the plan's own privatizer at its own seed). The same
 training seeds serve every plan, so the plans see the same standard normal draws Z.
 
-Run from the repository root (needs ``pip install -e '.[train,jax_privacy]'``)::
+Run from the repository root (needs ``pip install -e '.[train,jaxprivacy]'``)::
 
     .venv/bin/python examples/jax_privacy_plan.py [--fast]
 

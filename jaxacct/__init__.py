@@ -1,7 +1,12 @@
 """jaxacct: JAX-native privacy accounting for DP-SGD and DP-BandMF.
 
-Public API (re-exported; nothing is computed at import).
+Public API (re-exported; nothing is computed at import). ``jaxacct.training`` and
+``jaxacct.interop`` are imported on first access (``import jaxacct; jaxacct.training``), so
+``import jaxacct`` stays light and needs no optional extra.
 """
+
+import importlib as _importlib
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from jaxacct._version import __version__ as __version__
 from jaxacct.accounting import NotVerifiedError as NotVerifiedError
@@ -73,3 +78,20 @@ __all__ = [
     *strategies.__all__,  # every strategy module's exported names
 ]
 
+
+# Subpackages imported on first attribute access (PEP 562), not by ``import jaxacct``.
+_LAZY_SUBPACKAGES = ('interop', 'training')
+
+if _TYPE_CHECKING:  # type checkers and IDEs see them as attributes
+  from jaxacct import interop as interop
+  from jaxacct import training as training
+
+
+def __getattr__(name: str):
+  if name in _LAZY_SUBPACKAGES:
+    return _importlib.import_module(f'{__name__}.{name}')  # also sets it on this module
+  raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+
+def __dir__() -> list[str]:
+  return sorted({*globals(), *_LAZY_SUBPACKAGES})

@@ -16,6 +16,7 @@ import traceback
 import jax
 
 from jaxacct import config as config_lib
+from jaxacct._version import __version__
 from jaxacct.errors import InputError
 from jaxacct.montecarlo import sharding, watchdog
 from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, check_outputs,
@@ -163,9 +164,23 @@ def commands() -> list[Command]:
   return sorted(found, key=lambda command: (command.order, command.name))
 
 
+# Shown under ``jaxacct --help``; each line runs as written from the repository root
+# (tests/test_docs.py checks the configs, subcommands, flags and --set keys).
+EXAMPLES = """\
+examples (from the repository root):
+  jaxacct calibrate configs/quickstart.yaml            # verified σ at (ε, δ) = (2, 10⁻³)
+  jaxacct estimate configs/quickstart.yaml --set noise_multiplier=2    # δ̂(ε) at σ = 2
+  jaxacct plan configs/multi_attribution.yaml --devices 8   # its time here and on 8 devices
+  jaxacct train configs/digits_bandmf.yaml             # calibrate σ, then train
+"""
+
+
 def _parser() -> argparse.ArgumentParser:
   """``jaxacct`` and its subcommands, each with only the flags it uses."""
-  parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.')
+  parser = argparse.ArgumentParser(prog='jaxacct', description='JAX-native privacy accounting.',
+                                   epilog=EXAMPLES,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument('--version', action='version', version=f'jaxacct {__version__}')
   subparsers = parser.add_subparsers(dest='command', required=True)
   for command in commands():
     sub = subparsers.add_parser(command.name, help=command.help, description=command.help)

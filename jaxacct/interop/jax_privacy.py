@@ -14,9 +14,9 @@ a ``JaxacctVerifiedEvent`` as its ``dp_event`` (which dp_accounting refuses to c
 records jaxacct's statement without claiming a dp_accounting analysis), and jax_privacy's own
 σ side by side where jax_privacy has an accountant for the configuration.
 
-jax_privacy is imported on the first call (``pip install 'jaxacct[jax_privacy]'``), never at
-import; versions outside the tested range 2.0.x are refused. Host code only: NumPy, no
-device work.
+jax_privacy is imported on the first call (the ``jaxprivacy`` extra: ``pip install
+'jax-privacy>=2.0,<2.1'``), never at import; versions outside the tested range 2.0.x are
+refused. Host code only: NumPy, no device work.
 
 Notation (the symbols of Dong & Ganesh (2026), D&G below; Ganesh (2025) writes n for the dataset
 size):
@@ -137,7 +137,10 @@ from jaxacct.strategy import Strategy
 __all__ = ['CalibratedPlan', 'JaxacctVerifiedEvent', 'PlanComparison', 'calibrated_plan',
            'from_scheme', 'to_scheme', 'to_strategy']
 
-INSTALL = "pip install 'jaxacct[jax_privacy]'"
+# What installs the `jaxprivacy` extra: the requirement itself, which works with any install of
+# jaxacct, or the extra from a clone (jaxacct is not on the package index).
+INSTALL = ("pip install 'jax-privacy>=2.0,<2.1' (the jaxprivacy extra; in a jaxacct clone: "
+           "pip install -e '.[jaxprivacy]')")
 # The (major, minor) release whose source these mappings were checked against.
 TESTED_RELEASE = (2, 0)
 

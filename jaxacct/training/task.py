@@ -297,8 +297,9 @@ def load_task(spec: str, options: dict | None = None,
       module_spec.loader.exec_module(module)
     except ModuleNotFoundError as error:  # e.g. the digits example's flax or scikit-learn
       raise MissingExtraError(f'training.task: {path} needs {error.name!r}, which is not '
-                              "installed (pip install 'jaxacct[train]' for the digits "
-                              'example)') from None
+                              "installed (for the digits example, the train extra: pip install "
+                              "'flax>=0.10' 'scikit-learn>=1.3', or in a jaxacct clone pip "
+                              "install -e '.[train]')") from None
   else:
     try:
       module = importlib.import_module(where)
