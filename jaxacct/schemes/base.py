@@ -38,6 +38,12 @@ class SamplingScheme(abc.ABC):
       # type(), not isinstance: np.float64 is a float subclass with another repr.
       if type(value) not in (bool, int, float, str, type(None)) and \
           getattr(value, 'shape', None) == () and hasattr(value, 'item'):
+        if isinstance(value, np.floating) and np.finfo(value.dtype).bits < 64:
+          # np.float32(0.01) is 0.009999999776…: neither it nor a silent rounding to 0.01
+          # is what the user accounts for (a rounding up would under-state p).
+          raise InputTypeError(
+              f'{field.name} = {value!r} is a {value.dtype} ({float(value)!r} exactly); pass '
+              f'a Python float (e.g. {field.name}={float(np.format_float_positional(value))})')
         value = value.item()
       if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
         # A Fraction or Decimal: kept only if it is exactly a float (the accountants compute

@@ -108,6 +108,9 @@ def test_numbers_are_canonical_and_a_fraction_that_is_no_float_is_refused():
                                          jaxacct.BandedToeplitz([1]), 1.0))
   with pytest.raises(jaxacct.InputError, match='sampling_prob = Fraction.*not exactly a float'):
     jaxacct.BMinSep(sampling_prob=Fraction(1, 3), iterations=24, min_sep=4)
+  # A float32 is refused, not read as its float64 value nor rounded to the decimal it shows.
+  with pytest.raises(jaxacct.InputTypeError, match=r'float32 \(0.009999999776482582 exactly\)'):
+    jaxacct.Poisson(sampling_prob=np.float32(0.01), iterations=4)
 
 
 # ---- the union bound over runs that could back the claim ----
