@@ -1,4 +1,4 @@
-"""The production path on whatever backend JAX sees, in one call (issue 28).
+"""The production path on whatever backend JAX sees, in one call.
 
 For each Monte Carlo family and precision, prints the samples/s of the verification program
 (one draw shared by 1 and by 8 noise multipliers, as ``verify`` runs it; the fastest of 15

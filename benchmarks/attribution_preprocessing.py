@@ -1,6 +1,6 @@
 """Preprocessing for multi-attribution b-min-sep: graph, neighbourhoods, contribution bounding.
 
-Synthetic power-law attribution graph (issue 6 benchmark; Dong & Ganesh (2026) §6, App. C):
+Synthetic power-law attribution graph (Dong & Ganesh (2026) §6, App. C):
 10⁶ examples, 4·10⁵ users; users per example 1 + min(Zipf(2.5) − 1, 29)
 (mean ≈ 1.8, like co-authors per paper); each edge picks its user with
 probability ∝ a Pareto(2) popularity weight, so user degrees are heavy-tailed

@@ -1,7 +1,8 @@
 """Monte Carlo throughput of two revisions of jaxacct in one run: a base git revision vs the working tree.
 
-Issue 12 (the redesign) must not slow the Monte Carlo kernels: "``benchmarks/mc_throughput.py``
-before/after in one run: no configuration slower beyond noise". This script times the public sampler
+A redesign of the package must not slow the Monte Carlo kernels: ``benchmarks/mc_throughput.py``
+before and after, in one run, with no configuration slower beyond noise. This script times the
+public sampler
 
   jaxacct.sample_privacy_losses(key, mechanism, num_samples, direction, dtype=...)
 
@@ -536,7 +537,7 @@ def main(argv=None) -> int:
       description=__doc__.split('\n')[0], epilog=FAIRNESS,
       formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument('--base', default=DEFAULT_BASE,
-                      help=f'base git revision (default {DEFAULT_BASE}, before the issue 12 '
+                      help=f'base git revision (default {DEFAULT_BASE}, before the kernel '
                            'redesign)')
   parser.add_argument('--only', default=None,
                       help='comma-separated config names: '

@@ -1,6 +1,6 @@
-"""Where conditional composition's gap to Rényi comes from (issue 31 item 9).
+"""Where conditional composition's gap to Rényi comes from.
 
-For the two settings of issue 31 (δ = 1e-5, δ_E = δ/2, grid 1e-3):
+For two settings (δ = 1e-5, δ_E = δ/2, grid 1e-3):
 
   A  BallsInBins(iterations=50, cycle_length=50), BandedToeplitz([1.0, 0.5, 0.3]), σ = 1;
   B  BallsInBins(iterations=200, cycle_length=20) (10 epochs), C = I, σ = 2,
@@ -48,7 +48,7 @@ from jaxacct.deterministic import conditional_composition as cc
 
 DELTA = 1e-5
 GRID = 1e-3
-BEFORE = 'db4abe1'  # the last commit before issue 31 item 9
+BEFORE = 'db4abe1'  # the last commit before conditional composition was tightened
 DIRECTIONS = ('remove', 'add')
 
 

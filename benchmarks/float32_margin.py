@@ -1,4 +1,4 @@
-"""What the 32-bit program's certified margin costs (issue 28): error, margin, σ penalty.
+"""What the 32-bit program's certified margin costs: error, margin, σ penalty.
 
 For each configuration, on the same draws in both precisions (same key, same words):
 

@@ -1,4 +1,4 @@
-"""Individual accounting (Koskela et al. (2022); issue 16): time per example and training-step
+"""Individual accounting (Koskela et al. (2022)): time per example and training-step
 overhead.
 
 1. ``individual_epsilons`` for ``--examples`` × ``--steps`` clipped-norm ratios (default
@@ -16,7 +16,7 @@ overhead.
    step's norms; full batch of 1437), and under Poisson (expected batch 64) with a norm pass
    over 300 tracked examples and over all 1437.
 
-Goals (issue 16): ≤ 1 ms per example for the PLD route; ≤ 10 % step overhead for recording
+Goals: ≤ 1 ms per example for the PLD route; ≤ 10 % step overhead for recording
 norms where the step's own gradients are reused.
 
 Usage:

@@ -154,16 +154,17 @@ def configs(quick: bool) -> list[Config]:
       Config('bminsep-cold n=1000 b=16 p=.5', 'bminsep', 1000, 16, 16, 0.5, False, s1000, jp1000),
       Config('balls-in-bins n=1000 T=16', 'balls_in_bins', 1000, 16, 16, 1.0, True, s1000,
              jp_bib),
-      # Issue 5: truncated b-min-sep (Dong & Ganesh (2026) App. D): n=1000, b=16, 3200 examples,
+      # Truncated b-min-sep (Dong & Ganesh (2026) App. D): n=1000, b=16, 3200 examples,
       # B=110 (p = .5 gives p0 = 1/17.5, expected batch 183 > B: truncation in most rounds).
       Config('truncated bminsep n=1000 b=16 m=3200 B=110', 'bminsep', 1000, 16, 16, 0.5, True,
              s1000, jp1000, truncated_batch_size=110, dataset_size=3200),
       Config('production n=7200 b=256 p=.03 warm', 'bminsep', 7200, 256, 256, 0.03, True, s7200,
              jp7200, production=True),
-      # Issue 6: multi-attribution b-min-sep (Theorem 6.1), k_u examples per user, cold start.
+      # Multi-attribution b-min-sep (Dong & Ganesh (2026) Theorem 6.1), k_u examples per user,
+      # cold start.
       *[Config(f'multi-attribution n=1000 b=16 k_u={k}', 'bminsep', 1000, 16, 16, 0.1, False,
                s1000, jp1000, max_examples_per_user=k) for k in (1, 2, 4)],
-      # Issue 6: dense BISR C (C⁻¹ 4-banded) under r-min-sep, r = 16: App. B bounds, O(n²)/sample.
+      # Dense BISR C (C⁻¹ 4-banded) under r-min-sep, r = 16: App. B bounds, O(n²)/sample.
       Config('r-min-sep dense BISR n=1000 r=16 (App. B)', 'bminsep', 1000, 16, 1000, 0.1, False,
              s1000, jp1000, dense_inverse_bands=4),
       # Dong & Ganesh (2026) §7.4 as run: truncated to B = 2048 over 14,745,600 examples,
@@ -252,7 +253,7 @@ class Row:
 
 
 def _available_dtypes(mechanism, log) -> list:
-  """DTYPES without float32 when the library refuses it for ``mechanism`` (issue 28: the
+  """DTYPES without float32 when the library refuses it for ``mechanism`` (the
   b-min-sep kernel's float32 is the 32-bit program, which serves exact banded C only)."""
   try:
     jaxacct.sample_privacy_losses(jax.random.key(0), mechanism, 1, 'remove',
@@ -394,7 +395,7 @@ def floor_us(rates: dict[str, float], n: int, bands: int, normal: str = 'normal_
              transcendental: str = 'logaddexp'):
   """n·(t_normal + t_transcendental + m·t_fma) µs: the per-sample work of one direction.
 
-  ``transcendental='exp'`` is the floor of the linear-domain recursion (issue 18: one exp
+  ``transcendental='exp'`` is the floor of the linear-domain recursion (one exp
   per round and sample); ``'logaddexp'`` the floor of the log-space one (runs A–C).
   """
   return n * (rates[normal] + rates[transcendental] + bands * rates['fma']) * 1e-3
@@ -711,7 +712,7 @@ GOALS = {  # (production?, dtype) -> (goal, stretch)
 
 def print_goals(both, cfgs: list[Config]) -> list[dict[str, Any]]:
   out = []
-  print('\nGoals (both directions together, vs single-process jax_privacy; issue 3 set goals for '
+  print('\nGoals (both directions together, vs single-process jax_privacy; goals were set for '
         'the untruncated configs only):')
   for config in cfgs:
     if config.truncated_batch_size is not None:
@@ -730,11 +731,11 @@ def print_goals(both, cfgs: list[Config]) -> list[dict[str, Any]]:
   return out
 
 
-# ----------------------------------------------------------------------------- issue 18 matrix
+# ------------------------------------------------------------------------ the --configs matrix
 
 
 def matrix_configs(quick: bool) -> list[Config]:
-  """The ``--configs`` matrix of issue 18: p ∈ {0.05, 0.5} at n = 1000, b = 16 (warm and cold)
+  """The ``--configs`` matrix: p ∈ {0.05, 0.5} at n = 1000, b = 16 (warm and cold)
   and the production shape (n = 7200, b = 256) at its real p and at p = 0.03."""
   s1000, jp1000, s7200, jp7200 = (1024, 1024, 128, 128) if quick else (4096, 16384, 1024, 1024)
   out = []
@@ -749,7 +750,7 @@ def matrix_configs(quick: bool) -> list[Config]:
   return out
 
 
-MATRIX_GOALS = {  # (production?, dtype) -> both-directions ratio goal vs jax_privacy (issue 18)
+MATRIX_GOALS = {  # (production?, dtype) -> both-directions ratio goal vs jax_privacy
     (False, 'float64'): 3.0, (True, 'float64'): 2.5,
     (False, 'float32'): 10.0, (True, 'float32'): 5.0,
 }
@@ -825,7 +826,7 @@ def truncation_cost(quick: bool, repeats: int, log=print) -> dict[str, Any]:
 
 
 def run_matrix(args) -> dict[str, Any]:
-  """Issue 18's matrix: throughput vs jax_privacy (medians of interleaved repeats), the floor
+  """The ``--configs`` matrix: throughput vs jax_privacy (medians of interleaved repeats), the floor
   per configuration, the cost of 16 shared σ and of truncation."""
   cfgs = matrix_configs(args.quick)
   if args.only:
@@ -834,7 +835,7 @@ def run_matrix(args) -> dict[str, Any]:
   repeats = max(3, args.repeats or (3 if args.quick else 5))
   use_jp = (jp_sample_generation is not None) and not args.no_jax_privacy
   report: dict[str, Any] = {'repeats': repeats, 'statistic': 'median'}
-  print(f'\nissue 18 matrix: jax_privacy {JAX_PRIVACY_VERSION if use_jp else "not run"}; median '
+  print(f'\nthroughput matrix: jax_privacy {JAX_PRIVACY_VERSION if use_jp else "not run"}; median '
         f'of {repeats} interleaved repeats; σ = 1, ‖c‖ = 1')
   floor_times: dict[tuple[str, str], list[float]] = {}
   rate_times: dict[tuple[int, str], dict[str, list[float]]] = {}
@@ -918,7 +919,7 @@ def main(argv=None) -> None:
   parser.add_argument('--only', default=None,
                       help='comma-separated substrings: run only matching configurations')
   parser.add_argument('--configs', action='store_true',
-                      help="issue 18's matrix: p ∈ {0.05, 0.5} at n = 1000 (warm, cold) and the "
+                      help="the throughput matrix: p ∈ {0.05, 0.5} at n = 1000 (warm, cold) and the "
                            'production shape, medians of interleaved repeats, floor ratios, 16-σ '
                            'sweep and truncation cost')
   parser.add_argument('--json', default=None, help='also write the results to this JSON file')

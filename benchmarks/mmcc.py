@@ -1,5 +1,5 @@
 """MMCC (Choquette-Choo et al. (2023)) for Poisson BandMF: wall time of ε(δ) and of a σ
-calibration (issue 15).
+calibration.
 
 For n ∈ {128, 512, 2048} and two matrices — BSR with 16 bands (banded Toeplitz: rows from
 31 on share one PLD) and BISR with 4 inverse bands (C dense, every row distinct) — prints the
@@ -9,7 +9,7 @@ seconds of one ε(δ) at ``--sigma`` (max over directions, δ₁ = δ/2) and of 
 the same mechanism (dense ``LowerTriangular``: Dong & Ganesh (2026) App. B, r = 1) at n = 128:
 its ε̂ at δ = 1e-5 from ``--samples`` samples per direction, against MMCC's at the same δ.
 
-Goals (issue 15): n = 2048 with 16 bands under 2 minutes, a dense C of n = 512 under 5 minutes
+Goals: n = 2048 with 16 bands under 2 minutes, a dense C of n = 512 under 5 minutes
 (Choquette-Choo et al. (2023) Sec. 7: n ≈ 2000 "still took several hours").
 
 Usage:

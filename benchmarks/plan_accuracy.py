@@ -1,4 +1,4 @@
-"""Capacity plan accuracy: the plan's projected wall time beside the measured one (issue 31).
+"""Capacity plan accuracy: the plan's projected wall time beside the measured one.
 
 For each config, ``jaxacct COMMAND CONFIG --json`` runs in a fresh process; the CLI prints the
 plan before the run and records ``plan_check`` in its JSON: the plan's projection of the rest of
@@ -12,11 +12,11 @@ capacity plan without its report, plus the training's first steps timed
 process's seconds and the machine's load average (other work on the machine moves both
 figures, not always alike).
 
-Goal (issue 31): measured / projected within [1/1.3, 1.3].
+Goal: measured / projected within [1/1.3, 1.3].
 
 Run from the repository root:
-``python benchmarks/plan_accuracy.py [CONFIG[:COMMAND] ...] [--set K=V]`` (default: the five of
-issue 31, ``DEFAULT_RUNS``; the multi-attribution calibration takes ~15 min on a 2-core CPU).
+``python benchmarks/plan_accuracy.py [CONFIG[:COMMAND] ...] [--set K=V]`` (default: the five
+runs of ``DEFAULT_RUNS``; the multi-attribution calibration takes ~15 min on a 2-core CPU).
 """
 
 from __future__ import annotations

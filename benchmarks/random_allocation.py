@@ -1,5 +1,5 @@
 """Sampling-free accounting of fixed-bin balls-in-bins (Schuchardt & Kalinin (2026)) against
-Monte Carlo (issue 14).
+Monte Carlo.
 
 For each setting of Schuchardt & Kalinin (2026) Figures 2–3 (δ = 1e-5; DP-SGD, BSR and BISR),
 prints

@@ -1,4 +1,4 @@
-"""Multi-device / multi-process scaling and checkpoint overhead of the Monte Carlo stream (issue 13).
+"""Multi-device / multi-process scaling and checkpoint overhead of the Monte Carlo stream.
 
 Prints samples/s of ``estimate_delta`` at the production shape (Dong & Ganesh (2026) §7.4: warm
 b-min-sep, n = 7200, b = 256, 256 square-root bands, untruncated, float64) with

@@ -1,4 +1,4 @@
-"""Issue 7 hot paths: batch iterators at 10⁷ examples, the noise generator, the training step.
+"""Hot paths of training: batch iterators at 10⁷ examples, the noise generator, the training step.
 
 1. Batch iterators (host): steps/s at m = 10⁷ examples, expected batch 10⁴, for
    every scheme; jax_privacy's iterators (``batch_selection``) as the anchor

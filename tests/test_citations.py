@@ -4,6 +4,10 @@ Docstrings, comments, error messages and the docs cite the papers by authors and
 paper's own location ("Dong & Ganesh (2026) §5, Eq. (1)"). The project's internal tags ("seed
 000", "spec 002 §2.4"), the internal digests' pitfall lists and paths outside the repository
 ("../shared/…") mean nothing to a user, so any of them fails this test, named by file and line.
+So do the project's issue numbers ("issue 18", "Issues 12 and 30", "pre-issue-30") and seed/spec
+numbers in everything a user reads: the package's and the benchmarks' sources (docstrings,
+comments and messages), the notebooks' cells, ARCHITECTURE.md, README.md, the docs, examples and
+configs; the fact itself, or the paper and its own location, is what such text says instead.
 A module that cites a paper by its short form lists the full citation (its arXiv id) in the
 "References:" block of its module docstring.
 """
@@ -11,6 +15,7 @@ A module that cites a paper by its short form lists the full citation (its arXiv
 from __future__ import annotations
 
 import ast
+import json
 import pathlib
 import re
 
@@ -24,6 +29,25 @@ FORBIDDEN = re.compile(
     r'|reference-(?:values|libraries)\.md'    # the internal digests' reference files
     r'|\bpitfall\s+P?\d',                     # the internal digests' pitfall numbers
     re.IGNORECASE)
+
+# The project's internal numbering: seed/spec documents ("seed 003", "Spec-002") and issues
+# ("issue 31 item 9", "Issues 30–31", "issue #12", "pre-issue-30"); a word right after an escape
+# in a string literal (print(f'\nissue 18 …')) has no \b before it, hence the lookbehind.
+INTERNAL_NUMBERS = re.compile(
+    r'(?:\b|(?<=\\[nt]))(?:(?:seed|spec)s?[\s-]*0\d\d\b|issues?[\s-]+#?\d+)', re.IGNORECASE)
+
+# Where users read: (folder or file, the suffixes scanned in it). Notebooks are scanned by cell
+# source (markdown, code and its comments), not by their stored outputs.
+USER_FACING = (('jaxacct', {'.py'}), ('benchmarks', {'.py'}), ('notebooks', {'.ipynb', '.md'}),
+               ('examples', TEXT_SUFFIXES), ('configs', TEXT_SUFFIXES), ('docs', TEXT_SUFFIXES),
+               ('README.md', None), ('ARCHITECTURE.md', None))
+
+# Tags not replaced yet, as (file, tag): each is skipped only in that file and only with that
+# text. Say what the tag stands for and delete its entry; the list is to become empty.
+PENDING = [
+    # Files other work was changing when the rest were cleaned.
+    ('jaxacct/montecarlo/options.py', 'issue-30'),  # module docstring: "the pre-issue-30 keywords"
+]
 
 # Short form used in running text → arXiv id of the full citation (docs/references.md).
 PAPERS = {
@@ -72,3 +96,42 @@ def test_references_page_lists_every_short_form():
   page = (ROOT / 'docs' / 'references.md').read_text()
   for short, arxiv in PAPERS.items():
     assert f'| {short} |' in page and arxiv in page, short
+
+
+def _user_facing_texts():
+  """(path relative to the root, where, text) of everything USER_FACING names: a file whole, a
+  notebook cell by cell (its source; ``where`` names the cell, numbered from 0)."""
+  for name, suffixes in USER_FACING:
+    path = ROOT / name
+    paths = [path] if path.is_file() else sorted(
+        p for p in path.rglob('*') if p.is_file() and p.suffix in suffixes
+        and '__pycache__' not in p.parts and '.ipynb_checkpoints' not in p.parts)
+    for p in paths:
+      relative = p.relative_to(ROOT).as_posix()
+      if p.suffix == '.ipynb':
+        for index, cell in enumerate(json.loads(p.read_text())['cells']):
+          yield relative, f'{relative} cell {index}', ''.join(cell['source'])
+      else:
+        yield relative, relative, p.read_text(errors='replace')
+
+
+def test_no_internal_numbers_where_users_read():
+  problems = []
+  for relative, where, text in _user_facing_texts():
+    for number, line in enumerate(text.splitlines(), 1):
+      for match in INTERNAL_NUMBERS.finditer(line):
+        if (relative, match.group(0)) not in PENDING:
+          problems.append(f'{where}:{number}: {match.group(0)!r} in {line.strip()!r}')
+  assert not problems, ('say what an issue or seed number stood for (the fact, or the paper by '
+                        'authors, year and its own location, docs/references.md):\n'
+                        + '\n'.join(problems))
+
+
+def test_internal_numbers_pattern():
+  for tagged in ('seed 000', 'Seed 003 §7', 'spec 002 §2.4', 'seed-001', 'issue 18',
+                 '(Issue 5: truncation)', 'issues 12 and 30', 'Issues 31–32', 'issue #13',
+                 'the pre-issue-30 keywords', r"print(f'\nissue 18 matrix')"):
+    assert INTERNAL_NUMBERS.search(tagged), tagged
+  for plain in ('seed 0', 'seed=1', 'key seed 42', 'an issue with 3 causes', 'specs 1 and 2',
+                'seed_000'):
+    assert not INTERNAL_NUMBERS.search(plain), plain

@@ -19,7 +19,7 @@ float64 evaluates it rearranged for u ∈ (0, ½] (``tail_quantile``): one divis
 instead of six (the tail polynomials in 1/z are evaluated as their z⁸-scaled
 reversals, so no 1/z is formed), and the far-tail branch (u < e⁻³², probability
 ~10⁻¹⁴ per draw) only for a block that needs it — 23 % less time per normal on
-the project's CPU (benchmarks/RESULTS.md, issue 18). float32 keeps ``ndtri``, which
+the project's CPU (benchmarks/RESULTS.md, "Monte Carlo cost"). float32 keeps ``ndtri``, which
 measured faster there.
 
 The 32-bit program (``normals_from_word_pairs``) draws the same 64-bit word as two uint32

@@ -1,4 +1,4 @@
-"""The backend self-test of the 32-bit margin's assumptions (issue 42 item 6).
+"""The backend self-test of the 32-bit margin's assumptions.
 
 The certified margin η of the 32-bit program (``margin.py``, proof in its docstring) rests on
 accuracy constants of the backend's float32 arithmetic that were measured on one CPU. Before a

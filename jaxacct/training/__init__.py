@@ -31,7 +31,7 @@ __all__ = ['NoiseCoefficients', 'NoiseState', 'NoiseTransformationState', 'Train
 
 
 def __getattr__(name: str):
-  # The digits example left the package (issue 30): say where it went instead of a bare
+  # The digits example moved to examples/digits.py: say where it went instead of a bare
   # ModuleNotFoundError.
   if name == 'digits':
     raise ImportError('jaxacct.training.digits moved to examples/digits.py of the jaxacct '

@@ -3,8 +3,8 @@
 Participation: the Markov chain of Dong & Ganesh (2026) Fig. 1 (Algorithms 1 and 2) as a
 renewal process (§4.1); loss: the suffix recursion of Eq. (1), Theorem 5.1 (cold start) and its
 warm-start corollary (§5), in the linear domain with exact power-of-two rescaling and a
-per-sample log-space fallback (``log_ratio``; issue 18). With a dense ``LowerTriangular`` C the strategy view
-charges each round the App. B bound for the direction asked (upper for ``remove``, lower
+per-sample log-space fallback (``log_ratio``). With a dense ``LowerTriangular`` C the strategy
+view charges each round the App. B bound for the direction asked (upper for ``remove``, lower
 for ``add``), and the same recursion computes the bound.
 
 Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` (geometric gaps,
@@ -152,8 +152,8 @@ def log_space_log_ratio(ell: jax.Array, sampling_prob: jax.Array, min_sep: int,
 
 
 # Rounds per chunk of the linear-domain recursion (at most b). Measured on this 2-core CPU
-# (benchmarks/RESULTS.md, issue 18): 16 at b = 16 and 32 at b = 256 beat 8, 64 and 128, and
-# a chunk length dividing b (f_{i+b} then lies in one chunk) beats one that does not.
+# (benchmarks/RESULTS.md, "Monte Carlo cost"): 16 at b = 16 and 32 at b = 256 beat 8, 64 and
+# 128, and a chunk length dividing b (f_{i+b} then lies in one chunk) beats one that does not.
 _MAX_CHUNK_ROUNDS = 32
 # Both precisions take the linear domain for every b ≥ 2 (float32 too: its rounding error is
 # relative in f, a priori bounded by ``margin.linear_recursion_error``; log space's grows with |L|).

@@ -17,9 +17,9 @@ for the general sampler's draw of state k, and 0 for the uniforms of its table r
 (``precision="float32"``, section at the end) draws from the same sub-streams with exact
 integer samplers (``binomial32.py``), so its batch sizes have the float64 law but other values.
 
-Cost (issue 18, benchmarks/RESULTS.md): at the Dong & Ganesh (2026) §7.4 shape the batch sizes
-are one Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that does not
-depend on k_i is done for all rounds at once before the scan (table inversions, uniforms);
+Cost (benchmarks/RESULTS.md, "Monte Carlo cost"): at the Dong & Ganesh (2026) §7.4 shape the
+batch sizes are one Binomial(k_i, p) per round, sequential in the pool sizes k_i. Everything that
+does not depend on k_i is done for all rounds at once before the scan (table inversions, uniforms);
 the scan drafts each round branch-free and the exact sampler reruns only for a block with
 an unsure draft. Blocks without truncation draw no survival words, and ``add`` blocks
 without truncation form no mean.
