@@ -118,9 +118,14 @@ METHODS = ('dpsgd', 'bandmf')
 
 def calibrated_mechanism(method: str, *, epsilon: float, delta: float, dataset_size: int,
                          iterations: int = 300, expected_batch_size: float = 64.0,
-                         min_sep: int = 8, bands: int = 8, seed: int = 0
+                         min_sep: int = 8, bands: int = 8, seed: int = 0, ledger=None
                          ) -> tuple[jaxacct.MatrixMechanism, jaxacct.Guarantee]:
   """The example's two mechanisms with σ calibrated to (ε, δ).
+
+  ``ledger``: the attempt ledger of the Monte Carlo calibration (default: the user's). A sweep
+  over ε of one mechanism (an accuracy-vs-ε curve) is several attempts at it; to compare, not
+  to release, pass an in-memory ``jaxacct.montecarlo.ledger.VerificationLedger()`` per point
+  (its guarantees say "attempts unchecked").
 
   ``"dpsgd"``: Poisson sampling, C = I, σ from the PLD accountant
   (``calibrate_deterministic`` on a 1e-3 grid, pessimistic). ``"bandmf"``: warm b-min-sep, C the
@@ -139,7 +144,8 @@ def calibrated_mechanism(method: str, *, epsilon: float, delta: float, dataset_s
         iterations=iterations, min_sep=min_sep)
     matrix = jaxacct.BandedToeplitz(optimize_banded_toeplitz(iterations, bands, min_sep=min_sep))
     result = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=epsilon, delta=delta,
-                                                key=jax.random.key(seed))
+                                                key=jax.random.key(seed),
+                                                run=jaxacct.RunOptions(ledger=ledger))
     return result.mechanism, result.guarantee
   raise jaxacct.InputError(f'method must be one of {", ".join(METHODS)}, got {method!r}')
 
