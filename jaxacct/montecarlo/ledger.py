@@ -309,7 +309,11 @@ class VerificationLedger:
     with self._locked():
       recorded = self._runs_of(mechanism)
     others = [r for r in recorded if not could_be(r)]
-    if len(others) < len(recorded):  # it may resume a recorded run: charge decides then
+    if attempt > len(others) + 1:
+      # The declared attempt counts the runs that could have been this one as earlier ones:
+      # it is a new run, charged (and sized) with every recorded run.
+      others = list(recorded)
+    elif len(others) < len(recorded):  # it may resume a recorded run: charge decides then
       attempt = max(attempt, len(others) + 1)
     return charge_of(others, attempt, epsilon, delta)
 
