@@ -23,8 +23,10 @@ from oracles.chi_square import p_value
 
 
 # ---------------------------------------------------------------- the oracle
-def minsep_patterns(n, b, p, warm):
-  """(patterns (N, n) bool, ln p_x) of every possible pattern, by simulating Alg. 1/2."""
+def minsep_patterns(n, b, p, warm, transition_prob=None):
+  """(patterns (N, n) bool, ln p_x) of every possible pattern, by simulating Alg. 1/2; with
+  ``transition_prob`` q the warm start's initial law is p's and the rounds join with q."""
+  q = p if transition_prob is None else transition_prob
   if warm and b > 1:
     starts = [(b, 1.0 / (1.0 + (b - 1) * p))] + [(k, p / (1.0 + (b - 1) * p)) for k in range(1, b)]
   else:
@@ -35,7 +37,7 @@ def minsep_patterns(n, b, p, warm):
     for d, weight in starts:
       for joined in bits:
         if d >= b:
-          weight *= p if joined else 1.0 - p
+          weight *= q if joined else 1.0 - q
           d = 1 if joined else d + 1
         elif joined:
           weight = 0.0

@@ -24,6 +24,7 @@ from jaxacct.deterministic import renyi, tilt_bound
 from accountant_contract import AccountantContract, Calibration, Case, mechanism
 from oracles import brute_force as bf
 from oracles import tilting as oracle
+from test_minsep_chain import minsep_patterns
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -103,26 +104,8 @@ def _reference_law(kind, n, scale, fields):
   p = fields['sampling_prob']
   if kind != 'bminsep' or not fields['warm_start'] or fields['min_sep'] == 1:
     return bf.participation_law(kind, iterations=n, **{**fields, 'sampling_prob': scale * p})
-  b, q = fields['min_sep'], scale * p
-  starts = [(b, 1.0 / (1.0 + (b - 1) * p))] + [(k, p / (1.0 + (b - 1) * p)) for k in range(1, b)]
-  patterns, logs = [], []
-  for bits in itertools.product((0.0, 1.0), repeat=n):
-    total = 0.0
-    for d, weight in starts:  # d: rounds since the last participation (≥ b: eligible)
-      for joined in bits:
-        if d >= b:
-          weight *= q if joined else 1.0 - q
-          d = 1 if joined else d + 1
-        elif joined:
-          weight = 0.0
-          break
-        else:
-          d += 1
-      total += weight
-    if total > 0.0:
-      patterns.append(bits)
-      logs.append(math.log(total))
-  return np.array(patterns), np.array(logs)
+  patterns, logs = minsep_patterns(n, fields['min_sep'], p, True, transition_prob=scale * p)
+  return patterns.astype(np.float64), logs
 
 
 CHAIN_CASES = [
