@@ -95,6 +95,38 @@ def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
   return value
 
 
+def real_array(name: str, values: Any, kind: str = 'an array') -> np.ndarray:
+  """``values`` as a float64 NumPy array if they are real numbers (a number, a nested list of
+  numbers of one shape, a NumPy or JAX array); ``kind`` describes what is expected in the
+  message (``'a 1-D list'``, ``'an n×n matrix'``).
+
+  Refused with ``InputTypeError`` naming ``name``: None, a string or bytes (never read
+  character by character or as a number), booleans, complex numbers, other objects; with
+  ``InputError``: nested lists of unequal lengths.
+  """
+  if values is None or isinstance(values, (str, bytes)):
+    raise InputTypeError(f'{name} must be {kind} of real numbers, got {_shown(values)}')
+  try:
+    array = np.asarray(values)
+  except (ValueError, TypeError):  # ragged nested lists
+    raise InputError(f'{name} must be {kind} of real numbers with rows of equal length, got '
+                     f'{_shown(values)}') from None
+  if array.dtype.kind == 'O' and all(
+      isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in array.ravel()):
+    return array.astype(np.float64)  # an object array of numbers (e.g. from pandas)
+  if array.dtype.kind not in 'iuf':
+    what = {'b': 'booleans', 'c': 'complex numbers', 'U': 'strings', 'S': 'strings',
+            'O': 'objects that are not numbers'}.get(array.dtype.kind, f'{array.dtype} values')
+    raise InputTypeError(f'{name} must be {kind} of real numbers, got {what}: {_shown(values)}')
+  return array.astype(np.float64)
+
+
+def _shown(value: Any, limit: int = 120) -> str:
+  """``repr(value)``, cut to ``limit`` characters for a message."""
+  text = repr(value)
+  return text if len(text) <= limit else text[:limit - 1] + '…'
+
+
 def band_coefficients(name: str, values: Any) -> np.ndarray:
   """Checks a band of a banded Toeplitz matrix: 1-D, non-empty, finite, >= 0, first > 0.
 
@@ -103,7 +135,7 @@ def band_coefficients(name: str, values: Any) -> np.ndarray:
   Choquette-Choo et al. (2023) Lemma 4.3); a zero leading coefficient makes
   C singular.
   """
-  array = np.asarray(values, dtype=np.float64)
+  array = real_array(name, values, 'a 1-D array')
   if array.ndim != 1:
     raise InputError(f'{name} must be a 1-D array, got shape {array.shape}')
   if array.size == 0:

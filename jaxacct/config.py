@@ -242,6 +242,17 @@ def _text(path: str, value: Any):
   return value
 
 
+def _registered_accountant(path: str, value: Any):
+  """A registered deterministic accountant's name (``calibration.fallback``), read when the
+  config is loaded (an accountant registered by importing its module counts)."""
+  names = deterministic.available()
+  if not isinstance(value, str) or value not in names:
+    raise ConfigError(f'{path}: unknown deterministic accountant {value!r}'
+                      f'{_did_you_mean(value, names)}; it must be a registered one: '
+                      f'{", ".join(names)}')
+  return value
+
+
 def _choice(*allowed: str):
   def check(path: str, value: Any):
     if value not in allowed:
@@ -281,7 +292,7 @@ VALUE_TYPES: dict[str, Any] = {
     'calibration.num_samples': _integer(2), 'calibration.base_delta': _DELTA,
     'calibration.grid_ratio': _real(1.0, what='> 1: the σ grid steps up by it'),
     'calibration.shared_draws': _boolean, 'calibration.estimation_samples': _integer(2),
-    'calibration.num_candidates': _COUNT, 'calibration.fallback': _text,
+    'calibration.num_candidates': _COUNT, 'calibration.fallback': _registered_accountant,
     'calibration.attempt': _COUNT, 'calibration.seed': _SEED,
     'report.output_dir': _text,
     'training.task': _text, 'training.task_options': _mapping,
@@ -417,6 +428,14 @@ def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
     raw = yaml.safe_load(path.read_text())
   except yaml.YAMLError as error:
     raise ConfigError(f'{path} is not valid YAML: {str(error).splitlines()[0]}') from error
+  except UnicodeDecodeError as error:
+    raise ConfigError(f'{path} is not a YAML text file: {error}') from None
+  if raw is None:
+    raise ConfigError(f'{path} is empty: a config is a YAML mapping with at least the sections '
+                      'scheme and strategy (see configs/quickstart.yaml)')
+  if not isinstance(raw, dict):
+    raise ConfigError(f'{path} must hold a YAML mapping of sections (scheme, strategy, …), got '
+                      f'a {type(raw).__name__}')
   return apply_overrides(_check(raw), list(overrides))
 
 
@@ -579,7 +598,8 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
     return choice
   if choice == AUTO:
     try:
-      deterministic_functions.chosen_accountants(probe, AUTO, {'adjacency': adjacency})
+      deterministic_functions.chosen_accountants(probe, AUTO, {'adjacency': adjacency},
+                                                 at_sigma=False)  # σ: a placeholder
     except ValueError as error:  # none supports it: every accountant's reason
       raise ConfigError(f'accountant: auto: {_in_config_terms(error)}') from None
     return choice

@@ -8,9 +8,18 @@ is exact for sample and step counts, and for a σ search the number of probes th
 make if its bracket holds (it grows while the bracket is being found), so an ETA is honest
 about what is known.
 
+A run of several stages (a calibration: estimation sweeps, then the verification) may also
+announce the stages still ahead with ``expect(progress, phases)``: a callback with an
+``expect`` method (``Reporter`` has one) hears it, and a plain callable sees exactly the
+``progress(done, total, stage)`` calls it always saw — the protocol is unchanged. Each
+``Phase`` names its stage, its total, a label to show for it ("estimation sweep 1/2") and
+the relative cost of one of its units, so a whole-run ETA can be given from the rate measured
+so far.
+
 ``Reporter`` turns those calls into what a person sees on stderr (process 0 only): a tqdm bar
-on a terminal, otherwise (a log, a batch job, ``--json``) a plain line every ``interval``
-seconds with the rate and ETA, so a long run is never silent.
+on a terminal, otherwise (a log, a batch job, ``--json``) a plain line at least every
+``interval`` seconds while calls arrive (across stages: a run of many short stages is not
+silent either) with the rate and ETA of the stage and, after ``expect``, of the whole run.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import math
 import os
 import sys
 import time
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
 import jax
 import tqdm
@@ -35,6 +44,33 @@ def staged(progress: Progress | None, stage: str) -> Callable[[int, int], None] 
   if progress is None:
     return None
   return lambda done, total: progress(done, total, stage)
+
+
+class Phase(NamedTuple):
+  """A stage of a run still ahead, as announced by ``expect``.
+
+  Attributes:
+    stage: the name its ``progress`` calls give (the third argument).
+    total: the units it counts (its calls' ``total``).
+    cost: the relative cost of one unit (seconds per unit where a plan measured them; any
+      common scale otherwise): only ratios between the phases of one ``expect`` matter.
+    label: what a reporter shows instead of ``stage`` (e.g. "estimation sweep 1/2"), or None.
+  """
+
+  stage: str
+  total: int
+  cost: float = 1.0
+  label: str | None = None
+
+
+def expect(progress: Progress | None, phases: Sequence[Phase]) -> None:
+  """Tells ``progress`` the phases of a run still ahead, the one starting now first, when it
+  listens (an ``expect(phases)`` method, as ``Reporter`` has); otherwise does nothing, so a
+  plain ``progress(done, total, stage)`` callable sees the same calls as always. A run calls
+  it again when its plan changes (a calibration that needs another sweep)."""
+  listener = getattr(progress, 'expect', None)
+  if callable(listener):
+    listener(tuple(phases))
 
 
 ENVIRONMENT_VARIABLE = 'JAXACCT_PROGRESS'
@@ -75,6 +111,13 @@ def format_seconds(seconds: float) -> str:
 class Reporter:
   """``Progress`` shown on stderr (module docstring).
 
+  Off a terminal it prints a line when ``interval`` seconds have passed since its last line
+  (or since it was made), whichever stage the call belongs to, and a "done" line for a stage
+  that took longer than ``quiet_seconds``. After ``expect`` it shows each planned stage by
+  its label and adds the whole run's ETA: the rest of this stage and of the stages after it,
+  in cost units, at the seconds per cost unit measured so far in the run (each stage's first
+  call, which may hold a compile or a resumed position, is not counted).
+
   Args:
     label: a stage name shown instead of the one the run reports (e.g. "report curve").
     interval: seconds between plain lines off a terminal (> 0).
@@ -95,28 +138,83 @@ class Reporter:
     self.quiet_seconds = float(quiet_seconds)
     self.bar = None
     self.stage = None
+    self.done = self.first = 0
+    self.started = self.at = self.last = time.perf_counter()  # last: the last plain line
+    self.phases: tuple[Phase, ...] = ()
+    self.measured = [0.0, 0.0]  # seconds and cost units of the run's finished stages
+    self.run_over = False  # the last announced stage finished: the next expect is a new run
+
+  def expect(self, phases: Sequence[Phase]) -> None:
+    """The stages still ahead of the run, the one starting now first (``progress.expect``)."""
+    self._close_stage()
+    if self.run_over:
+      self.measured, self.run_over = [0.0, 0.0], False
+    self.phases = tuple(phases)
 
   def __call__(self, done: int, total: int, stage: str) -> None:
     if not self.enabled:
       return
-    stage = self.label or stage
-    if self.terminal:
-      self._bar(done, total, stage)
-      return
     now = time.perf_counter()
     if self.stage != stage or done < self.done:
-      self.stage, self.started, self.last, self.first = stage, now, now, done
-    self.done = done
+      self._close_stage()
+      if self.run_over:  # a stage after the planned run: a plan is no longer shown
+        self.phases, self.measured, self.run_over = (), [0.0, 0.0], False
+      self.stage, self.started, self.first = stage, now, done
+    self.done, self.at = done, now
+    shown = self.label or self._phase_label(stage)
+    whole = self.run_eta(done, total)
+    if self.terminal:
+      self._bar(done, total, shown, whole)
+      return
     finished = done >= total
     if now - self.last >= self.interval or (finished and now - self.started >= self.quiet_seconds):
       self.last = now
       rate = (done - self.first) / max(now - self.started, 1e-9)
       eta = (total - done) / rate if rate > 0 else float('inf')
-      print(f'jaxacct: {stage}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
-            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {format_seconds(eta)}'),
+      print(f'jaxacct: {shown}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
+            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {format_seconds(eta)}')
+            + ('' if whole is None else f'; whole run: ETA {format_seconds(whole)}'),
             file=sys.stderr, flush=True)
 
-  def _bar(self, done: int, total: int, stage: str) -> None:
+  def _phase(self, stage: str) -> int | None:
+    for index, phase in enumerate(self.phases):
+      if phase.stage == stage:
+        return index
+    return None
+
+  def _phase_label(self, stage: str) -> str:
+    index = self._phase(stage)
+    return stage if index is None else (self.phases[index].label or stage)
+
+  def _close_stage(self) -> None:
+    """Ends the current stage: adds it to the run's measured seconds and cost units."""
+    if self.stage is None:
+      return
+    index = self._phase(self.stage)
+    if index is not None:
+      self.measured[0] += self.at - self.started
+      self.measured[1] += (self.done - self.first) * self.phases[index].cost
+      # The run's last stage is over: a later expect plans another run.
+      self.run_over = index == len(self.phases) - 1 and self.done >= self.phases[index].total
+    self.stage = None
+
+  def run_eta(self, done: int, total: int) -> float | None:
+    """Seconds left in the whole run after ``expect``: this stage's remaining units and the
+    later stages', in cost units, at the seconds per cost unit measured so far (None before
+    ``expect``, for a stage it did not announce, or before anything was measured)."""
+    index = None if self.stage is None else self._phase(self.stage)
+    if index is None:
+      return None
+    phases = self.phases
+    seconds = self.measured[0] + (self.at - self.started)
+    units = self.measured[1] + (done - self.first) * phases[index].cost
+    if units <= 0 or seconds <= 0:
+      return None
+    left = max(total - done, 0) * phases[index].cost + sum(
+        phase.total * phase.cost for phase in phases[index + 1:])
+    return left * seconds / units
+
+  def _bar(self, done: int, total: int, stage: str, whole: float | None) -> None:
     if self.bar is None or self.bar.desc != stage or done < self.bar.n:
       self.close()
       self.bar = tqdm.tqdm(total=total, initial=done, desc=stage, unit=f' {self.unit}',
@@ -124,6 +222,8 @@ class Reporter:
     if self.bar.total != total:  # a σ search's total grows while its bracket is found
       self.bar.total = total
       self.bar.refresh()
+    if whole is not None:
+      self.bar.set_postfix_str(f'whole run: ETA {format_seconds(whole)}', refresh=False)
     self.bar.update(done - self.bar.n)
     if done >= total:
       self.close()

@@ -74,15 +74,25 @@ def _mark_release(ax, released, threshold, label: str = 'released') -> None:
               label=f'{label} (ε, δ) = ({epsilon:.4g}, {delta:.3g})')
 
 
+def _banner(fig, text: str | None) -> None:
+  """``text`` (e.g. "estimate, not a guarantee") in red capitals across the top of ``fig``."""
+  if text:
+    fig.text(0.5, 0.995, text.upper(), ha='center', va='top', color='tab:red',
+             fontsize=11, fontweight='bold')
+
+
 def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_error: dict,
                    title: str, *, num_samples: int, released=None, threshold=None,
-                   point_label: str = 'released', name: str = 'delta_hat.png') -> pathlib.Path:
+                   point_label: str = 'released', name: str = 'delta_hat.png',
+                   banner: str | None = None) -> pathlib.Path:
   """Monte Carlo δ̂(ε) of both directions on a log scale, with ±2 standard-error bands clipped
   to the plotted range (a lower edge ≤ 0 is drawn at the axis floor), the target and released
   (ε, δ) and the verification threshold when given. Points with δ̂ = 0 (no sample's loss
-  above ε) are not drawn; below 3/N nothing is resolved."""
+  above ε) are not drawn; below 3/N nothing is resolved. ``banner``: a line across the top
+  (an estimated σ's "estimate, not a guarantee")."""
   folder.mkdir(parents=True, exist_ok=True)
   fig, ax = _figure((7, 4.5))
+  _banner(fig, banner)
   eps = np.asarray(epsilons, float)
   means = [np.asarray(delta_hat[d], float) for d in DIRECTIONS]
   reference = [v for v in (threshold, None if released is None else released[1]) if v]
@@ -105,7 +115,7 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
   ax.set_title(title, fontsize=9)
   ax.legend(fontsize=7, loc='lower left')
   ax.grid(alpha=0.3, which='major')
-  fig.tight_layout()
+  fig.tight_layout(rect=(0, 0, 1, 0.96) if banner else None)
   path = folder / name
   _save_figure(fig, path)
   return path
@@ -149,14 +159,30 @@ def curve_epsilons(epsilons, released: float | None = None, points: int = 61) ->
 
 
 def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
-                    chosen: float, title: str = '') -> pathlib.Path:
-  """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b."""
-  fig, ax = _figure((6, 4))
+                    chosen: float, title: str = '', *, estimate: dict | None = None,
+                    name: str = 'candidates.png') -> pathlib.Path:
+  """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b.
+
+  ``estimate``: an estimate-only calibration's ``SigmaEstimate.to_dict()``: ``chosen`` is
+  then σ̂, drawn with its range and the sweeps' ±2 s.e. bars under its label ("estimate,
+  not a guarantee") as a banner and in the legend (nothing was verified)."""
+  fig, ax = _figure((6, 4.4) if estimate else (6, 4))
+  if estimate:
+    _banner(fig, estimate['label'])
   shown = [record.base_delta]
   for i, sweep in enumerate(record.sweeps):
     sigmas, values = np.asarray(sweep.sigmas), np.asarray(sweep.delta_hat)
-    ax.plot(sigmas[values > 0], values[values > 0], '.', color='0.6',
-            label='estimation sweeps (δ̂ = 0 not drawn)' if i == 0 else None)
+    drawn = values > 0
+    if estimate and len(sweep.standard_error) == len(values):
+      error = 2 * np.asarray(sweep.standard_error)
+      lower = np.minimum(error, values - _log_floor(values))  # a bar ≤ 0 ends at the floor
+      ax.errorbar(sigmas[drawn], values[drawn], yerr=[lower[drawn], error[drawn]], fmt='.',
+                  color='0.6', elinewidth=0.6,
+                  label='estimation sweeps, ±2 s.e. (δ̂ = 0 not drawn)' if i == 0 else None)
+      shown.extend((values + error).tolist())
+    else:
+      ax.plot(sigmas[drawn], values[drawn], '.', color='0.6',
+              label='estimation sweeps (δ̂ = 0 not drawn)' if i == 0 else None)
     shown.extend(values.tolist())
   verification = record.verification
   if verification.delta_hat[Direction.REMOVE]:
@@ -174,11 +200,23 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
                 color=colour, label=label)
     shown.extend(worst.tolist())
   sigma_up = record.sigma_up
+  swept = [s for sweep in record.sweeps for s in sweep.sigmas] or [chosen]
+  # An estimate's figure shows the sweeps (σ_up is often many times σ̂: named, not drawn).
+  span = (min(swept) / 1.05, max(swept) * 1.05) if estimate else None
+  off = span is not None and not span[0] <= sigma_up <= span[1]
   ax.axvline(sigma_up, color='tab:purple', linestyle='-.', alpha=0.7,
-             label=f'σ_up = {sigma_up:.4g} (proven by {record.fallback_accountant})')
+             label=f'σ_up = {sigma_up:.4g} (proven by {record.fallback_accountant})'
+                   + (', off the plot' if off else ''))
   ax.axhline(record.base_delta, color='tab:red', linestyle='--',
              label=f'verification threshold δ_b = {record.base_delta:.3g}')
-  ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
+  if estimate:
+    ax.axvspan(estimate['low'], estimate['high'], color='tab:orange', alpha=0.15,
+               label=f'range [{estimate["low"]:.4g}, {estimate["high"]:.4g}] (δ̂ ± 2 s.e. '
+                     'crosses δ_b)')
+    ax.axvline(chosen, color='k', linestyle=':',
+               label=f'estimated σ̂ = {chosen:.4g} ({estimate["label"]})')
+  else:
+    ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
   ax.set_yscale('log')
   ax.set_xscale('log')  # σ_up is often several times the released σ
   from matplotlib import ticker  # host only, and only when a figure is drawn
@@ -186,12 +224,15 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
   ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter('%g'))
   ax.tick_params(axis='x', which='minor', labelsize=7)
   ax.set_ylim(bottom=_log_floor(shown), top=1.0)
+  if span is not None:
+    ax.set_xlim(*span)
   ax.set_xlabel('noise multiplier σ (log scale)')
   ax.set_ylabel('max-direction δ̂ at the target ε')
-  ax.set_title(title or 'Estimate-Verify-Release: σ search', fontsize=9)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  path = folder / 'candidates.png'
+  ax.set_title(title or ('σ estimate: the estimation sweeps, nothing verified' if estimate
+                         else 'Estimate-Verify-Release: σ search'), fontsize=9)
+  ax.legend(fontsize=7 if estimate else 8)
+  fig.tight_layout(rect=(0, 0, 1, 0.95) if estimate else None)
+  path = folder / name
   _save_figure(fig, path)
   return path
 

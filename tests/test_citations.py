@@ -44,10 +44,7 @@ USER_FACING = (('jaxacct', {'.py'}), ('benchmarks', {'.py'}), ('notebooks', {'.i
 
 # Tags not replaced yet, as (file, tag): each is skipped only in that file and only with that
 # text. Say what the tag stands for and delete its entry; the list is to become empty.
-PENDING = [
-    # Files other work was changing when the rest were cleaned.
-    ('jaxacct/montecarlo/options.py', 'issue-30'),  # module docstring: "the pre-issue-30 keywords"
-]
+PENDING: list[tuple[str, str]] = []
 
 # Short form used in running text → arXiv id of the full citation (docs/references.md).
 PAPERS = {

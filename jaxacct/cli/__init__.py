@@ -21,9 +21,10 @@ Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
 folder (JSON with a ``report_schema`` version, PNG); ``--max-minutes M`` refuses a Monte
 Carlo calibration, or an estimate large enough to be timed first, projected (and printed) to
-take longer here (default 30); ``--force`` runs
-it anyway, and an accelerator-scale config on CPU; ``--debug`` prints the traceback of an
-internal error. Every config value and option is checked before any compute.
+take longer here (default 30); ``--force`` lifts that default budget (never a
+``--max-minutes`` given explicitly) and runs an accelerator-scale config on CPU; ``--debug``
+prints the traceback of an internal error. Every config value and option is checked before
+any compute.
 Progress (rate, ETA) goes to stderr: a bar on a terminal, otherwise a line every 30 s.
 ``train`` with an ``individual:`` section records per-example privacy (Koskela et al.
 (2022)).

@@ -197,11 +197,11 @@ def _parser() -> argparse.ArgumentParser:
     if command.runs_monte_carlo:
       sub.add_argument('--force', action='store_true',
                        help='run accelerator-scale configs on CPU, and Monte Carlo runs over '
-                            'the --max-minutes budget')
+                            'the default 30-minute budget (never over a --max-minutes you give)')
       sub.add_argument('--max-minutes', type=float, metavar='M',
                        help=f'refuse a Monte Carlo calibration or large estimate projected to '
-                            f'take longer than M minutes here (default {DEFAULT_MAX_MINUTES:g}) '
-                            'unless --force')
+                            f'take longer than M minutes here (default {DEFAULT_MAX_MINUTES:g}, '
+                            'which --force lifts; an M you give is never lifted)')
       sub.add_argument('--checkpoint', metavar='DIR',
                        help='save the run state here and resume from it when rerun')
       sub.add_argument('--checkpoint-interval', type=float, default=60.0, metavar='SECONDS',

@@ -1,9 +1,18 @@
 """``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
 (``calibrate_noise_multiplier``) at the config's (ε, δ), or a deterministic accountant's
-smallest σ (``calibrate_deterministic``), with its report curve and figures."""
+smallest σ (``calibrate_deterministic``), with its report curve and figures.
+
+``--estimate-only`` stops after the estimation sweeps: the estimated σ̂ with its range and the
+verification plan (``calibrate_noise_multiplier(..., estimate_only=True)``), labelled "estimate,
+not a guarantee" in its printed lines, its JSON (``"verified": false``, ``"estimate_only":
+true``) and its figures, written as ``calibration_estimate.json``, ``candidates_estimate.png``
+and ``delta_hat_estimate.png`` beside (never over) a verified calibration's files. The
+ledger is not charged; the budget (``--max-minutes``) is the estimate's.
+"""
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import jax
@@ -11,24 +20,36 @@ import jax
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.conventions import Purpose
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo import calibration as calibration_lib
 from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo.calibration import CalibrationRecord
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_budget, check_state_files,
+from jaxacct.progress import format_seconds
+from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated,
+                                calibration_section, check_budget, check_state_files,
                                 deterministic_curve, output_dir, plan_mechanism,
-                                print_deterministic, print_footer, run_options,
-                                scheme_and_matrix, with_prefix_error, write_on_leader)
+                                print_deterministic, print_footer, refuse_over_budget,
+                                run_options, run_precision, say_precision, scheme_and_matrix,
+                                with_prefix_error, write_on_leader)
+
+# The calibration options of the config that the library takes (as common.calibrated).
+_OPTIONS = ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
+            'num_candidates', 'fallback', 'attempt')
 
 
 def _calibrate(args, raw) -> dict:
+  if args.estimate_only:
+    return _estimate(args, raw)
   calibration_section(raw)  # a config error before the strategy is built
   stand_in, _ = plan_mechanism(raw)  # an optimised band is built after the checks below
   check_state_files(args, raw, ledger=config_lib.accountant_from(
       raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO, mechanism=stand_in)
   projected = check_budget(args, raw)
   started = time.perf_counter()  # the run the plan projects: calibration and report curve
-  mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw))
+  with calibration_lib.planned_by_caller():  # check_budget printed the plan
+    mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw))
   with_prefix_error(mechanism, payload)
   folder = output_dir(args, raw)
   # The released σ and its guarantee first (atomically), the curve and the figures after.
@@ -64,8 +85,95 @@ def _calibrate(args, raw) -> dict:
   return payload
 
 
+def _estimate(args, raw) -> dict:
+  """``--estimate-only``: σ̂, its range and the verification plan, its report curve (δ̂(ε) at
+  σ̂ from the report stream, as a verified calibration's) and figures; nothing is verified or
+  charged. The library plans the run (for the verification plan) and refuses, before any
+  sweep, an estimate projected over --max-minutes unless --force."""
+  cal = calibration_section(raw)
+  stand_in, _ = plan_mechanism(raw)
+  name = config_lib.accountant_from(raw, stand_in.scheme, stand_in.matrix)
+  if name != config_lib.MONTE_CARLO:
+    raise config_lib.ConfigError(
+        f'--estimate-only estimates σ by Monte Carlo, and this config is accounted by {name}: '
+        f'`jaxacct calibrate {args.config}` proves its σ directly')
+  check_state_files(args, raw, ledger=False)
+  scheme, matrix = scheme_and_matrix(raw)
+  seed = int(config_lib.setting(raw, 'calibration.seed'))
+  options = config_lib.library_keywords(raw, 'calibration', _OPTIONS)
+  choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
+  say_precision(choice)
+  budget = budget_seconds(args)  # the estimate's own (--force lifts only the default)
+  started = time.perf_counter()
+  try:
+    result = calibration_lib.calibrate_noise_multiplier(
+        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+        key=jax.random.key(seed), precision=choice.precision, estimate_only=True, **options,
+        run=run_options(args, reporter(args), max_seconds=budget))
+  except plan_lib.OverBudgetError as refusal:  # projected by the library before any sweep
+    refuse_over_budget(args, refusal.run, refusal.seconds,
+                       'use fewer calibration.estimation_samples (a wider range), ')
+    raise
+  estimate, mechanism = result.estimate, result.mechanism
+  payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
+             'precision_reason': choice.reason, 'config': args.config}
+  payload['estimate']['verification']['accelerator_hint'] = (
+      estimate.verification.accelerator_hint.replace('CONFIG', args.config))
+  with_prefix_error(mechanism, payload)
+  folder = output_dir(args, raw)
+  write_on_leader(report.write_json, folder, 'calibration_estimate.json', payload)
+  title = (f'{report.describe(mechanism)}\nestimated σ̂'
+           + (', float32 program' if choice.precision == 'float32' else ''))
+  key = keys_lib.purpose_key(jax.random.key(seed), Purpose.REPORT)
+  curve = estimate_delta(key, mechanism, report.curve_epsilons([estimate.epsilon]),
+                         estimate.estimation_samples, precision=choice.precision,
+                         run=run_options(args, reporter(args, 'report curve'),
+                                         'report-curve-estimate'))
+  payload['curve'] = curve.to_dict()
+  write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,
+                  curve.standard_error,
+                  f'{title}\nδ̂(ε) from {estimate.estimation_samples:,} fresh samples per '
+                  f'direction; nothing verified', num_samples=estimate.estimation_samples,
+                  released=(estimate.epsilon, float(cal['delta'])),
+                  threshold=estimate.base_delta, point_label='estimated',
+                  name='delta_hat_estimate.png', banner=estimate.label)
+  write_on_leader(report.plot_candidates, folder, result.record, estimate.noise_multiplier,
+                  title, estimate=estimate.to_dict(), name='candidates_estimate.png')
+  payload['plan_check'] = {'projected_seconds': estimate.seconds_here,
+                           'measured_seconds': time.perf_counter() - started}
+  write_on_leader(report.write_json, folder, 'calibration_estimate.json', payload)
+  payload['report'] = str(folder)
+  return payload
+
+
+def _print_estimate(payload: dict) -> None:
+  """σ̂, its range and what verifying it takes, each line saying it is an estimate."""
+  estimate = payload['estimate']
+  plan = estimate['verification']
+  print(f'estimated noise_multiplier σ̂ = {estimate["noise_multiplier"]:.6g}, range '
+        f'[{estimate["low"]:.6g}, {estimate["high"]:.6g}], at (ε, δ) = ({payload["epsilon"]}, '
+        f'{payload["delta"]:.4g}) [{estimate["label"]}: estimation δ̂(ε) ≤ δ_b = '
+        f'{estimate["base_delta"]:.4g} on {estimate["estimation_samples"]:,} samples per '
+        f'direction, ±2 s.e.; verified={payload["verified"]}; seed {payload["seed"]}; '
+        f'{payload["seconds"]:.1f} s]')
+  if not estimate['high_resolved']:
+    print(f'  ({estimate["label"]}: no σ below the fallback σ_up = {estimate["high"]:.6g} is '
+          f'resolved to pass; ≥ {estimate["needed_samples"]:,} estimation samples per '
+          f'direction would resolve it: --set calibration.estimation_samples=N)')
+  print(f'to verify it (Estimate-Verify-Release, charged in the attempt ledger): N = '
+        f'{plan["num_samples"]:,} samples per direction × {plan["candidates"]} candidates '
+        f'({plan["draws"]:,} draws, one pass), projected '
+        f'{format_seconds(plan["seconds_here"])} here on {plan["devices_here"]} '
+        f'{plan["backend"]} device(s) in {plan["precision"]}; the whole verified calibration '
+        f'{format_seconds(plan["calibration_seconds_here"])}: `jaxacct calibrate '
+        f'{payload.get("config", "CONFIG")}`')
+  print(f'  {plan["accelerator_hint"]}')
+
+
 def _print(payload: dict) -> None:
-  if payload['method'] == 'deterministic':
+  if payload.get('estimate_only'):
+    _print_estimate(payload)
+  elif payload['method'] == 'deterministic':
     print_deterministic(payload, table=False)
   else:
     print(f'noise_multiplier σ = {payload["noise_multiplier"]:.6g} is ({payload["epsilon"]}, '
@@ -80,5 +188,15 @@ def _print(payload: dict) -> None:
           f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')
   print_footer(payload)
 
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+  parser.add_argument('--estimate-only', action='store_true',
+                      help='stop after the estimation sweeps: an estimated σ with its range '
+                           'and the verification plan (an estimate, not a guarantee; the '
+                           'ledger is not charged), written to calibration_estimate.json, '
+                           'candidates_estimate.png and delta_hat_estimate.png')
+
+
 COMMAND = Command(name='calibrate', help='smallest σ verified by Estimate-Verify-Release',
-                  run=_calibrate, print_human=_print, order=2, charges_ledger=True)
+                  run=_calibrate, print_human=_print, order=2, charges_ledger=True,
+                  add_arguments=_add_arguments)

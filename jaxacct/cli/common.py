@@ -49,9 +49,10 @@ def check_budget(args, raw, report: bool = True, then: tuple[str, float] | None 
                  ) -> float | None:
   """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
   projected time here) on stderr, and refuse it when the projection exceeds
-  ``--max-minutes`` (default 30) unless ``--force``. ``report`` False: the run draws no report
-  curve and figures of its own (``train``), so they are left out. ``then``: (what, seconds)
-  of work after the calibration that the budget covers too (``train``'s training). Returns
+  ``--max-minutes`` (default 30; ``--force`` lifts only the default). ``report`` False: the
+  run draws no report curve and figures of its own (``train``), so they are left out.
+  ``then``: (what, seconds) of work after the calibration that the budget covers too
+  (``train``'s training). Returns
   the projected seconds of the run after the plan, ``then`` included (the calibration's
   share is None without a Monte Carlo calibration), which the report records beside the
   measured ones."""
@@ -78,17 +79,30 @@ def check_budget(args, raw, report: bool = True, then: tuple[str, float] | None 
   return seconds
 
 
+def budget_seconds(args) -> float | None:
+  """The time budget of a run in seconds: an explicit ``--max-minutes`` always (``--force``
+  never overrides a budget the user wrote), else the default 30 minutes unless ``--force``
+  (None: no budget)."""
+  if args.max_minutes is not None:
+    return 60.0 * args.max_minutes
+  return None if args.force else 60.0 * DEFAULT_MAX_MINUTES
+
+
 def refuse_over_budget(args, run: str, seconds: float, advice: str,
                        accelerator: bool = True) -> None:
-  """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30) without --force."""
-  budget = args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES
+  """ConfigError when ``run`` is projected over ``--max-minutes`` (default 30; ``--force``
+  lifts only the default, ``budget_seconds``)."""
+  explicit = args.max_minutes is not None
+  budget = args.max_minutes if explicit else DEFAULT_MAX_MINUTES
+  lift = ('pass a larger --max-minutes to run it anyway (--force does not lift a '
+          '--max-minutes you give)' if explicit
+          else 'pass --force (or a larger --max-minutes) to run it anyway')
   try:
     plan_lib.refuse_over_budget(
-        run, seconds, None if args.force else 60.0 * budget,
+        run, seconds, budget_seconds(args),
         budget=f'the --max-minutes budget of {budget:g} min',
-        advice=f'pass --force (or a larger --max-minutes) to run it anyway'
-               + (f', {advice}or run it on an accelerator' if accelerator
-                  else (f', or {advice.rstrip(", ")}' if advice else '')))
+        advice=lift + (f', {advice}or run it on an accelerator' if accelerator
+                       else (f', or {advice.rstrip(", ")}' if advice else '')))
   except plan_lib.OverBudgetError as refusal:
     raise config_lib.ConfigError(str(refusal)) from None
 
@@ -97,9 +111,10 @@ def check_deterministic_budget(args, curve, queries, figures: int) -> float | No
   """Before a deterministic report whose queries compose new PLDs (MMCC, conditional
   composition): print its plan on stderr (``deterministic.curve_plan``: the run's queries
   replayed on a coarse copy of the curve count the compositions, two full ones timed at the
-  ends of δ_E, which the run keeps, price them) and refuse it over ``--max-minutes`` (default 30) unless --force. Returns the projected
-  seconds of the run after the plan, ``figures`` figures included (None: the curve's queries
-  are cheap, nothing is planned)."""
+  ends of δ_E, which the run keeps, price them) and refuse it over ``--max-minutes`` (default
+  30; ``--force`` lifts only the default). Returns the projected seconds of the run after the
+  plan, ``figures`` figures included (None: the curve's queries are cheap, nothing is
+  planned)."""
   plan = curve_plan.plan_queries(curve, queries)
   if plan is None:
     return None
@@ -122,12 +137,13 @@ _ESTIMATE_PROBE_WORK = 1e10
 
 
 def estimate_max_seconds(args, mechanism, num_samples: int) -> float | None:
-  """The ``max_seconds`` of a Monte Carlo estimate: ``--max-minutes`` (default 30) for one
-  large enough to time first, None (nothing timed or refused) for a small one or --force."""
+  """The ``max_seconds`` of a Monte Carlo estimate: ``budget_seconds`` (``--max-minutes``,
+  default 30, which ``--force`` lifts unless given) for one large enough to time first, None
+  (nothing timed or refused) for a small one or no budget."""
   work = 2.0 * num_samples * mechanism.iterations * mechanism.matrix.num_bands
-  if work <= _ESTIMATE_PROBE_WORK or args.force:
+  if work <= _ESTIMATE_PROBE_WORK:
     return None
-  return 60.0 * (args.max_minutes if args.max_minutes is not None else DEFAULT_MAX_MINUTES)
+  return budget_seconds(args)
 
 
 def write_on_leader(function, *args, **kwargs) -> None:

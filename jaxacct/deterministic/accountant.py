@@ -30,6 +30,8 @@ import math
 import typing
 from typing import Any, Mapping
 
+import numpy as np
+
 from jaxacct import _validate
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.conventions import DIRECTIONS
@@ -38,18 +40,24 @@ from jaxacct.deterministic.base import DeterministicAccountant, UnsupportedMecha
 from jaxacct.deterministic.pld_accountant import mechanism_pld as mechanism_pld
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.errors import InputTypeError
+from jaxacct.errors import InputError, InputTypeError
 
 AUTO = 'auto'
 
 
 def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
-                       options: Mapping[str, Any]) -> list[tuple[DeterministicAccountant, dict]]:
+                       options: Mapping[str, Any], *,
+                       at_sigma: bool = True) -> list[tuple[DeterministicAccountant, dict]]:
   """The accountants to evaluate, each with the options it takes (checked before any compute).
+
+  With ``at_sigma`` (a curve of the mechanism's own σ, not a calibration) ``"auto"`` also
+  leaves out an accountant whose grids would be too large at that σ (``size_refusal``: a σ
+  far below 0.1), so another one answers.
 
   Raises:
     ValueError: an unknown accountant name; ``UnsupportedMechanismError`` when no accountant
-      supports the mechanism under the options (with every accountant's reason).
+      supports the mechanism under the options (with every accountant's reason);
+      ``CurveTooLargeError`` when those that do cannot at its σ.
     TypeError: an option that no supporting accountant takes.
   """
   if isinstance(accountant, DeterministicAccountant):
@@ -65,14 +73,23 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
   if unknown:
     raise InputTypeError(f'unexpected option {", ".join(map(repr, unknown))}: no registered '
                     f'deterministic accountant takes it (they take: {", ".join(sorted(known))})')
-  chosen, reasons = [], []
+  chosen, reasons, too_large = [], [], []
   for candidate in every:
     taken = base.taken_options(candidate, options)
     reason = candidate.supports(mechanism, **taken)  # checks the option values
+    if reason is None and at_sigma:
+      reason = candidate.size_refusal(mechanism, **taken)
+      if reason is not None:
+        too_large.append(f'{candidate.name}: {reason}')
+        continue
     if reason is None:
       chosen.append((candidate, taken))
     else:
       reasons.append(f'{candidate.name}: {reason}')
+  if not chosen and too_large:
+    raise base.CurveTooLargeError(
+        'no amplified deterministic accountant can account this mechanism at noise_multiplier='
+        f'{mechanism.noise_multiplier:g} (' + '; '.join(too_large) + ')')
   if not chosen:
     loose = [a.name for a in base.accountants() if not a.amplified
              and a.supports(mechanism, **base.taken_options(a, options)) is None]
@@ -186,7 +203,10 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
   Raises:
     ValueError: ε < 0 or not finite, an unknown direction, accountant or adjacency;
       ``UnsupportedMechanismError`` (a ValueError) when the accountant does not cover the
-      mechanism (naming those that do).
+      mechanism (naming those that do); ``base.CurveTooLargeError`` (a ValueError) when its
+      σ is too small for the accountant's PLD grid (``pld``, ``mmcc``,
+      ``conditional_composition``: the message names the grid step that would fit), before
+      any compute; ``"auto"`` then leaves that accountant out.
     TypeError: an option the accountant does not take.
 
   References:
@@ -258,11 +278,14 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
   tolerance = base.check_tolerance(tolerance)
   probe = MatrixMechanism(scheme, matrix, 1.0)
   best = None
-  for chosen, taken in chosen_accountants(probe, accountant, options):
+  for chosen, taken in chosen_accountants(probe, accountant, options, at_sigma=False):
     # An accountant that does not meet the target at the best σ so far cannot give a smaller
     # one (ε(δ) decreases in σ): one curve instead of a calibration (conditional
     # composition's take minutes at N = 1000).
-    if best is not None and chosen.epsilon_for_delta(best[0], delta, **taken) > epsilon:
+    # One whose grids are too large at the best σ so far is skipped too: a smaller σ needs
+    # larger grids still (the best so far stays a valid calibration, maybe a looser one).
+    if best is not None and (chosen.size_refusal(best[0], **taken) is not None
+                             or chosen.epsilon_for_delta(best[0], delta, **taken) > epsilon):
       continue
     result = chosen.calibrate(scheme, matrix, epsilon=epsilon, delta=delta, tolerance=tolerance,
                               progress=progress, **taken)
@@ -299,7 +322,12 @@ def report_curve(curve: base.PrivacyCurve, epsilons, *, floor: float = 1e-20,
     ``{"epsilons": [...], "delta": [...]}``: ε increasing, δ decreasing (of points with equal
     ε the smallest δ; points with ε = ∞ left out).
   """
-  top = 1.5 * max([base.check_epsilon(e) for e in epsilons] + [1e-3])
+  listed = _validate.real_array('epsilons', epsilons, 'a 1-D list')
+  if listed.ndim != 1:
+    raise InputError(f'epsilons must be a 1-D list of numbers, got shape {listed.shape}')
+  if not np.all(np.isfinite(listed) & (listed >= 0)):
+    raise InputError(f'epsilons must be finite and >= 0, got {listed.tolist()}')
+  top = 1.5 * max(listed.tolist() + [1e-3])
   floor = base.check_delta(floor)
   per_decade = _validate.integer_at_least('per_decade', per_decade, 1)
   last = math.ceil(-math.log10(floor) * per_decade)

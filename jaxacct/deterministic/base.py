@@ -7,6 +7,9 @@ sampling: a closed form, or a PLD composed by dp_accounting. Every accountant su
 
 - ``supports(mechanism, **options)``: None when it accounts the mechanism under these
   options, else a one-line reason (which accountant, or Monte Carlo, covers it instead);
+- ``size_refusal(mechanism, **options)``: None when it can build the curve at the mechanism's
+  σ, else why not (a σ so small that a PLD grid would not fit: ``_grid.py``); unlike
+  ``supports`` it depends on σ, and ``"auto"`` leaves such an accountant out;
 - ``privacy_curve(mechanism, **options)``: the mechanism's ``PrivacyCurve`` (δ(ε) and ε(δ)
   per direction or their maximum), built once and queried many times;
 - ``delta_for_epsilon`` / ``epsilon_for_delta``: one point of that curve;
@@ -61,6 +64,11 @@ MIN_TOLERANCE = 1e-12  # the finest relative σ tolerance any accountant promise
 
 class UnsupportedMechanismError(InputError):
   """An accountant was asked about a mechanism (or adjacency) it does not cover."""
+
+
+class CurveTooLargeError(InputError):
+  """An accountant covers the mechanism but not at its σ: its grids would be too large to build
+  (``DeterministicAccountant.size_refusal``; ``deterministic/_grid.py``)."""
 
 
 # ---------------------------------------------------------------- argument checks
@@ -234,15 +242,31 @@ class DeterministicAccountant(abc.ABC):
         self._supersedes_monte_carlo(mechanism))
 
   @typing.final
+  def size_refusal(self, mechanism: MatrixMechanism, **options) -> str | None:
+    """None when the curve of a supported ``mechanism`` can be built at its σ, else the reason:
+    a σ so small that a grid would be too large (``deterministic/_grid.py``). Unlike
+    ``supports`` it depends on σ; a calibration, which chooses σ, does not ask it. None for a
+    mechanism it does not support (``supports`` says why)."""
+    mechanism = check_mechanism(mechanism)
+    resolved = self._resolve(options)
+    if self._refusal(mechanism, resolved) is not None:
+      return None
+    return self._size_refusal(mechanism, resolved)
+
+  @typing.final
   def privacy_curve(self, mechanism: MatrixMechanism, **options) -> PrivacyCurve:
     """The mechanism's δ(ε) / ε(δ) curve under this accountant (built once, queried often).
 
     Raises:
       UnsupportedMechanismError: the accountant does not cover ``mechanism`` / ``options``.
+      CurveTooLargeError: it does, but not at this σ (``size_refusal``), before any compute.
     """
     mechanism = check_mechanism(mechanism)
     resolved = self._resolve(options)
     self._require(mechanism, resolved, options)
+    reason = self._size_refusal(mechanism, resolved)
+    if reason is not None:
+      raise CurveTooLargeError(f'accountant {self.name!r} cannot build this curve: {reason}')
     return self._curve(mechanism, resolved)
 
   @typing.final
@@ -317,6 +341,12 @@ class DeterministicAccountant(abc.ABC):
   @abc.abstractmethod
   def _supersedes_monte_carlo(self, mechanism: MatrixMechanism) -> bool:
     """See ``supersedes_monte_carlo`` (called only for supported mechanisms)."""
+
+  def _size_refusal(self, mechanism: MatrixMechanism, options: dict) -> str | None:
+    """See ``size_refusal`` (called only for supported mechanisms); default None: a closed
+    form or a curve whose cost does not grow as σ shrinks or grows."""
+    del mechanism, options
+    return None
 
   # -- helpers
   def _resolve(self, options: Mapping[str, Any]) -> dict:

@@ -104,7 +104,7 @@ import numpy as np
 from scipy import special
 
 from jaxacct.conventions import DIRECTIONS, Direction
-from jaxacct.deterministic import mixture_pld, random_allocation, renyi
+from jaxacct.deterministic import _grid, mixture_pld, random_allocation, renyi
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import DeterministicAccountant, Option, register
 from jaxacct.errors import InputError
@@ -652,6 +652,18 @@ class ConditionalCompositionCurve(mixture_pld.BadEventCurve):
         mixture_pld.mixture_pmf(sorted_means[n], log_p[n], self.noise_multiplier, direction,
                                 self.discretization) for n in range(sorted_means.shape[0])])
 
+  def _delta(self, epsilon: float, direction: str) -> float:
+    # With δ_E = δ/2 the search returns 1.0 exactly when ε(0.5) > ε, after composing at every
+    # decade from 1e-6 up (minutes at a small σ, where each composition is large). A single
+    # step pair whose δ(ε) at δ_E = 0.25 already exceeds 0.25 proves ε(0.5) > ε without
+    # composing (``_cannot_beat``'s argument): the same answer, from the step pairs alone.
+    if not self._fixed_bad_event():
+      sorted_means, log_p = self.pairs(self.order(direction), direction, 0.25)
+      if step_deltas(sorted_means, log_p, self.noise_multiplier, epsilon,
+                     direction).max() > 0.25:
+        return 1.0
+    return super()._delta(epsilon, direction)
+
   def _delta_below(self, epsilon: float, direction: str, bound: float) -> float:
     # ``auto`` asks whether δ(ε) beats the best so far: "no" without composing when a lower
     # bound shows it (``_cannot_beat``), or after one composition when ε(bound) > ε (ε(δ)
@@ -762,6 +774,14 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
   def _refusal(self, mechanism, options):
     return random_allocation.refusal(mechanism.scheme, mechanism.matrix, options['adjacency'],
                                      self.name)
+
+  def _size_refusal(self, mechanism, options):
+    # The widest step pair: Σ_i p_i N(c_i, σ²) vs N(0, σ²), c the merged step means
+    # (``reduced_means``: g equal steps are one of mean √g·c).
+    means = reduced_means(random_allocation.slot_means(mechanism.scheme, mechanism.matrix))
+    return _grid.refusal(float(mechanism.noise_multiplier), float(np.max(means)),
+                         options['value_discretization_interval'],
+                         what="the 'conditional_composition' accountant's PLD grid")
 
   def _curve(self, mechanism, options):
     means = random_allocation.slot_means(mechanism.scheme, mechanism.matrix)

@@ -64,7 +64,50 @@ def mixture_pmf(means: np.ndarray, log_p: np.ndarray, noise_multiplier: float, d
   loss = pld_pmfs.fast_mixture_loss_class()(noise_multiplier, values.tolist(), probs.tolist(),
                                      pessimistic_estimate=True, log_mass_truncation_bound=-50,
                                      adjacency_type=adjacency)
-  return pld_pmfs.monotone_loss_pmf(loss, discretization)
+  try:
+    return pld_pmfs.monotone_loss_pmf(loss, discretization)
+  except (ValueError, TypeError):
+    # dp_accounting 0.6.0 fails on two kinds of float64 residue, met at small σ (e.g. σ = 0.3
+    # in conditional composition): Σp = 1 − 1 ulp (it reads the ulp as a mass at mean 0, and
+    # its two evaluations of ln(1 − Σp) disagree: "a must be greater than b"; so does a mass at
+    # mean 0 far below 1e-16) and a component of mass ~1e-95 (its tail bracket misses by one
+    # rounding and its search returns None). The mixture with those masses moved to larger
+    # means dominates it in both directions (Choquette-Choo et al. (2023) Lemma 4.3 /
+    # Cor. 4.4, as ``mmcc.row_sensitivity`` merges light atoms upward): its PMF is a
+    # pessimistic one. Only a PMF that failed is rebuilt; every other keeps its bits.
+    heavier = _moved_up(values, probs)
+    if heavier is None:
+      raise
+    return pld_pmfs.monotone_loss_pmf(
+        pld_pmfs.fast_mixture_loss_class()(
+            noise_multiplier, heavier[0].tolist(), heavier[1].tolist(),
+            pessimistic_estimate=True, log_mass_truncation_bound=-50, adjacency_type=adjacency),
+        discretization) if heavier[0].size > 1 else mixture_pmf(
+            heavier[0], np.log(heavier[1]), noise_multiplier, direction, discretization)
+
+
+# Components lighter than this are merged into the next mean up when dp_accounting fails
+# on a mixture (``mixture_pmf``): a mass it cannot tell from 1 − Σp in float64 (whose
+# rounding is ~1e-16), far above it, and below any δ worth reporting.
+_NEGLIGIBLE_MASS = 1e-12
+
+
+def _moved_up(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+  """(means, masses) with every mass below ``_NEGLIGIBLE_MASS`` merged into the next mean up
+  (the largest mean keeps its own) and, without a mean 0, the residue 1 − Σp put on the
+  largest mean; None when that changes nothing. Stochastically larger: pessimistic."""
+  keep = probs >= _NEGLIGIBLE_MASS
+  keep[-1] = True
+  kept = np.flatnonzero(keep)
+  masses = np.zeros(kept.size)
+  np.add.at(masses, np.searchsorted(kept, np.arange(values.size)), probs)
+  means = values[kept]
+  if means[0] > 0.0:
+    while masses.sum() < 1.0:  # the residue onto the largest mean, to the last ulp
+      masses[-1] = np.nextafter(masses[-1] + (1.0 - masses.sum()), 2.0)
+  if means.size == values.size and np.array_equal(masses, probs):
+    return None
+  return means, masses
 
 
 def mixture_pmfs(pairs, noise_multiplier: float, direction: str, discretization: float) -> list:

@@ -26,7 +26,9 @@ equal split), ``add_remove`` (truncated Poisson: for the fixed public dataset si
 cyclic Poisson with ``partition="equal_split"``, truncated or not, whose groups it would change) and ``replace_one`` (Poisson family, truncated cyclic
 Poisson). Discretisation is pessimistic (dp_accounting's connect-the-dots), so every δ(ε) and
 ε(δ) is an upper bound. Per direction: ``remove`` = H(P‖Q), ``add`` = H(Q‖P), read from the
-PLD's two PMFs (``pld_pmfs``).
+PLD's two PMFs (``pld_pmfs``). A σ so small that the grid would exceed ``_grid.MAX_GRID_POINTS``
+(σ/‖c‖ below ~0.08 at the default step 1e-4, untruncated) is refused before any compute,
+naming the step that would fit (``size_refusal``); a huge σ is a grid of a few points.
 
 References:
   Arun Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv:2508.15089: Thms
@@ -50,8 +52,9 @@ from typing import Any, Callable
 
 from jaxacct import _validate, schemes
 from jaxacct.conventions import Adjacency
-from jaxacct.deterministic import pld_pmfs, pld, truncated_poisson
+from jaxacct.deterministic import _grid, pld_pmfs, pld, truncated_poisson
 from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.deterministic import base
 from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
                                         PrivacyCurve, register)
 from jaxacct.mechanism import MatrixMechanism
@@ -161,6 +164,24 @@ def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
   return plan(mechanism, adjacency)
 
 
+# The span of the pair's component means in units of the max column norm: the Poisson-subsampled
+# Gaussian {0, 1} vs {0} (replace-one {0, 1} vs {0, −1}); Ganesh (2025)'s truncated pairs
+# (``truncated_poisson.dominating_pair``, regime 2: the sum moves by up to 2) {0, 1, 2} vs {0}
+# (add/remove), vs {0, −1} (zero-out), vs {0, −2} (replace-one).
+_SPREAD = {False: {Adjacency.ADD_REMOVE: 1.0, Adjacency.ZERO_OUT: 1.0, Adjacency.REPLACE_ONE: 2.0},
+           True: {Adjacency.ADD_REMOVE: 2.0, Adjacency.ZERO_OUT: 3.0, Adjacency.REPLACE_ONE: 4.0}}
+
+
+def size_refusal(mechanism: MatrixMechanism, adjacency: str, discretization: float) -> str | None:
+  """Why this accountant's PLD grid at the mechanism's σ is too large to build, or None
+  (``_grid.refusal``: the widest pair's means span ``_SPREAD`` × the max column norm of C)."""
+  scheme = mechanism.scheme
+  spread = _SPREAD[bool(scheme.truncates)][Adjacency(adjacency)]
+  spread *= float(mechanism.matrix.max_column_norm(scheme.iterations))
+  return _grid.refusal(float(mechanism.noise_multiplier), spread, discretization,
+                       what="the 'pld' accountant's PLD grid")
+
+
 def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
                   value_discretization_interval: float = DEFAULT_DISCRETIZATION):
   """The PLD (both directions, pessimistic) of a Poisson or cyclic-Poisson mechanism.
@@ -180,7 +201,8 @@ def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
 
   Raises:
     TypeError: for other schemes or a dense strategy (they need Monte Carlo accounting).
-    ValueError: an adjacency the scheme's accountant does not cover.
+    ValueError: an adjacency the scheme's accountant does not cover; a σ too small for the
+      PLD grid (``size_refusal``), before any compute.
 
   References:
     Ganesh, arXiv 2508.15089, Thms 3.1, 3.3, 3.4 (truncation); Choquette-Choo et al., NeurIPS
@@ -195,6 +217,9 @@ def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
     prefix = (f'no deterministic accountant for {type(mechanism.scheme).__name__} builds a PLD: '
               if plan.scheme else '')
     raise plan.error(prefix + plan.reason)
+  too_large = size_refusal(mechanism, Adjacency(adjacency).value, d)
+  if too_large is not None:
+    raise base.CurveTooLargeError(too_large)
   return plan(mechanism.noise_multiplier, d)
 
 
@@ -252,6 +277,9 @@ class PLDAccountant(DeterministicAccountant):
   def _refusal(self, mechanism, options):
     plan = _plan(mechanism, options['adjacency'])
     return plan.reason if isinstance(plan, _Refusal) else None
+
+  def _size_refusal(self, mechanism, options):
+    return size_refusal(mechanism, options['adjacency'], options['value_discretization_interval'])
 
   def _curve(self, mechanism, options):
     build = _plan(mechanism, options['adjacency'])

@@ -89,7 +89,10 @@ def fast_mixture_loss_class():
       constants = np.asarray(self._precompute_privacy_loss_constants, np.float64)
       add = self.adjacency_type == privacy_loss_mechanism.AdjacencyType.ADD
       while True:
-        active = high - low > precision
+        # A bracket narrower than ``precision`` is done; so is one whose ends are adjacent
+        # floats (|x| ≳ 2⁵²·precision, a huge σ: the midpoint rounds onto an end and the
+        # parent's recursion would never end). ``high`` keeps its invariant, loss ≤ target.
+        active = (high - low > precision) & ((low + high) / 2 != low) & ((low + high) / 2 != high)
         if not active.any():
           break
         middle = (low[active] + high[active]) / 2

@@ -13,6 +13,18 @@
 5. Fix the candidate grid σ* · grid_ratio^j around the estimated boundary,
    append σ_up, and run Algorithm 5 on fresh *verification* draws.
 
+With ``estimate_only=True`` the run stops after step 4 and returns the estimated σ̂ (the
+boundary of step 5) with the range the estimation's ±2 standard errors leave open
+(``SigmaEstimate``) and what step 5 would cost (``VerificationPlan``): an estimate, not a
+guarantee (``Guarantee.method == "estimate"``). The ledger is neither read nor charged.
+
+Before a run, a projection past ``LONG_RUN_SECONDS`` is logged (one WARNING line on the
+``jaxacct`` logger) with how to bound it (``max_seconds=``) or get an estimate instead; runs
+whose sample counts cannot take that long even at ``SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` are not
+timed for it. Progress covers the whole run: each phase is announced to the progress callback
+(``progress.expect``: the labels "estimation sweep 1/2", "verification" and their relative
+costs), so a ``progress.Reporter`` gives the whole run's ETA.
+
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
   arXiv:2602.09338 (v2): App. A (Algorithm 5 with candidates at powers of 1.01, fallback to an
@@ -21,8 +33,13 @@ References:
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
+import logging
+import math
 
+import jax
 import numpy as np
 
 from jaxacct import _validate
@@ -37,9 +54,55 @@ from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct import progress as progress_lib
+from jaxacct.conventions import DIRECTIONS, Method
 from jaxacct.errors import InputError
 
 _SWEEP = search_start.SWEEP_CANDIDATES
+_LOG = logging.getLogger(__name__)  # under the library's logger, 'jaxacct'
+
+LONG_RUN_SECONDS = 120.0
+"""A calibration whose capacity plan projects more seconds than this here is announced before
+it starts: one WARNING line on the ``jaxacct`` logger (shown on stderr by Python's last-resort
+handler when logging is not configured, and by the CLI) with the projection, and how to bound
+it (``max_seconds=``) or get an estimated σ first (``estimate_only=True``). Change it to move
+the threshold; ``math.inf`` turns the line (and the timing behind it) off."""
+
+SLOWEST_SAMPLE_ROUNDS_PER_SECOND = 5e6
+"""The throughput bound behind the sample-count gate of that announcement: one-σ sample-rounds
+per second per device (draws × σ × rounds n; each σ of a shared-draws program counted in
+full). A run whose draws of every phase — the verification's N per direction × k candidates
+and two estimation sweeps of 16 σ, both directions — take at most ``LONG_RUN_SECONDS`` at this
+rate is not timed (a plan times a few calls of every program: seconds); only larger runs are.
+Conservative: every shape measured on the 2-core CPU of benchmarks/RESULTS.md runs faster —
+2.5·10⁷ one-σ sample-rounds/s at the n = 7200, 256-band production shape (float64), 2.4·10⁷
+for the quickstart (n = 128), ~10⁸ for b-min-sep n = 1000 (float32), and several times more
+counting the σ a shared draw serves — so a run skipped here is short on any such machine (the
+quickstart counts 3.1·10⁸ sample-rounds: ≤ 61 s at this bound, ~20 s measured)."""
+
+ESTIMATE_LABEL = 'estimate, not a guarantee'
+"""How an estimated σ is labelled wherever it appears (the result, its JSON, the CLI, figures)."""
+
+ACCELERATOR_HINT = ('accelerators (TPU/GPU) run the float32 program: `jaxacct plan CONFIG` '
+                    '(or plan.capacity_plan(..., precision="float32", target_devices=N)) '
+                    'projects it')
+"""Where a verification too slow here can run, and how to project it (as ``jaxacct plan``)."""
+
+_STANDARD_ERRORS = 2.0  # the estimate's band: δ̂ ± 2 s.e. (as estimator.resolved_epsilon)
+
+_CALLER_PLANNED = contextvars.ContextVar('jaxacct_caller_planned', default=False)
+
+
+@contextlib.contextmanager
+def planned_by_caller():
+  """Within it, ``calibrate_noise_multiplier`` makes no capacity plan of its own for the
+  announcement (``LONG_RUN_SECONDS``) and logs none: for a caller that has printed the run's
+  plan itself (the ``jaxacct calibrate`` command). ``max_seconds`` and ``estimate_only`` still
+  plan."""
+  token = _CALLER_PLANNED.set(True)
+  try:
+    yield
+  finally:
+    _CALLER_PLANNED.reset(token)
 
 
 class CalibrationError(RuntimeError):
@@ -48,10 +111,13 @@ class CalibrationError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class SweepRecord:
-  """One estimation sweep: candidate σ and their max-direction δ̂(ε) on the estimation stream."""
+  """One estimation sweep: candidate σ and their max-direction δ̂(ε) on the estimation stream,
+  with the larger of the two directions' standard errors (empty in records made before it was
+  kept)."""
 
   sigmas: tuple[float, ...]
   delta_hat: tuple[float, ...]
+  standard_error: tuple[float, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,8 +156,8 @@ class CalibrationRecord:
   def to_dict(self) -> dict:
     """JSON-ready nested dicts and lists."""
     record = dataclasses.asdict(self)
-    record['sweeps'] = [{'sigmas': list(s.sigmas), 'delta_hat': list(s.delta_hat)}
-                        for s in self.sweeps]
+    record['sweeps'] = [{'sigmas': list(s.sigmas), 'delta_hat': list(s.delta_hat),
+                         'standard_error': list(s.standard_error)} for s in self.sweeps]
     record['verification'] = {'sigmas': list(self.verification.sigmas),
                               'accepted': list(self.verification.accepted),
                               'delta_hat': self.verification.delta_hat}
@@ -102,16 +168,124 @@ class CalibrationRecord:
 
 
 @dataclasses.dataclass(frozen=True)
+class VerificationPlan:
+  """What verifying an estimated σ would take: Algorithm 5 on fresh verification draws
+  (Dong & Ganesh (2026) App. A), as the capacity plan (``plan.capacity_plan``) projects it here.
+
+  Attributes:
+    num_samples: N per direction and candidate (the minimum for δ_b at the declared
+      ``attempt``, or the ``num_samples`` given; the ledger is not read: the verification
+      checks it, and a recorded earlier run makes it a later attempt with a larger N).
+    base_delta: δ_b. attempt: the attempt N is sized for.
+    candidates: Monte Carlo candidates verified in one pass (plus the fallback σ_up, proven
+      without sampling). draws: the draws of that pass, both directions.
+    seconds_here: the plan's projection of the verification's sampling here (the calls of its
+      k-candidate program on ``devices_here`` ``backend`` devices in ``precision``).
+    calibration_seconds_here: the whole verified calibration (sweeps, verification, compiles,
+      starting points) projected for a fresh process here.
+    accelerator_hint: where a verification too slow here runs, and how to project it there.
+  """
+
+  num_samples: int
+  base_delta: float
+  attempt: int
+  candidates: int
+  draws: int
+  seconds_here: float
+  calibration_seconds_here: float
+  devices_here: int
+  backend: str
+  precision: str
+  accelerator_hint: str = ACCELERATOR_HINT
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class SigmaEstimate:
+  """The answer of ``calibrate_noise_multiplier(..., estimate_only=True)``: an estimated σ̂ with
+  the range its estimation leaves open — an estimate, not a guarantee — and the verification
+  plan that would make it one.
+
+  **σ̂** is the smallest σ of the fine sweep (step ``grid_ratio``) whose estimation δ̂(ε) is
+  ≤ δ_b in both directions: the boundary a verified calibration with the same key and
+  options centres its candidates on.
+
+  **The range.** Every sweep draws the same samples of the key's estimation stream (common
+  random numbers), so the sweeps together trace one δ̂(σ) at every swept σ, each with its
+  standard error (the larger of the two directions', as ``DeltaEstimate.resolved_epsilon``).
+  A swept σ *surely fails* when δ̂ − 2 s.e. > δ_b, and *surely passes* when δ̂ + 2 s.e. < δ_b
+  and δ_b is above the resolution 3/N of the N estimation samples (the rule of three: with no
+  term above 0 among N draws of a term in [0, 1], a mean up to 3/N is not excluded at 95 %).
+  ``low`` is the smallest swept σ above every σ that surely fails; ``high`` the smallest swept
+  σ from which every swept σ surely passes. In between, the estimation cannot tell whether
+  δ(ε) ≤ δ_b. When no σ surely passes, ``high`` is σ_up, the fallback's proven σ (Algorithm 5
+  releases it when every Monte Carlo candidate fails, so a verified σ is never above it) and
+  ``needed_samples`` says how many estimation samples per direction would resolve an end below
+  it; when none surely fails, ``low`` is the smallest σ swept (``low_resolved`` False). The
+  range always contains σ̂.
+
+  What it is not: a confidence interval with a guarantee. The band is pointwise (about 95 %
+  at each σ under the normal approximation, not simultaneously over σ), its standard error is
+  itself estimated (unreliable when few draws have a loss above ε), and its ends are grid
+  points (``grid_ratio`` apart on the fine sweep, 1.05 on a coarse one). A verified
+  calibration of the same key releases the smallest candidate whose δ̂ on N fresh draws
+  (N ≫ the estimation's) is ≤ δ_b, i.e. close to the σ where the true δ(ε) = δ_b: inside the
+  range unless the estimation's δ̂ erred by more than 2 s.e. there, the verification's own
+  error moved it past an end by a grid step, or every candidate failed and σ_up was released.
+
+  Attributes:
+    noise_multiplier: σ̂. low, high: the range (``low_resolved``, ``high_resolved``: each end
+      is set by a σ that surely fails / surely passes, not by the swept or fallback limit).
+    epsilon, base_delta: ε and the threshold δ_b the estimate was compared with.
+    delta_hat, standard_error: per direction, δ̂(ε) at σ̂ and its standard error.
+    estimation_samples: N per direction of each sweep. needed_samples: with
+      ``high_resolved`` False, the estimation samples per direction that would let some swept σ
+      below σ_up surely pass (from the s.e.'s 1/√N scaling, at least 3/δ_b), else None.
+    seconds_here: the capacity plan's projection of this estimate here.
+    verification: what verifying it would take (``VerificationPlan``).
+    label: ``ESTIMATE_LABEL``.
+  """
+
+  noise_multiplier: float
+  low: float
+  high: float
+  low_resolved: bool
+  high_resolved: bool
+  epsilon: float
+  base_delta: float
+  delta_hat: dict
+  standard_error: dict
+  estimation_samples: int
+  needed_samples: int | None
+  seconds_here: float
+  verification: VerificationPlan
+  label: str = ESTIMATE_LABEL
+
+  def to_dict(self) -> dict:
+    record = dataclasses.asdict(self)
+    record['verification'] = self.verification.to_dict()
+    return record
+
+
+@dataclasses.dataclass(frozen=True)
 class Calibration:
   """Result of ``calibrate_noise_multiplier``.
 
   Attributes:
-    mechanism: the released mechanism (scheme, matrix, calibrated σ).
-    guarantee: its (ε, δ) guarantee and how it was obtained.
-    candidates: the σ list that was verified (increasing; last = fallback σ_up).
+    mechanism: the released mechanism (scheme, matrix, calibrated σ); with ``estimate_only``,
+      the mechanism at the estimated σ̂ (not released: nothing was verified).
+    guarantee: its (ε, δ) guarantee and how it was obtained (``method="estimate"`` and
+      ``verified`` False for an estimate: not a guarantee).
+    candidates: the σ list that was verified (increasing; last = fallback σ_up); empty for an
+      estimate.
     record: the search history (``CalibrationRecord``): estimation sweeps (σ,
       max-direction δ̂) and the verification outcome per candidate.
-    charge: the verification's ledger entry (``verification.Verification.charge``).
+    charge: the verification's ledger entry (``verification.Verification.charge``); None for
+      an estimate, which is never charged.
+    estimate: for ``estimate_only``, σ̂ with its range and verification plan
+      (``SigmaEstimate``); None for a verified calibration.
   """
 
   mechanism: MatrixMechanism
@@ -119,16 +293,131 @@ class Calibration:
   candidates: tuple[float, ...]
   record: CalibrationRecord
   charge: dict | None = None
+  estimate: SigmaEstimate | None = None
+
+  @property
+  def estimate_only(self) -> bool:
+    """True for the answer of ``estimate_only=True``: an estimate, not a guarantee."""
+    return self.estimate is not None
 
   def __repr__(self) -> str:
-    """One line: the released guarantee and how many candidates were verified."""
-    return f'Calibration({self.guarantee!r}, candidates={len(self.candidates)})'
+    """One line: the released guarantee and how many candidates were verified (or σ̂, its
+    range and the verification it needs, labelled an estimate)."""
+    if self.estimate is None:
+      return f'Calibration({self.guarantee!r}, candidates={len(self.candidates)})'
+    e, plan = self.estimate, self.estimate.verification
+    return (f'Calibration(σ̂={e.noise_multiplier:.6g} in [{e.low:.4g}, {e.high:.4g}] at '
+            f'(ε, δ_b)=({e.epsilon:.6g}, {e.base_delta:.4g}): {e.label}; to verify: '
+            f'{plan.num_samples:,} samples per direction × {plan.candidates} candidates, '
+            f'{progress_lib.format_seconds(plan.seconds_here)} here)')
 
   def to_dict(self) -> dict:
-    """JSON-ready: the guarantee's fields (``Guarantee.to_dict``), the verified
-    ``candidates``, the search ``record`` and the ledger ``charge``."""
-    return {**self.guarantee.to_dict(), 'candidates': list(self.candidates),
-            'record': self.record.to_dict(), 'charge': self.charge}
+    """JSON-ready: the guarantee's fields (``Guarantee.to_dict``: ``verified`` False and
+    ``method`` "estimate" for an estimate), ``estimate_only``, the verified ``candidates``,
+    the search ``record``, the ledger ``charge``, and for an estimate its ``label`` and
+    ``estimate`` (``SigmaEstimate.to_dict``)."""
+    record = {**self.guarantee.to_dict(), 'estimate_only': self.estimate_only,
+              'candidates': list(self.candidates), 'record': self.record.to_dict(),
+              'charge': self.charge}
+    if self.estimate is not None:
+      record.update(label=self.estimate.label, estimate=self.estimate.to_dict())
+    return record
+
+
+def _sweeps_band(sweeps):
+  """(σ, δ̂, s.e.) of every swept σ, sorted by σ (sweeps of one stream: one δ̂(σ))."""
+  sigmas = np.concatenate([np.asarray(s.sigmas, np.float64) for s in sweeps])
+  mean = np.concatenate([np.asarray(s.delta_hat, np.float64) for s in sweeps])
+  error = np.concatenate([np.asarray(s.standard_error, np.float64) for s in sweeps])
+  order = np.argsort(sigmas, kind='stable')
+  return sigmas[order], mean[order], error[order]
+
+
+def sigma_range(sweeps, *, base_delta: float, estimation_samples: int, sigma_hat: float,
+                sigma_up: float, z: float = _STANDARD_ERRORS) -> tuple:
+  """(low, high, low_resolved, high_resolved, needed_samples) of ``SigmaEstimate`` (its
+  docstring derives them) from the ``SweepRecord`` s of one estimation stream."""
+  sigmas, mean, error = _sweeps_band(sweeps)
+  fails = np.flatnonzero(mean - z * error > base_delta)
+  resolvable = 3.0 / estimation_samples < base_delta
+  passes = (mean + z * error < base_delta) & resolvable
+  low_resolved = bool(fails.size)
+  low = float(sigmas[min(fails[-1] + 1, sigmas.size - 1)] if low_resolved else sigmas[0])
+  # The smallest σ from which every swept σ surely passes (a suffix of the sorted σ).
+  suffix = np.flip(np.logical_and.accumulate(np.flip(passes)))
+  high_resolved = bool(suffix.any())
+  high = float(sigmas[np.argmax(suffix)]) if high_resolved else float(sigma_up)
+  needed = None
+  if not high_resolved:
+    rule_of_three = math.ceil(3.0 / base_delta) + 1
+    below = (mean < base_delta) & (sigmas < sigma_up)
+    needed = rule_of_three
+    if below.any():
+      scale = (z * error[below] / (base_delta - mean[below]))**2
+      needed = max(rule_of_three, math.ceil(estimation_samples * float(scale.min())) + 1)
+  return min(low, sigma_hat), max(high, sigma_hat), low_resolved, high_resolved, needed
+
+
+def _sample_rounds_seconds(n_verify: int, estimation_samples: int, num_candidates: int,
+                           iterations: int, devices: int, estimate_only: bool) -> float:
+  """The run's seconds at ``SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` from its sample counts alone:
+  both directions of two sweeps of 16 σ and (unless ``estimate_only``) of the verification's
+  k candidates, each σ of a draw counted in full, times n rounds."""
+  sigma_draws = plan_lib.MIN_SWEEPS * _SWEEP * estimation_samples + (
+      0 if estimate_only else num_candidates * n_verify)
+  return (len(DIRECTIONS) * sigma_draws * iterations
+          / (SLOWEST_SAMPLE_ROUNDS_PER_SECOND * devices))
+
+
+def _phase_seconds(plan: plan_lib.CapacityPlan) -> tuple[float, float, float]:
+  """(sweeps, verification, compiles and starting points) of a capacity plan made without a
+  report curve: its sampling after the plan is the projected sweeps plus the verification."""
+  sweeps = plan.estimation_sweeps * plan.seconds_per_extra_sweep
+  verification = plan.seconds_after_plan - plan.report_seconds - sweeps
+  return sweeps, verification, plan.compile_seconds + plan.initial_seconds
+
+
+def _announce(plan: plan_lib.CapacityPlan, estimate_only: bool, estimation_samples: int,
+              max_seconds: float | None, progress) -> None:
+  """The WARNING line of a run projected past ``LONG_RUN_SECONDS`` (process 0 only)."""
+  sweeps, verification_seconds, fixed = _phase_seconds(plan)
+  seconds = progress_lib.format_seconds
+  where = f'{plan.devices_here} {jax.default_backend()} device(s), {plan.precision}'
+  if estimate_only:
+    projected = sweeps + fixed
+    if projected <= LONG_RUN_SECONDS:
+      return
+    message = (f'jaxacct: this σ estimate is projected to take {seconds(projected)} here '
+               f'({where}: {plan.estimation_sweeps} estimation sweeps of 16 σ × '
+               f'{estimation_samples:,} samples per direction); ')
+  else:
+    projected = plan.seconds_here
+    if projected <= LONG_RUN_SECONDS:
+      return
+    message = (f'jaxacct: this calibration is projected to take {seconds(projected)} here '
+               f'({where}: {plan.estimation_sweeps} estimation sweeps {seconds(sweeps)}, '
+               f'verification of {plan.verification_candidates} candidates × '
+               f'{plan.num_samples:,} samples per direction {seconds(verification_seconds)}); ')
+  if max_seconds is None:
+    message += 'max_seconds= bounds it (refused before any sample when over)'
+  else:
+    message += f'within max_seconds = {max_seconds:g} s'
+  # The fewest estimation samples whose ±2 s.e. band can resolve σ̂'s range (SigmaEstimate),
+  # and the sweeps' time with them (linear in the samples).
+  fewest = math.ceil(3.0 / plan.base_delta) + 1
+  quicker = (f'{seconds(sweeps * fewest / estimation_samples + fixed)} with '
+             f'estimation_samples={fewest:,}, the fewest that can resolve its range')
+  if estimate_only:
+    message += '; fewer estimation_samples= make it quicker and its range wider' + (
+        f' ({quicker})' if fewest < estimation_samples else '')
+  else:
+    message += (f'; estimate_only=True gives an estimated σ ({ESTIMATE_LABEL}) with its '
+                f'verification plan in {seconds(sweeps + fixed)}'
+                + (f' ({quicker})' if fewest < estimation_samples else ''))
+  if progress is None:  # nobody watching a terminal: say how to follow it anyway
+    message += ('; progress=jaxacct.progress.Reporter() (or JAXACCT_PROGRESS=1) reports its '
+                'progress off a terminal')
+  _LOG.warning(message)
 
 
 def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, key,
@@ -136,12 +425,20 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                grid_ratio: float = 1.01, shared_draws: bool = True,
                                estimation_samples: int | None = None,
                                num_candidates: int = 8, attempt: int = 1,
+                               estimate_only: bool = False,
                                ledger=None, fallback=None, precision: str = 'float64',
                                devices=None, progress=None, checkpoint=None,
                                checkpoint_interval: float | None = None,
                                max_seconds: float | None = None,
                                run: options_lib.RunOptions | None = None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
+
+  Before it starts, a run whose capacity plan projects more than ``LONG_RUN_SECONDS`` (2 min)
+  here logs one WARNING line on the ``jaxacct`` logger: the projection, and how to bound it
+  (``max_seconds=``) or get an estimate first (``estimate_only=True``). The plan (a few timed
+  calls, whose compiles the run reuses) is made only for a run whose sample counts could take
+  that long (``SLOWEST_SAMPLE_ROUNDS_PER_SECOND``), when ``max_seconds`` is given, and for an
+  estimate (its verification plan).
 
   Args:
     scheme: the sampling scheme.
@@ -157,11 +454,22 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     estimation_samples: samples per direction for the estimation search
       (default min(⌊N/4⌋, ⌈50/δ_b⌉), at least 1000: the search only places the
       candidate grid, so a ~15–30 % relative error on δ̂ at δ_b is enough and
-      keeps the search no dearer than the verification).
+      keeps the search no dearer than the verification). For ``estimate_only`` they set
+      the estimate's cost and the width of its range (fewer than 3/δ_b cannot resolve its
+      upper end: ``SigmaEstimate``).
     num_candidates: Monte Carlo candidates verified (plus the fallback).
     attempt: the 1-based index of this verification of the mechanism, at any target
       (``verification.verify``); re-calibrating with a new key, or at another (ε, δ), is
       another attempt. The default ``num_samples`` is the minimum for it.
+    estimate_only: stop after the estimation sweeps and return the estimated σ̂ with its
+      range and the verification plan (``Calibration.estimate``, a ``SigmaEstimate``; its
+      ``Guarantee`` has ``method="estimate"``, ``verified`` False): an estimate, not a
+      guarantee. Nothing is verified, so the ledger is neither read nor charged and no
+      fallback is released (σ_up only caps the search). The sweeps are the calibration's
+      own (same key, stream and options), so a ``checkpoint`` of the estimate lets a verified
+      calibration with the same arguments resume after its sweeps. (Named for what it
+      returns, like the CLI's ``--estimate-only``; ``verify=False`` would read as the
+      function ``verify`` switched off and say nothing of the result.)
     ledger: a file path for a ``FileLedger`` or a ledger object (default None: the user's
       ledger file, shared with the CLI; an in-memory ``VerificationLedger()`` opts out and
       the release says "attempts unchecked").
@@ -175,6 +483,9 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     progress: called as ``progress(samples_done, samples_total, stage)`` after each call, with
       stage "estimation sweep 1", "estimation sweep 2", … (a coarse bracket of 16 σ until it
       straddles the target, then a fine one) and "verification"; counts restart per stage.
+      Each phase is also announced with ``progress.expect`` (labels "estimation sweep 1/2",
+      "verification", relative costs), which a ``progress.Reporter`` turns into a whole-run
+      ETA; a plain callable sees only the calls above.
     checkpoint: a directory where the run saves its state (the sweeps done, the phase in
       progress and its float64 sums) every ``checkpoint_interval`` seconds and at every
       phase boundary; calling again with the same arguments resumes and returns bitwise the
@@ -183,12 +494,14 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     max_seconds: if given, the calibration's capacity plan (``plan.capacity_plan``: two
       sweeps and the verification, timed here on ``devices``) is made first, and a
       calibration projected to take longer is refused with ``plan.OverBudgetError`` before
-      any sweep (the whole calibration is projected, a resumed one too).
+      any sweep (the whole calibration is projected, a resumed one too; for
+      ``estimate_only``, the sweeps).
     run: ``RunOptions`` with devices, progress, checkpoint, checkpoint_interval, ledger and
       max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
 
   Returns:
-    ``Calibration``.
+    ``Calibration`` (with ``estimate_only``, its ``estimate`` holds σ̂; ``repr`` and
+    ``to_dict`` say "estimate, not a guarantee").
 
   References:
     Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1).
@@ -203,22 +516,29 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     raise InputError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
+  estimate_only = _validate.boolean('estimate_only', estimate_only)
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   shared_draws = _validate.boolean('shared_draws', shared_draws)
   key = keys_lib.canonicalize_key(key)
   fallback = verification.fallback_accountant(fallback)
   verification.check_fallback(fallback, placeholder)
   choice = precision_lib.choose(precision, placeholder)
-  ledger = ledger_lib.ledger_from(run.ledger)
-  # N and δ_b of this attempt; an undeclared retry is refused now, not after the sweeps (its
-  # σ are not known yet), and a declared one gets the samples it needs to pass.
-  n_verify, base = verification.sample_size(
-      ledger, placeholder, epsilon=epsilon, delta=delta, key_data=keys_lib.key_words(key),
-      num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
-      precision=choice.precision, attempt=attempt)
+  if estimate_only:
+    # Nothing is verified: no ledger is opened, N and δ_b are the declared attempt's.
+    ledger = None
+    n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta, attempts=attempt)
+  else:
+    ledger = ledger_lib.ledger_from(run.ledger)
+    # N and δ_b of this attempt; an undeclared retry is refused now, not after the sweeps
+    # (its σ are not known yet), and a declared one gets the samples it needs to pass.
+    n_verify, base = verification.sample_size(
+        ledger, placeholder, epsilon=epsilon, delta=delta, key_data=keys_lib.key_words(key),
+        num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
+        precision=choice.precision, attempt=attempt)
   if estimation_samples is None:
     estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
+  # The estimate's fingerprint is the calibration's: a verified run resumes after its sweeps.
   saved = checkpoint_lib.open_checkpoint(run.checkpoint, {
       'run': 'calibrate', 'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint),
       'epsilon': epsilon, 'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
@@ -227,31 +547,58 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       'num_candidates': num_candidates, 'attempt': attempt, 'fallback': fallback.name,
       **({} if choice.precision == 'float64' else {'precision': choice.precision})},
       run.checkpoint_interval)
-  verification.check_checkpoint_charge(saved, ledger)
+  if not estimate_only:
+    verification.check_checkpoint_charge(saved, ledger)
   # Host decisions from libraries whose last bits may differ between hosts are process 0's.
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))
   probe = MatrixMechanism(scheme, matrix, guess)
-  if max_seconds is not None:
+  # The plan, when one is needed: a budget, an estimate's verification plan, or a run whose
+  # sample counts could take past LONG_RUN_SECONDS (decided from counts alone, identically
+  # on every process: the plan's timed calls run on all of them).
+  mesh_size = len(run.devices) if run.devices is not None else jax.device_count()
+  plan = None
+  if (max_seconds is not None or estimate_only or (
+      not _CALLER_PLANNED.get() and math.isfinite(LONG_RUN_SECONDS) and _sample_rounds_seconds(
+          n_verify, estimation_samples, num_candidates, placeholder.iterations, mesh_size,
+          estimate_only) > LONG_RUN_SECONDS)):
     plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, num_samples=n_verify,
                                   base_delta=base, estimation_samples=estimation_samples,
                                   num_candidates=num_candidates, precision=choice.precision,
                                   fallback=fallback, run=run)
-    plan_lib.refuse_over_budget(f'the calibration ({plan.verification_samples:,} verification '
-                                f'and ≥ {2 * plan.estimation_samples_per_sweep:,} estimation '
-                                f'samples)', plan.seconds_here, max_seconds)
-  sweeps = []
+  if max_seconds is not None:
+    if estimate_only:
+      sweep_seconds, _, fixed = _phase_seconds(plan)
+      plan_lib.refuse_over_budget(f'the σ estimate ({plan.estimation_sweeps} sweeps of 16 σ × '
+                                  f'{estimation_samples:,} samples per direction)',
+                                  sweep_seconds + fixed, max_seconds,
+                                  advice='pass a larger max_seconds (or none) to run it '
+                                         'anyway, or fewer estimation_samples')
+    else:
+      plan_lib.refuse_over_budget(f'the calibration ({plan.verification_samples:,} verification '
+                                  f'and ≥ {2 * plan.estimation_samples_per_sweep:,} estimation '
+                                  f'samples)', plan.seconds_here, max_seconds)
+  if plan is not None and not _CALLER_PLANNED.get() and sharding.is_leader():
+    _announce(plan, estimate_only, estimation_samples, max_seconds, run.progress)
+  phases = _ProgressPlan(run.progress, plan, estimation_samples=estimation_samples,
+                         n_verify=n_verify, num_candidates=num_candidates,
+                         shared_draws=shared_draws, estimate_only=estimate_only)
+  sweeps, last = [], {}
 
-  def sweep(sigmas):
+  def sweep(sigmas, final: bool):
+    phases.sweep(len(sweeps) + 1, final)
     phase = checkpoint_lib.Phase(saved, f'estimation-sweep-{len(sweeps)}',
                                  [float(s).hex() for s in sigmas])
-    values = candidates_lib.sweep_sigmas(
+    result = candidates_lib.sweep_sigmas(
         key, probe, sigmas, [epsilon], estimation_samples, purpose='estimation',
         shared_draws=shared_draws, precision=choice.precision, devices=run.devices,
         blocks_per_call=run.blocks_per_call, phase=phase,
-        progress=progress_lib.staged(run.progress, f'estimation sweep {len(sweeps) + 1}')
-    ).delta_hat_max[:, 0]
-    sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist())))
+        progress=progress_lib.staged(run.progress, f'estimation sweep {len(sweeps) + 1}'))
+    values = result.delta_hat_max[:, 0]
+    error = np.maximum(*(result.standard_error[d][:, 0] for d in DIRECTIONS))
+    sweeps.append(SweepRecord(tuple(map(float, sigmas)), tuple(values.tolist()),
+                              tuple(error.tolist())))
+    last.update(result=result)
     return values
 
   # Coarse bracket: 16 σ spanning a factor ~2 around the current centre.
@@ -259,7 +606,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   centre = guess
   for _ in range(40):
     sigmas = search_start.coarse_sweep(centre)
-    passes = sweep(sigmas) <= base
+    passes = sweep(sigmas, final=False) <= base
     if passes.all():
       centre = sigmas[0] / coarse ** (_SWEEP // 2)
     elif not passes.any():
@@ -274,13 +621,20 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   high = sigmas[first_pass] if first_pass < len(passes) else sigma_up
   # Fine grid at grid_ratio just below the first coarse pass.
   fine = high * grid_ratio ** -np.arange(_SWEEP - 1, -1, -1, dtype=np.float64)
-  fine_passes = sweep(fine) <= base
+  fine_passes = sweep(fine, final=True) <= base
   boundary = float(fine[int(np.argmax(fine_passes))]) if fine_passes.any() else float(high)
+  if estimate_only:
+    return _estimate(scheme, matrix, plan, sweeps, last['result'], boundary=boundary,
+                     epsilon=epsilon, delta=delta, base=base, n_verify=n_verify,
+                     attempt=attempt, sigma_up=sigma_up, guess=guess,
+                     estimation_samples=estimation_samples, shared_draws=shared_draws,
+                     fallback=fallback, precision=choice.precision, key=key)
   # Candidates: the estimated boundary, a few steps below and above, then the fallback.
   below = max(1, num_candidates // 4)
   grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
   grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
+  phases.verification(len(grid) - 1)
   outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
                                 num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
                                 attempt=attempt, fallback=fallback,
@@ -292,3 +646,102 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
       fallback_accountant=fallback.name)
   return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record, outcome.charge)
+
+
+class _ProgressPlan:
+  """Announces a calibration's phases to its progress callback (``progress.expect``).
+
+  Each sweep of 16 σ counts 2 × ``estimation_samples`` draws (one program per σ without
+  shared draws), the verification 2N per program; a unit's cost is the plan's measured
+  seconds per sample of the program (``CapacityPlan.seconds_per_sample``), or without a plan
+  ``plan.DEFAULT_CANDIDATE_COST``'s model (1 + c·(K − 1) for K σ sharing a draw).
+  The sweeps expected are the plan's (``estimation_sweeps``; 2 without one), at least one
+  more after a coarse sweep and none after the fine one.
+  """
+
+  def __init__(self, progress, plan, *, estimation_samples: int, n_verify: int,
+               num_candidates: int, shared_draws: bool, estimate_only: bool):
+    self.progress, self.plan = progress, plan
+    self.estimation_samples, self.n_verify = estimation_samples, n_verify
+    self.num_candidates, self.shared_draws = num_candidates, shared_draws
+    self.estimate_only = estimate_only
+    self.expected = plan_lib.MIN_SWEEPS if plan is None else plan.estimation_sweeps
+
+  def _cost(self, k: int) -> float:
+    """Seconds (or model units) per draw of the program of ``k`` σ."""
+    k = k if self.shared_draws else 1
+
+    def model(size: int) -> float:
+      return 1.0 + plan_lib.DEFAULT_CANDIDATE_COST * (size - 1)
+    if self.plan is None:
+      return model(k)
+    measured = self.plan.seconds_per_sample
+    return float(measured[k] if k in measured else measured[_SWEEP] * model(k) / model(_SWEEP))
+
+  def _units(self, k: int, samples: int) -> int:
+    return (k if not self.shared_draws else 1) * len(DIRECTIONS) * samples
+
+  def _verification(self, k: int) -> list[progress_lib.Phase]:
+    if self.estimate_only or k < 1:
+      return []
+    return [progress_lib.Phase('verification', self._units(k, self.n_verify), self._cost(k),
+                               'verification')]
+
+  def sweep(self, number: int, final: bool) -> None:
+    """Sweep ``number`` (1-based) starts; ``final``: the fine sweep, the last one."""
+    if self.progress is None:
+      return
+    self.expected = number if final else max(self.expected, number + 1)
+    sweeps = [progress_lib.Phase(f'estimation sweep {i}',
+                                 self._units(_SWEEP, self.estimation_samples),
+                                 self._cost(_SWEEP), f'estimation sweep {i}/{self.expected}')
+              for i in range(number, self.expected + 1)]
+    progress_lib.expect(self.progress, sweeps + self._verification(self.num_candidates))
+
+  def verification(self, candidates: int) -> None:
+    """The verification of ``candidates`` Monte Carlo candidates starts."""
+    if self.progress is not None:
+      progress_lib.expect(self.progress, self._verification(candidates))
+
+
+def _estimate(scheme, matrix, plan, sweeps, result, *, boundary: float, epsilon: float,
+              delta: float, base: float, n_verify: int, attempt: int, sigma_up: float,
+              guess: float, estimation_samples: int, shared_draws: bool, fallback,
+              precision: str, key) -> Calibration:
+  """The ``Calibration`` of ``estimate_only``: σ̂ = the boundary, its range and the
+  verification plan (``SigmaEstimate``), labelled an estimate."""
+  low, high, low_resolved, high_resolved, needed = sigma_range(
+      sweeps, base_delta=base, estimation_samples=estimation_samples, sigma_hat=boundary,
+      sigma_up=sigma_up)
+  # δ̂ at σ̂ per direction, from the fine sweep (the last; its largest σ is the coarse pass
+  # it refines, bitwise); none when σ̂ is σ_up, which no sweep reached.
+  at = np.flatnonzero(np.asarray(result.noise_multipliers) == boundary)
+  delta_hat = {d: float(result.delta_hat[d][at[0], 0]) if at.size else None
+               for d in DIRECTIONS}
+  standard_error = {d: float(result.standard_error[d][at[0], 0]) if at.size else None
+                    for d in DIRECTIONS}
+  sweep_seconds, verification_seconds, fixed = _phase_seconds(plan)
+  k = plan.verification_candidates
+  estimate = SigmaEstimate(
+      noise_multiplier=boundary, low=low, high=high, low_resolved=low_resolved,
+      high_resolved=high_resolved, epsilon=epsilon, base_delta=base, delta_hat=delta_hat,
+      standard_error=standard_error, estimation_samples=estimation_samples,
+      needed_samples=needed, seconds_here=sweep_seconds + fixed,
+      verification=VerificationPlan(
+          num_samples=n_verify, base_delta=base, attempt=attempt, candidates=k,
+          draws=len(DIRECTIONS) * n_verify * (1 if shared_draws else k),
+          seconds_here=verification_seconds,
+          calibration_seconds_here=plan.seconds_here, devices_here=plan.devices_here,
+          backend=jax.default_backend(), precision=precision))
+  mechanism = MatrixMechanism(scheme, matrix, boundary)
+  guarantee = Guarantee(
+      epsilon=epsilon, delta=float(delta), method=Method.ESTIMATE, noise_multiplier=boundary,
+      delta_hat=None if delta_hat[DIRECTIONS[0]] is None else delta_hat,
+      num_samples=estimation_samples, seed=keys_lib.key_words(key), bounded=mechanism.bounded,
+      precision=precision)
+  record = CalibrationRecord(
+      base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
+      estimation_samples=estimation_samples, sweeps=tuple(sweeps),
+      verification=VerificationRecord((), (), {d: [] for d in DIRECTIONS}),
+      fallback_accountant=fallback.name)
+  return Calibration(mechanism, guarantee, (), record, None, estimate)

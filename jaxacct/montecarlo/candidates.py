@@ -71,7 +71,7 @@ class SigmaSweep:
 
 
 def _check_sigmas(noise_multipliers) -> np.ndarray:
-  sigmas = np.asarray(noise_multipliers, dtype=np.float64)
+  sigmas = _validate.real_array('noise_multipliers', noise_multipliers, 'a non-empty 1-D list')
   if sigmas.ndim != 1 or sigmas.size == 0:
     raise InputError(f'noise_multipliers must be a non-empty 1-D list, got {noise_multipliers!r}')
   if not np.all(np.isfinite(sigmas) & (sigmas > 0)):
@@ -113,7 +113,9 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
   if run.ledger is not None:
     raise InputError('estimate_delta_for_sigmas: run.ledger must be None (a sweep verifies '
                      'nothing; the ledger is for verify and calibrate_noise_multiplier)')
+  shared_draws = _validate.boolean('shared_draws', shared_draws)
   sigmas = _check_sigmas(noise_multipliers)
+  estimator.check_epsilons(epsilons)  # before the checkpoint reads them
   saved = checkpoint_lib.open_checkpoint(
       run.checkpoint, {'run': 'sweep', 'scheme': repr(mechanism.scheme),
                        'strategy': repr(mechanism.matrix.fingerprint),
@@ -186,6 +188,7 @@ def prepare_sweep(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[f
                   devices=None, phase: checkpoint_lib.Phase | None = None) -> _Sweep:
   """Checks a sweep's arguments and resumes its state (``phase``), computing nothing."""
   sampling.check_mechanism(mechanism)
+  shared_draws = _validate.boolean('shared_draws', shared_draws)
   sigmas = _check_sigmas(noise_multipliers)
   grid = estimator.check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)

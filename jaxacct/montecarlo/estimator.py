@@ -270,7 +270,8 @@ def fingerprint(mechanism, kernel, epsilons, edges, block_size, purpose, key_dat
 
 
 def check_epsilons(epsilons) -> np.ndarray:
-  grid = np.asarray(epsilons, dtype=np.float64)
+  """The ε grid as a float64 array: a non-empty 1-D list of finite reals."""
+  grid = _validate.real_array('epsilons', epsilons, 'a non-empty 1-D list')
   if grid.ndim != 1 or grid.size == 0:
     raise InputError(f'epsilons must be a non-empty 1-D list of numbers, got {epsilons!r}')
   if not np.all(np.isfinite(grid)):
@@ -281,7 +282,7 @@ def check_epsilons(epsilons) -> np.ndarray:
 def _check_edges(histogram_edges):
   if histogram_edges is None:
     return None
-  edges = np.asarray(histogram_edges, dtype=np.float64)
+  edges = _validate.real_array('histogram_edges', histogram_edges, 'a 1-D list')
   if edges.ndim != 1 or edges.size == 0 or not np.all(np.isfinite(edges)):
     raise InputError('histogram_edges must be a non-empty 1-D list of finite numbers')
   if np.any(np.diff(edges) <= 0):
@@ -332,6 +333,8 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       is timed and any sample count runs.
     run: ``RunOptions`` with the above (devices, blocks_per_call, progress, checkpoint,
       checkpoint_interval, max_seconds) in one object; give each either there or as a keyword.
+      Its ``ledger`` must be None: an estimate charges no attempt (the estimation stream
+      proves nothing), so a ledger here is refused rather than silently unused.
 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
@@ -349,6 +352,11 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                             blocks_per_call=blocks_per_call, progress=progress,
                             checkpoint=checkpoint, checkpoint_interval=checkpoint_interval,
                             max_seconds=max_seconds)
+  if run.ledger is not None:  # before any compute: a ledger given here would protect nothing
+    raise InputError('estimate_delta does not verify: ledger is not used; pass it to '
+                     f'verify/calibrate_noise_multiplier (got run.ledger = {run.ledger!r}; give '
+                     'an estimate a RunOptions without one: dataclasses.replace(run, '
+                     'ledger=None))')
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
                       precision=precision, block_size=block_size,
                       histogram_edges=histogram_edges, state=state, run=run)

@@ -5,8 +5,12 @@
 and interval, attempt ledger and time budget. None of them changes a result's bits (results
 are identical for any device count, call size or resume; the ledger only refuses or charges
 a retry, and the budget only refuses before compute), so one ``RunOptions`` can serve a whole
-session. The same names are still accepted as keywords of those functions (the pre-issue-30
-signatures); giving a field both ways is refused.
+session of verifications and calibrations. A ``ledger`` is for those only: ``estimate_delta``
+and ``estimate_delta_for_sigmas`` verify nothing and refuse a ``RunOptions`` holding one
+(rather than leave it silently unused), and ``capacity_plan``, which plans a calibration and
+takes that calibration's options, reads only its devices and blocks per call. The same names
+are still accepted as keywords of those functions (their signatures before ``RunOptions``
+existed); giving a field both ways is refused.
 """
 
 from __future__ import annotations
@@ -32,8 +36,11 @@ class RunOptions:
   """The execution of a Monte Carlo run (module docstring).
 
   Attributes:
-    devices: devices or a ``jax.sharding.Mesh`` to shard over (default: every device of every
-      process; under ``jax.distributed`` all processes pass the same value).
+    devices: a non-empty sequence of ``jax.Device`` (e.g. ``jax.devices()[:2]``) or a
+      ``jax.sharding.Mesh`` (its devices, in order) to shard over; default None: every device of
+      every process (under ``jax.distributed`` all processes pass the same value). A platform
+      name such as ``'gpu'`` is refused: pass ``jax.devices('gpu')``, which also says whether
+      that platform exists here. Stored as a tuple of devices.
     blocks_per_call: blocks per device per call, at least ``MIN_BLOCKS_PER_CALL`` = 2
       (performance only; default keeps ~8 MB of outputs per device).
     progress: ``progress(samples_done, samples_total, stage)`` after each call
@@ -59,6 +66,8 @@ class RunOptions:
   max_seconds: float | None = None
 
   def __post_init__(self):
+    if self.devices is not None:
+      object.__setattr__(self, 'devices', check_devices(self.devices))
     if self.blocks_per_call is not None:
       _validate.integer_at_least('blocks_per_call', self.blocks_per_call, MIN_BLOCKS_PER_CALL)
     _validate.positive_finite('checkpoint_interval', self.checkpoint_interval)
@@ -67,6 +76,31 @@ class RunOptions:
     if self.progress not in (None, False) and not callable(self.progress):
       raise InputTypeError(f'progress must be callable (samples_done, samples_total, stage) '
                            f'or False, got {self.progress!r}')
+
+
+def check_devices(devices) -> tuple:
+  """``devices`` as a non-empty tuple of ``jax.Device`` (a ``Mesh``: its devices in order);
+  ``InputTypeError`` / ``InputError`` naming ``devices`` otherwise, before any compute."""
+  import jax  # local: options must stay importable without initialising a backend
+  allowed = ('a non-empty sequence of jax devices (e.g. jax.devices()) or a '
+             'jax.sharding.Mesh')
+  if isinstance(devices, (str, bytes)):
+    raise InputTypeError(f'devices must be {allowed}, got the string {devices!r}: a platform '
+                         f'name is not accepted; pass jax.devices({devices!r}) for its devices')
+  if isinstance(devices, jax.sharding.Mesh):
+    devices = devices.devices.ravel().tolist()
+  try:
+    listed = tuple(devices)
+  except TypeError:
+    raise InputTypeError(f'devices must be {allowed}, got {devices!r}') from None
+  if not listed:
+    raise InputError(f'devices must be {allowed}, got an empty {type(devices).__name__}')
+  strangers = [d for d in listed if not isinstance(d, jax.Device)]
+  if strangers:
+    raise InputTypeError(f'devices must be {allowed}, got {strangers[0]!r} among them')
+  if len(set(listed)) != len(listed):
+    raise InputError(f'devices must not repeat a device, got {list(listed)}')
+  return listed
 
 
 _DEFAULTS = {field.name: field.default for field in dataclasses.fields(RunOptions)}

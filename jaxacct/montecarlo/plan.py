@@ -303,7 +303,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     report_epsilons: the ε grid of a report curve that follows the calibration (the CLI's:
       ``estimate_delta`` at the released σ with one sweep's samples), or None for none.
     run: ``RunOptions``; its ``devices`` and ``blocks_per_call`` (give them there or as a
-      keyword).
+      keyword). The calibration's own ``RunOptions`` may be passed whole: its ledger,
+      checkpoint and budget are that run's and are not used by the plan.
 
   References:
     Dong & Ganesh (2026) App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
@@ -322,8 +323,11 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
   if precision not in ('float64', 'float32'):
     raise InputError(f'precision must be "float64" or "float32", got {precision!r}')
-  report = None if report_epsilons is None else np.atleast_1d(np.asarray(report_epsilons,
-                                                                         np.float64))
+  report = None if report_epsilons is None else np.atleast_1d(
+      _validate.real_array('report_epsilons', report_epsilons, 'a 1-D list'))
+  if report is not None and (report.ndim != 1 or not np.all(np.isfinite(report))):
+    raise InputError(f'report_epsilons must be a 1-D list of finite numbers, got '
+                     f'{report.tolist()}')
   fallback = search_start.fallback_accountant(fallback)
   search_start.check_fallback(fallback, mechanism)
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))

@@ -69,7 +69,7 @@ def _entries(values: Any) -> np.ndarray:
   if isinstance(values, jax.core.Tracer):
     raise InputTypeError('LowerTriangular(entries) needs concrete values, got a tracer; construct it '
                     'outside jit/vmap/grad and pass it in as a pytree argument')
-  array = np.array(values, dtype=np.float64)
+  array = np.array(_validate.real_array('entries', values, 'an n×n matrix'))
   if array.ndim != 2 or array.shape[0] != array.shape[1] or array.shape[0] == 0:
     raise InputError(f'entries must be a non-empty square n×n matrix, got shape {array.shape}')
   if not np.all(np.isfinite(array)):
