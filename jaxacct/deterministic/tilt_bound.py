@@ -16,7 +16,7 @@ the (ε, δ) conversion of the Rényi divergence D_α = ln Z_α/(α − 1) of Ca
 tilted estimate has bounded terms. Z_α must be exact or rounded up, never estimated.
 
 ``log_partition(mechanism, α)`` asks the scheme (``min_sep_chain``, ``config_name``,
-``truncates``) and computes ln Z_α by:
+``truncates``) and computes ln Z_α of the remove direction by:
 
 - **Poisson with C = c·I** (one band; also ``BMinSep(min_sep=1)``): per round the integer-α
   binomial sum of Mironov, Talwar & Zhang (2019), arXiv:1908.10530, §3.3,
@@ -35,10 +35,21 @@ pair another one), multi-attribution, a dense ``LowerTriangular`` C (its App. B 
 the loss, not Z), more bands than the scheme's separation (except balls-in-bins), and state
 spaces above ``state_budget``.
 
-Rounding: the returned ln Z_α is the float64 value plus 16·u·(operations + 1)·(1 + |ln Z_α|)
-(u = 2⁻⁵³, operations = rounds or slots of the recursion): an allowance for the log-space
-rounding, about a hundred times the differences seen against exhaustive enumeration; it is
-not a proved error bound.
+**Add direction** (``direction="add"``): Z'_α = ∫Q^αP^{1−α} = e^{(α−1)D_α(Q‖P)}, the normaliser
+of the tilt of Q by L' = ln Q/P (docs/proofs/tilting.md (e)). Only the product mechanisms are
+covered — Poisson with C = c·I and cyclic Poisson ``equal_split`` with bands ≤ T — one
+one-dimensional moment per round, which has no closed form (a negative power) and is
+computed as a certified bracket by ``tilt_partition``; ``log_z`` is its upper end. Every other
+scheme is refused: for a mixture over patterns that is no product (b-min-sep, random-phase
+cyclic Poisson, balls-in-bins) Q^αP^{1−α} = Q·(P/Q)^{−(α−1)} has no finite mixture form and no
+exact normaliser is known (Poisson with a banded C ≠ I is refused for the same reason).
+
+Rounding: the returned remove-direction ln Z_α is the float64 value plus
+16·u·(operations + 1)·(1 + |ln Z_α|) (u = 2⁻⁵³, operations = rounds or slots of the
+recursion): an allowance for the log-space rounding, about a hundred times the differences
+seen against exhaustive enumeration; it is not a proved error bound. The add direction's is
+the upper end of ``tilt_partition``'s bracket (a quadrature bound plus a stated rounding
+margin).
 
 Where the code runs: host NumPy/SciPy, float64, log space.
 
@@ -62,7 +73,8 @@ import numpy as np
 from scipy import special
 
 from jaxacct import _validate
-from jaxacct.deterministic import minsep_chain, random_allocation, renyi
+from jaxacct.conventions import Direction
+from jaxacct.deterministic import minsep_chain, random_allocation, renyi, tilt_partition
 from jaxacct.errors import InputError
 
 DEFAULT_ALPHA_MAX = 8
@@ -72,6 +84,10 @@ _ROUNDING = 16.0 * 2.0**-53
 
 def _check_alpha(alpha) -> int:
   return _validate.integer_at_least('alpha', alpha, 2)
+
+
+def _check_direction(direction) -> str:
+  return _validate.one_of('direction', direction, tuple(d.value for d in Direction))
 
 
 def log_support_bound(log_z: float, alpha: int, epsilon: float) -> float:
@@ -156,7 +172,9 @@ class LogPartition(typing.NamedTuple):
     computed: the float64 value before rounding up.
     states: the recursion's size (chain: multiset states; balls-in-bins: transitions per
       slot; closed forms: 1).
-    method: ``"poisson"``, ``"fixed_phase"``, ``"chain"`` or ``"balls_in_bins"``.
+    method: ``"poisson"``, ``"fixed_phase"``, ``"chain"`` or ``"balls_in_bins"`` (remove);
+      ``"poisson_add"`` or ``"fixed_phase_add"`` (add: ``computed`` is then the quadrature's
+      estimate and ``log_z`` the upper end of its certified bracket).
   """
 
   log_z: float
@@ -165,8 +183,33 @@ class LogPartition(typing.NamedTuple):
   method: str
 
 
-def refusal(mechanism) -> str | None:
-  """None when ``log_partition`` covers ``mechanism``, else the reason."""
+def refusal(mechanism, direction: str = 'remove') -> str | None:
+  """None when ``log_partition`` covers ``mechanism`` in ``direction``, else the reason."""
+  direction = _check_direction(direction)
+  reason = _remove_refusal(mechanism)
+  if reason is not None or direction == Direction.REMOVE:
+    return reason
+  if _add_method(mechanism) is None:
+    return (f'the add direction of {type(mechanism.scheme).__name__} with '
+            f'{len(mechanism.matrix.c_col)} band(s) is not covered: Z\'_α = ∫Q^αP^{{1−α}} '
+            'is computed only for product mechanisms (Poisson with one band, cyclic Poisson '
+            "with partition='equal_split'); for a mixture that is no product Q·(P/Q)^{−(α−1)} "
+            'has no finite mixture form and no exact normaliser is known')
+  return None
+
+
+def _add_method(mechanism) -> str | None:
+  """``"poisson_add"`` / ``"fixed_phase_add"`` for the product mechanisms, else None."""
+  scheme, bands = mechanism.scheme, len(mechanism.matrix.c_col)
+  if scheme.min_sep_chain == 1 and bands == 1:
+    return 'poisson_add'
+  if getattr(scheme, 'config_name', None) == 'cyclic_poisson' and \
+      scheme.partition == 'equal_split':
+    return 'fixed_phase_add'
+  return None
+
+
+def _remove_refusal(mechanism) -> str | None:
   scheme, matrix = mechanism.scheme, mechanism.matrix
   name = type(scheme).__name__
   if scheme.truncates:
@@ -194,12 +237,14 @@ def refusal(mechanism) -> str | None:
   return None
 
 
-def state_space(mechanism, alpha: int) -> tuple[int, str]:
+def state_space(mechanism, alpha: int, direction: str = 'remove') -> tuple[int, str]:
   """(size, method) of the recursion ``log_partition`` runs at ``alpha`` (no compute)."""
-  reason = refusal(mechanism)
+  reason = refusal(mechanism, direction)
   if reason is not None:
     raise InputError(f'mechanism: {reason}')
   alpha = _check_alpha(alpha)
+  if direction == Direction.ADD:
+    return 1, _add_method(mechanism)
   scheme, bands = mechanism.scheme, len(mechanism.matrix.c_col)
   config = getattr(scheme, 'config_name', None)
   if config == 'balls_in_bins':
@@ -214,15 +259,17 @@ def state_space(mechanism, alpha: int) -> tuple[int, str]:
   return minsep_chain.multiset_count(law.num_states, alpha), 'chain'
 
 
-def partition(mechanism, alpha: int, *,
-              state_budget: int = DEFAULT_STATE_BUDGET) -> LogPartition:
-  """ln Z_α of the remove-direction pair of ``mechanism`` (module docstring), with details.
+def partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET,
+              direction: str = 'remove') -> LogPartition:
+  """ln Z_α of the ``direction`` pair of ``mechanism`` (module docstring), with details:
+  Z_α = ∫P^αQ^{1−α} (remove, default) or Z'_α = ∫Q^αP^{1−α} (add).
 
   Raises:
     InputError: naming ``mechanism`` and the reason when it is not covered, or ``alpha`` and
       the state count when the recursion exceeds ``state_budget``.
   """
-  reason = refusal(mechanism)
+  direction = _check_direction(direction)
+  reason = refusal(mechanism, direction)
   if reason is not None:
     raise InputError(f'mechanism: {reason}')
   alpha = _check_alpha(alpha)
@@ -232,6 +279,15 @@ def partition(mechanism, alpha: int, *,
   c = np.asarray(matrix.c_col, np.float64)
   n = scheme.iterations
   config = getattr(scheme, 'config_name', None)
+  if direction == Direction.ADD:
+    method = _add_method(mechanism)
+    if method == 'poisson_add':
+      bracket = tilt_partition.poisson_add_log_partition(scheme.sampling_prob, n, float(c[0]),
+                                                         sigma, alpha)
+    else:
+      bracket = tilt_partition.fixed_phase_add_log_partition(
+          scheme.sampling_prob, n, scheme.cycle_length, c, sigma, alpha)
+    return LogPartition(bracket.upper, bracket.estimate, 1, method)
   if config == 'balls_in_bins':
     value, states, slots = _balls_in_bins(scheme, matrix, sigma, alpha, budget)
     return LogPartition(_round_up(value, slots), value, states, 'balls_in_bins')
@@ -247,9 +303,11 @@ def partition(mechanism, alpha: int, *,
   return LogPartition(_round_up(chain.log_z, n), chain.log_z, chain.num_states, 'chain')
 
 
-def log_partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET) -> float:
-  """ln Z_α = (α − 1)·D_α(P‖Q), rounded up (``partition(...).log_z``)."""
-  return partition(mechanism, alpha, state_budget=state_budget).log_z
+def log_partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET,
+                  direction: str = 'remove') -> float:
+  """ln Z_α = (α − 1)·D_α(P‖Q) (remove) or (α − 1)·D_α(Q‖P) (add), rounded up
+  (``partition(...).log_z``)."""
+  return partition(mechanism, alpha, state_budget=state_budget, direction=direction).log_z
 
 
 def _round_up(value: float, operations: int) -> float:
@@ -277,8 +335,10 @@ class OrderChoice(typing.NamedTuple):
 
 
 def choose_order(mechanism, epsilon: float, orders=None, *,
-                 state_budget: int = DEFAULT_STATE_BUDGET) -> OrderChoice:
-  """The α in ``orders`` (default 2 … 8) minimising ln M(α, ε), with every order's row.
+                 state_budget: int = DEFAULT_STATE_BUDGET,
+                 direction: str = 'remove') -> OrderChoice:
+  """The α in ``orders`` (default 2 … 8) minimising ln M(α, ε) in ``direction``, with every
+  order's row.
 
   Orders whose recursion exceeds ``state_budget`` get a row with ``log_z = None`` and are not
   computed.
@@ -295,11 +355,11 @@ def choose_order(mechanism, epsilon: float, orders=None, *,
     raise InputError('orders must not be empty')
   rows = []
   for alpha in orders:
-    states, method = state_space(mechanism, alpha)
+    states, method = state_space(mechanism, alpha, direction)
     if states > budget:
       rows.append(OrderRow(alpha, None, None, states, method))
       continue
-    value = partition(mechanism, alpha, state_budget=budget)
+    value = partition(mechanism, alpha, state_budget=budget, direction=direction)
     rows.append(OrderRow(alpha, value.log_z, log_support_bound(value.log_z, alpha, epsilon),
                          value.states, value.method))
   computed = [row for row in rows if row.log_bound is not None]
