@@ -1,96 +1,12 @@
 """YAML run configurations → mechanisms and run settings (host code).
 
-Schema (every key below; unknown keys are errors that name the key and the valid ones)::
-
-  scheme:                      # the sampling scheme (public information)
-    type: bminsep | poisson | balls_in_bins | cyclic_poisson | multi_attribution
-                               # or any registered family (jaxacct.schemes.families())
-    <field>: value             # the family's dataclass fields (e.g. iterations, sampling_prob,
-                               # min_sep, warm_start, cycle_length, partition,
-                               # truncated_batch_size, dataset_size, max_examples_per_user,
-                               # exclusion, accept_conjecture_6_2: see the class docstrings),
-    expected_batch_size: float # or the parameters of its from_expected_batch_size (with
-                               # dataset_size: p from the expected batch size)
-  strategy:                    # exactly one registered key (strategy.config_key, registered
-                               # by the strategy modules), and that key's options:
-    c_col: [floats]
-    square_root_bands: int     # the square-root (FHU) coefficients
-    optimized_bands: int       # optimize_banded_toeplitz(iterations, bands) (Dong & Ganesh
-                               #   (2026) §7.1)
-    normalize: bool            # divide c_col by its norm (default false)
-    inverse_square_root_bands: int  # BISR: dense C whose inverse is banded (Dong & Ganesh
-                                    #   (2026) App. B bounds)
-    optimized_inverse_bands: int    # BandInvMF by optax, C >= 0, for the scheme's min_sep
-  noise_multiplier: float      # σ for `estimate` (calibrate searches σ itself)
-  accountant: auto | monte_carlo | pld | unamplified_gaussian | renyi | conditional_composition
-                               # or any registered deterministic accountant; auto: the tightest
-                               # deterministic one where one supersedes Monte Carlo (truncated
-                               # Poisson / cyclic Poisson, balls_in_bins), else monte_carlo
-  accountant_options:          # keyword options of the deterministic accountant, e.g. renyi's
-    bandwidths: [ints]         #   bandwidths / alpha_max / max_transitions (checked by it)
-  adjacency: zero_out | add_remove | replace_one   # deterministic accountants that cover it
-                               # (default zero_out, the only one of monte_carlo)
-  monte_carlo:                 # `estimate`
-    num_samples: int           # per direction
-    seed: int
-    epsilons: [floats]
-    precision: auto | float32 | float64   # the device program of `estimate` and `calibrate`
-                               # (default float64; float32: the 32-bit program with its
-                               # certified margin; auto: float32 on TPU/GPU, the faster on CPU)
-    dtype: float64 | float32   # legacy spelling of precision for `estimate`
-  calibration:                 # `calibrate` (and the δ at which `estimate` reports ε̂)
-    epsilon: float
-    delta: float               # target overall δ
-    num_samples: int           # verification samples (default: the minimum for δ_b)
-    base_delta: float          # default δ/2
-    grid_ratio: float          # default 1.01
-    shared_draws: bool         # default true
-    estimation_samples: int
-    num_candidates: int        # default 8
-    fallback: str              # accountant proving the last candidate σ_up (default
-                               # unamplified_gaussian, every scheme; pld where it supports it)
-    attempt: int               # declares the k-th verification of this (scheme, strategy, ε, δ)
-                               # (the attempt ledger refuses an undeclared retry)
-    seed: int
-  report:
-    output_dir: str            # default reports/<config name>
-  training:                    # `train`: a training task (jaxacct/training/task.py)
-    task: <module>:<factory>   # a module or a .py file (relative to the config) whose factory
-                               # returns a jaxacct.training.TrainingTask (scheme.dataset_size =
-                               # its training set size); e.g. ../examples/digits.py:task
-    task_options: {}           # keyword arguments of the factory (digits: test_fraction,
-                               # split_seed, hidden)
-    dataset: digits            # legacy: task ../examples/digits.py:task, with the legacy keys
-    test_fraction: float       #   test_fraction (default 0.2: 1437 training images),
-    split_seed: int            #   split_seed (default 0) and hidden (MLP width, default 64)
-    hidden: int                #   as its task_options
-    clip_norm: float           # default 1.0
-    learning_rate: float       # SGD with momentum (default 0.5)
-    momentum: float            # default 0.9
-    seed: int                  # batches and noise; omit it in a private run (OS entropy, not
-                               # reported): a known seed regenerates the noise
-    noise: bool                # false: non-private baseline (default true)
-  individual:                  # `train`: individual accounting (Koskela et al. (2022); DP-SGD /
-                               #   DP-GD only)
-    delta: float               # δ of the individual ε (default calibration.delta)
-    filter_epsilon: float      # full batch (sampling_prob 1) only: the individual GDP filter
-                               #   with the budget B of (filter_epsilon, delta)
-    filter_budget: float       # or B (μ-GDP) itself
-    retest: bool               # re-test dropped examples (default false: drops are permanent)
-    track: int                 # p < 1: track a public random subset of this many (default all)
-    track_seed: int            # the subset's seed (default 0)
-    method: pld | rdp          # p < 1 readout (default pld)
-    grid_size: int             # σ̃ grid (default 100)
-    inflation: float           # σ̃ grid from σ to σ·inflation (default 15)
-  attribution:                 # multi_attribution on a synthetic multi-author graph (Dong &
-                               #   Ganesh (2026) §6):
-    num_examples: int          #   synthetic_power_law_graph, then bound_contributions(k_u), then
-    num_users: int             #   p for expected_batch_size by sampling_prob_for_batch_size
-    seed: int
-    expected_batch_size: float
-    max_neighbourhood_size: int   # optional k_e (App. C)
-  accelerator_scale: bool      # refuse to run on CPU unless --force
-  description: str
+A config is a YAML mapping of sections (``scheme`` and ``strategy`` are required). ``KEYS`` is
+the schema: every key with its value type (checked, and normalised, when the config is loaded,
+before any compute; unknown keys are errors that name the key and the valid ones), its default
+and its meaning. The keys of ``scheme`` are the registered scheme families' fields
+(``scheme_keys``) and those of ``strategy`` the registered strategy config keys
+(``strategy_keys``). ``key_table`` lists them all; ``jaxacct config --keys`` prints it, and
+docs/config-keys.md is its Markdown. Configs of every kind are in ``configs/``.
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
@@ -107,13 +23,16 @@ References:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import difflib
+import importlib
 import inspect
 import logging
 import pathlib
+import re
 import types
 import typing
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import yaml
@@ -128,26 +47,6 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
-SCHEMA: dict[str, Any] = {
-    'scheme': None,  # 'type' and the registered families' fields: scheme_keys()
-    'strategy': None,  # the registered strategy keys and their options: strategy_keys()
-    'noise_multiplier': None,
-    'accountant': None,
-    'accountant_options': None,
-    'adjacency': None,
-    'monte_carlo': ('num_samples', 'seed', 'epsilons', 'precision', 'dtype'),
-    'calibration': ('epsilon', 'delta', 'num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
-                    'estimation_samples', 'num_candidates', 'fallback', 'attempt', 'seed'),
-    'report': ('output_dir',),
-    'attribution': ('num_examples', 'num_users', 'seed', 'expected_batch_size',
-                    'max_neighbourhood_size'),
-    'training': ('task', 'task_options', 'dataset', 'test_fraction', 'split_seed', 'clip_norm',
-                 'learning_rate', 'momentum', 'hidden', 'seed', 'noise'),
-    'individual': ('delta', 'filter_epsilon', 'filter_budget', 'retest', 'track', 'track_seed',
-                   'method', 'grid_size', 'inflation'),
-    'accelerator_scale': None,
-    'description': None,
-}
 
 
 class ConfigError(InputError):
@@ -186,140 +85,398 @@ def _check(raw: Any) -> dict:
 _MAX_INT = 2**53  # every count is an exact float64 integer
 
 
-def _integer(minimum: int, maximum: int = _MAX_INT):
-  def check(path: str, value: Any):
-    number = value
-    if isinstance(value, str):  # YAML reads 1e7 (no dot) as a string
-      try:
-        number = float(value)
-      except ValueError:
-        number = None
+def _number(value: Any) -> Any:
+  """``value``, or the number a string spells (YAML reads ``1e7``, without a dot, as text);
+  None for a string that is no number."""
+  if isinstance(value, str):
+    try:
+      return float(value)
+    except ValueError:
+      return None
+  return value
+
+
+# Each value type checks and normalises a value at load (``type(path, value)``, an error
+# naming ``path``) and describes itself for the key reference: ``kind`` and ``values``, read
+# one after the other ("integer ≥ 2", "real in (0, 1)", "one of auto, float32, float64").
+@dataclasses.dataclass(frozen=True)
+class _Integer:
+  """An integer in [minimum, maximum] (a whole number written ``1e7`` or ``1.0e7`` counts)."""
+
+  minimum: int
+  maximum: int = _MAX_INT
+  kind = 'integer'
+
+  @property
+  def values(self) -> str:
+    bounds = ([f'≥ {self.minimum:,}'] if self.minimum > -_MAX_INT else []) + (
+        [f'≤ {self.maximum:,}'] if self.maximum < _MAX_INT else [])
+    return ', '.join(bounds)
+
+  def __call__(self, path: str, value: Any) -> int:
+    number = _number(value)
     if isinstance(number, bool) or not isinstance(number, (int, float)) or (
         isinstance(number, float) and not (np.isfinite(number) and number.is_integer())):
       raise ConfigError(f'{path} must be an integer, got {value!r}')
     number = int(number)
-    if number < minimum:
-      raise ConfigError(f'{path} must be an integer >= {minimum}, got {value!r}')
-    if number > maximum:
-      raise ConfigError(f'{path} must be an integer <= {maximum:,}, got {value!r}')
+    if number < self.minimum:
+      raise ConfigError(f'{path} must be an integer >= {self.minimum}, got {value!r}')
+    if number > self.maximum:
+      raise ConfigError(f'{path} must be an integer <= {self.maximum:,}, got {value!r}')
     return number
-  return check
 
 
-def _real(low: float, high: float = np.inf, *, low_open: bool = True, high_open: bool = True,
-          what: str | None = None):
-  def check(path: str, value: Any):
-    number = value
-    if isinstance(value, str):
-      try:
-        number = float(value)
-      except ValueError:
-        number = None
+@dataclasses.dataclass(frozen=True)
+class _Real:
+  """A finite number in the interval from ``low`` to ``high`` (open or closed ends)."""
+
+  low: float
+  high: float = np.inf
+  low_open: bool = dataclasses.field(default=True, kw_only=True)
+  high_open: bool = dataclasses.field(default=True, kw_only=True)
+  what: str | None = dataclasses.field(default=None, kw_only=True)  # said with a refusal
+  kind = 'real'
+
+  @property
+  def values(self) -> str:
+    return '' if self.low == -np.inf and self.high == np.inf else f'in {self._interval()}'
+
+  def _interval(self) -> str:
+    finite_high = np.isfinite(self.high)
+    return (('(' if self.low_open else '[') + f'{self.low:g}, '
+            + (f'{self.high:g}' if finite_high else '∞')
+            + (')' if self.high_open or not finite_high else ']'))
+
+  def __call__(self, path: str, value: Any) -> float:
+    number = _number(value)
     if isinstance(number, bool) or not isinstance(number, (int, float)) or not np.isfinite(
         number):
       raise ConfigError(f'{path} must be a finite number, got {value!r}')
-    below = number <= low if low_open else number < low
-    above = number >= high if high_open else number > high
+    below = number <= self.low if self.low_open else number < self.low
+    above = number >= self.high if self.high_open else number > self.high
     if below or above:
-      interval = (('(' if low_open else '[') + f'{low:g}, ' + (f'{high:g}' if np.isfinite(high)
-                                                                else '∞')
-                  + (')' if high_open or not np.isfinite(high) else ']'))
-      raise ConfigError(f'{path} must be in {interval}{f" ({what})" if what else ""}, got '
-                        f'{value!r}')
+      raise ConfigError(f'{path} must be in {self._interval()}'
+                        f'{f" ({self.what})" if self.what else ""}, got {value!r}')
     return float(number)
-  return check
 
 
-def _boolean(path: str, value: Any):
-  if not isinstance(value, bool):
-    raise ConfigError(f'{path} must be true or false, got {value!r}')
-  return value
+class _Boolean:
+  kind, values = 'boolean', ''
+
+  def __call__(self, path: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+      raise ConfigError(f'{path} must be true or false, got {value!r}')
+    return value
 
 
-def _text(path: str, value: Any):
-  if not isinstance(value, str) or not value:
-    raise ConfigError(f'{path} must be a non-empty string, got {value!r}')
-  return value
+class _Text:
+  kind, values = 'string', ''
+
+  def __call__(self, path: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+      raise ConfigError(f'{path} must be a non-empty string, got {value!r}')
+    return value
 
 
-def _registered_accountant(path: str, value: Any):
-  """A registered deterministic accountant's name (``calibration.fallback``), read when the
-  config is loaded (an accountant registered by importing its module counts)."""
-  names = deterministic.available()
-  if not isinstance(value, str) or value not in names:
-    raise ConfigError(f'{path}: unknown deterministic accountant {value!r}'
-                      f'{_did_you_mean(value, names)}; it must be a registered one: '
-                      f'{", ".join(names)}')
-  return value
+class _Mapping:
+  kind, values = 'mapping', ''
+
+  def __call__(self, path: str, value: Any) -> dict:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+      raise ConfigError(f'{path} must be a mapping of names to values, got {value!r}')
+    return value
 
 
-def _choice(*allowed: str):
-  def check(path: str, value: Any):
+@dataclasses.dataclass(frozen=True)
+class _Choice:
+  """One of ``allowed`` (a callable: the names registered when the config is read)."""
+
+  allowed: tuple[str, ...] | Callable[[], Any]
+  kind = 'one of'
+
+  @property
+  def values(self) -> str:
+    return ', '.join(self.names())
+
+  def names(self) -> tuple[str, ...]:
+    return tuple(self.allowed() if callable(self.allowed) else self.allowed)
+
+  def __call__(self, path: str, value: Any) -> str:
+    allowed = self.names()
     if value not in allowed:
       raise ConfigError(f'{path} must be one of {", ".join(allowed)}, got {value!r}'
                         + _did_you_mean(value, allowed))
     return value
-  return check
 
 
-def _mapping(path: str, value: Any):
-  if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-    raise ConfigError(f'{path} must be a mapping of names to values, got {value!r}')
-  return value
+class _RegisteredAccountant(_Choice):
+  """A registered deterministic accountant's name (``calibration.fallback``), read when the
+  config is loaded (an accountant registered by importing its module counts)."""
+
+  def __init__(self):
+    super().__init__(deterministic.available)
+
+  def __call__(self, path: str, value: Any) -> str:
+    names = self.names()
+    if not isinstance(value, str) or value not in names:
+      raise ConfigError(f'{path}: unknown deterministic accountant {value!r}'
+                        f'{_did_you_mean(value, names)}; it must be a registered one: '
+                        f'{", ".join(names)}')
+    return value
 
 
-def _reals(*, nonnegative: bool = False):
-  def check(path: str, value: Any):
+class _AccountantName(_Choice):
+  """``accountant``: a non-empty name at load; ``accountant_from`` checks it against the
+  accountants registered by then (naming them)."""
+
+  def __init__(self):
+    super().__init__(accounting.accountant_choices)
+
+  def __call__(self, path: str, value: Any) -> str:
+    return _TEXT(path, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reals:
+  """A non-empty list of finite numbers (each ≥ 0 when ``nonnegative``)."""
+
+  nonnegative: bool = False
+  kind = 'list of reals'
+
+  @property
+  def values(self) -> str:
+    return '(each ≥ 0)' if self.nonnegative else ''
+
+  def __call__(self, path: str, value: Any) -> list[float]:
     if not isinstance(value, (list, tuple)) or not value:
       raise ConfigError(f'{path} must be a non-empty list of numbers, got {value!r}')
-    item = _real(0.0, low_open=False) if nonnegative else _real(-np.inf)
+    item = _Real(0.0, low_open=False) if self.nonnegative else _Real(-np.inf)
     return [item(f'{path}[{i}]', v) for i, v in enumerate(value)]
-  return check
 
 
-_DELTA = _real(0.0, 1.0)
-_POSITIVE = _real(0.0)
-_SEED = _integer(0)
-_COUNT = _integer(1)
-VALUE_TYPES: dict[str, Any] = {
-    'noise_multiplier': _POSITIVE, 'accountant': _text,
-    'adjacency': _choice(*ADJACENCIES),
-    'monte_carlo.num_samples': _integer(2), 'monte_carlo.seed': _SEED,
-    'monte_carlo.epsilons': _reals(nonnegative=True),
-    'monte_carlo.dtype': _choice('float64', 'float32'),
-    'monte_carlo.precision': _choice('auto', 'float32', 'float64'),
-    'calibration.epsilon': _POSITIVE, 'calibration.delta': _DELTA,
-    'calibration.num_samples': _integer(2), 'calibration.base_delta': _DELTA,
-    'calibration.grid_ratio': _real(1.0, what='> 1: the σ grid steps up by it'),
-    'calibration.shared_draws': _boolean, 'calibration.estimation_samples': _integer(2),
-    'calibration.num_candidates': _COUNT, 'calibration.fallback': _registered_accountant,
-    'calibration.attempt': _COUNT, 'calibration.seed': _SEED,
-    'report.output_dir': _text,
-    'training.task': _text, 'training.task_options': _mapping,
-    'training.dataset': _choice('digits'), 'training.test_fraction': _DELTA, 'training.split_seed': _SEED,
-    'training.clip_norm': _POSITIVE, 'training.learning_rate': _POSITIVE,
-    'training.momentum': _real(0.0, 1.0, low_open=False), 'training.hidden': _COUNT,
-    'training.seed': _SEED, 'training.noise': _boolean,
-    'individual.delta': _DELTA, 'individual.filter_epsilon': _POSITIVE,
-    'individual.filter_budget': _POSITIVE, 'individual.retest': _boolean,
-    'individual.track': _COUNT, 'individual.track_seed': _SEED,
-    'individual.method': _choice('pld', 'rdp'), 'individual.grid_size': _integer(2),
-    'individual.inflation': _real(1.0, what='the σ̃ grid runs from σ to σ·inflation'),
-    'attribution.num_examples': _COUNT, 'attribution.num_users': _COUNT,
-    'attribution.seed': _SEED, 'attribution.expected_batch_size': _POSITIVE,
-    'attribution.max_neighbourhood_size': _COUNT,
-    'accelerator_scale': _boolean, 'description': _text,
-}
-"""The type and range of every config value, checked (and normalised: ``1e7`` → 10000000)
-when a config is loaded, before any compute; errors name the key. The scheme's values are
-typed by its family's annotations (``_scheme_value``) and ranged by its constructor."""
+@dataclasses.dataclass(frozen=True)
+class _Section:
+  """A section of keys; ``registered``: its keys come from registries (the scheme families'
+  fields, the strategies' config keys), not from ``KEYS``."""
+
+  registered: bool = False
+  kind, values = 'section', ''
 
 
-DEFAULTS: dict[str, Any] = {
-    'adjacency': 'zero_out',
-    'monte_carlo.num_samples': 100_000, 'monte_carlo.seed': 0, 'monte_carlo.epsilons': [1.0],
-    'calibration.seed': 0, 'training.noise': True,
-}
+_BOOLEAN, _TEXT, _MAPPING = _Boolean(), _Text(), _Mapping()
+_DELTA = _Real(0.0, 1.0)
+_POSITIVE = _Real(0.0)
+_SEED = _Integer(0)
+_COUNT = _Integer(1)
+_NO_DEFAULT = object()  # a key the config's DEFAULTS do not hold
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+  """One key of the config schema (``KEYS``).
+
+  Attributes:
+    path: ``section.key``, or a top-level key or section.
+    value: its value type: checks and normalises the value at load (the error names the
+      key) and describes it (``kind``, ``values``) for the key reference; a ``_Section``
+      for a section.
+    meaning: what it does, for the key reference.
+    default: the config's own default (``DEFAULTS``, read by ``setting``): a value no
+      library function defaults.
+    library: ``"module:function"`` whose keyword argument of the key's name applies where
+      the config leaves the key out (the reference reads the default from its signature).
+    default_text: what leaving the key out means, where a value alone would not say it
+      (a default computed at run time, a required key).
+    checked: checked at load by ``value`` (False: by the code that reads it, e.g. the
+      scheme's fields by its family's annotations and constructor).
+  """
+
+  path: str
+  value: Any
+  meaning: str
+  default: Any = _NO_DEFAULT
+  library: str | None = None
+  default_text: str | None = None
+  checked: bool = True
+
+
+_CALIBRATE = 'jaxacct.montecarlo.calibration:calibrate_noise_multiplier'
+_TRAIN = 'jaxacct.training.task:train_task'
+_INDIVIDUAL = 'jaxacct.individual.tracking:IndividualAccountant'
+
+KEYS: tuple[Key, ...] = (
+    Key('scheme', _Section(registered=True),
+        'The sampling scheme (public information), required: `type` picks a registered family '
+        '(jaxacct.schemes.families()), the other keys are its fields (a key without a default '
+        'is required by the families that take it) or the parameters of its '
+        'from_expected_batch_size (expected_batch_size and dataset_size instead of '
+        'sampling_prob). The ranges are checked by the family\'s constructor.'),
+    Key('scheme.type', None, 'The scheme family.', default_text='required', checked=False),
+    Key('scheme.expected_batch_size', None,
+        'The expected batch size: with dataset_size, sets sampling_prob (the family\'s '
+        'from_expected_batch_size). Give it or sampling_prob, not both.',
+        default_text='sampling_prob instead', checked=False),
+    Key('strategy', _Section(registered=True),
+        'The strategy matrix C: exactly one of the strategy keys below (each registered by a '
+        'strategy module), with that key\'s options. C = I (DP-SGD) is `c_col: [1.0]`. '
+        'Required.'),
+    Key('noise_multiplier', _POSITIVE,
+        'σ of `estimate` and `plan` (not normalised by the column norm of C); `calibrate` '
+        'searches σ itself.', default_text='required by estimate'),
+    Key('accountant', _AccountantName(),
+        'Who accounts the mechanism: a deterministic accountant by name, monte_carlo, or auto: '
+        'the tightest deterministic accountant where one supersedes Monte Carlo for the '
+        'mechanism (e.g. pld for Poisson with C = I, renyi and conditional_composition for '
+        'balls-in-bins), else monte_carlo (e.g. b-min-sep).', default=accounting.AUTO),
+    Key('accountant_options', _MAPPING,
+        'Keyword options of the deterministic accountant (e.g. renyi\'s bandwidths, alpha_max, '
+        'max_transitions), checked by it.', default_text='{}', checked=False),
+    Key('adjacency', _Choice(ADJACENCIES),
+        'The neighbouring relation: zero_out (Monte Carlo\'s only one), or add_remove / '
+        'replace_one for the deterministic accountants that cover them.', default='zero_out'),
+    Key('monte_carlo', _Section(), 'The Monte Carlo estimate of `estimate`.'),
+    Key('monte_carlo.num_samples', _Integer(2), 'Samples per direction.', default=100_000),
+    Key('monte_carlo.seed', _SEED, 'The estimate\'s random key.', default=0),
+    Key('monte_carlo.epsilons', _Reals(nonnegative=True),
+        'The ε of the printed δ̂(ε) table (the figure adds a fine grid up to 1.5 × the largest).',
+        default=[1.0]),
+    Key('monte_carlo.precision', _Choice(('auto', 'float32', 'float64')),
+        'The device program of `estimate` and `calibrate`: float64; float32, the 32-bit '
+        'program with its certified margin; auto, float32 on TPU/GPU and the faster one on a '
+        'CPU.', library=_CALIBRATE),
+    Key('monte_carlo.dtype', _Choice(('float64', 'float32')),
+        'Legacy spelling of precision for `estimate`.', default_text='float64'),
+    Key('calibration', _Section(),
+        'The (ε, δ) target of `calibrate` and `train`, and the Estimate-Verify-Release search '
+        '(`estimate` reports its ε̂ at calibration.delta).'),
+    Key('calibration.epsilon', _POSITIVE, 'Target ε.',
+        default_text='required by calibrate and train'),
+    Key('calibration.delta', _DELTA, 'Target overall δ.',
+        default_text='required by calibrate and train'),
+    Key('calibration.num_samples', _Integer(2),
+        'Verification samples per direction and candidate (at least the minimum that proves the '
+        'overall δ at δ_b: Fact 4.2 of Chua et al.).',
+        library=_CALIBRATE, default_text='the minimum for δ_b at the declared attempt'),
+    Key('calibration.base_delta', _DELTA, 'The verification threshold δ_b.',
+        library=_CALIBRATE, default_text='δ/2'),
+    Key('calibration.grid_ratio', _Real(1.0, what='> 1: the σ grid steps up by it'),
+        'Ratio between consecutive candidate σ.', library=_CALIBRATE),
+    Key('calibration.shared_draws', _BOOLEAN,
+        'Common random numbers across the candidate σ.', library=_CALIBRATE),
+    Key('calibration.estimation_samples', _Integer(2),
+        'Samples per direction of each estimation sweep (they only place the candidate grid).',
+        library=_CALIBRATE, default_text='min(⌊N/4⌋, ⌈50/δ_b⌉), at least 1000'),
+    Key('calibration.num_candidates', _COUNT,
+        'Monte Carlo candidates verified in one pass (plus the fallback σ_up).',
+        library=_CALIBRATE),
+    Key('calibration.fallback', _RegisteredAccountant(),
+        'The deterministic accountant that proves the last candidate, σ_up: unamplified_gaussian '
+        'covers every scheme, pld gives a smaller σ_up where it applies.',
+        library=_CALIBRATE, default_text='unamplified_gaussian'),
+    Key('calibration.attempt', _COUNT,
+        'Declares the k-th verification of this mechanism (scheme, and strategy up to scale) '
+        'at any target: the attempt ledger refuses an undeclared retry.', library=_CALIBRATE),
+    Key('calibration.seed', _SEED, 'The calibration\'s random key.', default=0),
+    Key('report', _Section(), 'Where the report (JSON and PNGs) goes.'),
+    Key('report.output_dir', _TEXT,
+        'The report root (`--out` overrides it): each command writes its report into a folder '
+        'of its name there (estimate, calibrate, train, plan).',
+        default_text='reports/NAME, NAME the config file\'s name without .yaml'),
+    Key('attribution', _Section(),
+        'scheme.type multi_attribution on a synthetic multi-author graph (Dong & Ganesh (2026) '
+        '§6): synthetic_power_law_graph, then bound_contributions to '
+        'scheme.max_examples_per_user, then sampling_prob for expected_batch_size.'),
+    Key('attribution.num_examples', _COUNT, 'Examples of the graph.', default_text='required'),
+    Key('attribution.num_users', _COUNT, 'Users of the graph.', default_text='required'),
+    Key('attribution.seed', _SEED, 'Seed of the graph, the bounding and p.', default=0),
+    Key('attribution.expected_batch_size', _POSITIVE,
+        'The batch size that sets sampling_prob.', default_text='required'),
+    Key('attribution.max_neighbourhood_size', _COUNT,
+        'The optional bound k_e on every example\'s neighbourhood (Dong & Ganesh (2026) App. C).',
+        default_text='no bound'),
+    Key('training', _Section(), 'The training of `train` (jaxacct/training/task.py).'),
+    Key('training.task', _TEXT,
+        'A module or a .py file (relative to the config) and a factory returning a '
+        'jaxacct.training.TrainingTask, as `<module>:<factory>` (e.g. '
+        '../examples/digits.py:task); scheme.dataset_size must be its training set size.',
+        default_text='required by train (or the legacy dataset)'),
+    Key('training.task_options', _MAPPING,
+        'Keyword arguments of the factory (digits: test_fraction, split_seed, hidden).',
+        default_text='{}'),
+    Key('training.dataset', _Choice(('digits',)),
+        'Legacy: the task ../examples/digits.py:task, with the legacy keys below as its '
+        'task_options.'),
+    Key('training.test_fraction', _DELTA, 'Legacy digits option: the test share.',
+        default_text='0.2 (1437 training images)'),
+    Key('training.split_seed', _SEED, 'Legacy digits option: the split\'s seed.',
+        default_text='0'),
+    Key('training.hidden', _COUNT, 'Legacy digits option: the MLP\'s width.',
+        default_text='64'),
+    Key('training.clip_norm', _POSITIVE, 'Per-example clipping norm.', library=_TRAIN),
+    Key('training.learning_rate', _POSITIVE, 'SGD with momentum: the learning rate.',
+        library=_TRAIN),
+    Key('training.momentum', _Real(0.0, 1.0, low_open=False), 'SGD\'s momentum.',
+        library=_TRAIN),
+    Key('training.seed', _SEED,
+        'Seed of the batches and the noise. Omit it in a private run: anyone with a known seed '
+        'regenerates the noise.', library=_TRAIN,
+        default_text='OS entropy, not reported'),
+    Key('training.noise', _BOOLEAN, 'false: a non-private baseline (no noise, no calibration).',
+        default=True),
+    Key('individual', _Section(),
+        'Individual accounting in `train` (Koskela et al. (2022)); DP-SGD / DP-GD only.'),
+    Key('individual.delta', _DELTA, 'δ of the individual ε.', default_text='calibration.delta'),
+    Key('individual.filter_epsilon', _POSITIVE,
+        'Full batch (sampling_prob 1) only: the individual GDP filter with the budget of '
+        '(filter_epsilon, delta).', default_text='no filter'),
+    Key('individual.filter_budget', _POSITIVE, 'Or that budget B (μ-GDP) itself.',
+        default_text='no filter'),
+    Key('individual.retest', _BOOLEAN, 'Re-test dropped examples (false: drops are permanent).',
+        library=_INDIVIDUAL),
+    Key('individual.track', _COUNT,
+        'With sampling_prob below 1: track a public random subset of this many examples.',
+        default_text='all examples'),
+    Key('individual.track_seed', _SEED, 'The tracked subset\'s seed.', default=0),
+    Key('individual.method', _Choice(('pld', 'rdp')), 'The readout with sampling_prob below 1.',
+        library=_INDIVIDUAL),
+    Key('individual.grid_size', _Integer(2), 'Points of the σ̃ grid.', library=_INDIVIDUAL),
+    Key('individual.inflation', _Real(1.0, what='the σ̃ grid runs from σ to σ·inflation'),
+        'The σ̃ grid runs from σ to σ·inflation.', library=_INDIVIDUAL),
+    Key('accelerator_scale', _BOOLEAN,
+        'The config needs accelerators: refused on a CPU unless --force.', default=False),
+    Key('description', _TEXT, 'One line about the config.'),
+)
+"""Every key of a config: its type and range (checked, and normalised: ``1e7`` → 10000000, when
+a config is loaded, before any compute; errors name the key), its default and meaning. The
+scheme's and strategy's keys come from their registries (``scheme_keys``, ``strategy_keys``;
+``key_table`` lists them too). ``SCHEMA``, ``VALUE_TYPES`` and ``DEFAULTS`` are read from it,
+and ``jaxacct config --keys`` prints it (docs/config-keys.md)."""
+
+
+def _schema(keys) -> dict[str, Any]:
+  """section → its keys (None: a top-level key, or a section of registered keys)."""
+  schema: dict[str, Any] = {}
+  for key in keys:
+    section, _, sub = key.path.partition('.')
+    if not sub:
+      listed = isinstance(key.value, _Section) and not key.value.registered
+      schema[section] = () if listed else None
+    elif schema[section] is not None:
+      schema[section] += (sub,)
+  return schema
+
+
+SCHEMA: dict[str, Any] = _schema(KEYS)
+"""Section → the keys it takes (None: a top-level key, or ``scheme`` / ``strategy``, whose keys
+are registered: ``scheme_keys``, ``strategy_keys``); unknown keys are errors naming the key."""
+
+VALUE_TYPES: dict[str, Any] = {key.path: key.value for key in KEYS
+                               if key.checked and not isinstance(key.value, _Section)}
+"""The value type of every key checked at load (``KEYS``); the scheme's values are typed by its
+family's annotations (``_scheme_value``) and ranged by its constructor."""
+
+DEFAULTS: dict[str, Any] = {key.path: key.default for key in KEYS
+                            if key.default is not _NO_DEFAULT}
 """The config's own defaults: values a config may leave out that no library function
 defaults (the library's keyword defaults, e.g. ``train_task``'s learning rate or
 ``calibrate_noise_multiplier``'s grid ratio, apply where a key is left out; ``setting``)."""
@@ -350,23 +507,24 @@ def scheme_keys() -> tuple[str, ...]:
   return tuple(keys)
 
 
-def _scheme_value(path: str, annotation: Any, value: Any):
-  """``value`` coerced to a family field's annotated type (int, float, bool, a Literal, or
-  optional ones); its range is the scheme constructor's to check (``scheme_from``)."""
+def _annotation_type(annotation: Any):
+  """The value type of a family field's annotation (int, float, bool, a Literal, or optional
+  ones), or None where the constructor alone can check it (e.g. a field that must stay None)."""
   allowed = [a for a in typing.get_args(annotation) if a is not type(None)] if isinstance(
       annotation, types.UnionType) else [annotation]
   if len(allowed) != 1:
-    return value  # e.g. a field that must stay None: the constructor says why
+    return None
   kind = allowed[0]
   if typing.get_origin(kind) is typing.Literal:
-    return _choice(*typing.get_args(kind))(path, value)
-  if kind is bool:
-    return _boolean(path, value)
-  if kind is int:
-    return _integer(-_MAX_INT)(path, value)
-  if kind is float:
-    return _real(-np.inf)(path, value)
-  return value
+    return _Choice(typing.get_args(kind))
+  return {bool: _BOOLEAN, int: _Integer(-_MAX_INT), float: _Real(-np.inf)}.get(kind)
+
+
+def _scheme_value(path: str, annotation: Any, value: Any):
+  """``value`` coerced to a family field's annotated type (``_annotation_type``); its range is
+  the scheme constructor's to check (``scheme_from``)."""
+  value_type = _annotation_type(annotation)
+  return value if value_type is None else value_type(path, value)
 
 
 def _checked_values(raw: dict) -> dict:
@@ -490,7 +648,7 @@ def attribution_sampling_prob(raw: dict) -> float:
   for key in ('num_examples', 'num_users', 'expected_batch_size'):
     if key not in cfg:
       raise ConfigError(f'attribution.{key} is required')
-  seed = int(cfg.get('seed', 0))
+  seed = int(setting(raw, 'attribution.seed'))
   graph = attribution.synthetic_power_law_graph(cfg['num_examples'], cfg['num_users'], rng=seed)
   bounded = attribution.bound_contributions(
       graph, max_examples_per_user=scheme_cfg.get('max_examples_per_user', 1),
@@ -514,8 +672,12 @@ def strategy_keys() -> tuple[str, ...]:
   return tuple(keys)
 
 
+# The value types of the strategy config keys' kinds (``strategy.CONFIG_KINDS``).
+_STRATEGY_KINDS = {'count': _COUNT, 'reals': _Reals(), 'boolean': _BOOLEAN}
+
+
 def _strategy_value(path: str, kind: str, value: Any):
-  return {'count': _COUNT, 'reals': _reals(), 'boolean': _boolean}[kind](path, value)
+  return _STRATEGY_KINDS[kind](path, value)
 
 
 def matrix_from(raw: dict, iterations: int) -> strategy_lib.Strategy:
@@ -652,7 +814,7 @@ def individual_from(raw: dict, dataset_size: int):
         raise ConfigError(f'individual.filter_epsilon must be a number > 0, got {epsilon!r}')
       section['filter_budget'] = gdp.gdp_budget(epsilon, delta)
     track = section.pop('track', None)
-    seed = section.pop('track_seed', 0)
+    seed = section.pop('track_seed', DEFAULTS['individual.track_seed'])
     if track is not None:
       if not isinstance(track, int) or not 1 <= track <= dataset_size:
         raise ConfigError(f'individual.track must be an integer in [1, {dataset_size}], got '
@@ -697,3 +859,209 @@ def training_task_from(raw: dict, base: pathlib.Path):
     return task_lib.load_task(spec, options, base)
   except InputError as error:
     raise ConfigError(str(error)) from None
+
+
+# ------------------------------------------------------------------ the key reference
+@dataclasses.dataclass(frozen=True)
+class KeyRow:
+  """One key as the reference shows it (``key_table``): ``type`` is its kind and range (e.g.
+  "integer ≥ 2", "real in (0, 1)", "one of auto, float32, float64"), ``default`` what leaving
+  it out means ("" where there is nothing to say), ``meaning`` what it does."""
+
+  key: str
+  type: str
+  default: str
+  meaning: str
+
+
+@dataclasses.dataclass(frozen=True)
+class KeySection:
+  """A section of the reference: ``name`` ("" for the keys outside any section), what it is
+  for, and its keys."""
+
+  name: str
+  meaning: str
+  rows: tuple[KeyRow, ...]
+
+
+def key_table() -> tuple[KeySection, ...]:
+  """Every config key with its type and range, default and meaning, in sections: ``KEYS``,
+  with the scheme families' fields and the strategy keys registered now (``scheme_keys``,
+  ``strategy_keys``; their meanings from the families' "Attributes:" and the strategy
+  builders' docstrings). ``jaxacct config --keys`` prints it; docs/config-keys.md is its
+  Markdown (``jaxacct config --keys --markdown``)."""
+  sections: list[KeySection | None] = []
+  top: list[KeyRow] = []
+  for key in KEYS:
+    if '.' in key.path:
+      continue
+    if not isinstance(key.value, _Section):
+      if not top:
+        sections.append(None)  # the top-level keys go where the first one is
+      top.append(_row(key))
+      continue
+    rows = [_row(sub) for sub in KEYS if sub.path.startswith(f'{key.path}.')]
+    if key.path == 'scheme':
+      rows = _scheme_rows(rows)
+    elif key.path == 'strategy':
+      rows += _strategy_rows()
+    sections.append(KeySection(key.path, key.meaning, tuple(rows)))
+  return tuple(KeySection('', 'Keys outside any section.', tuple(top)) if section is None
+               else section for section in sections)
+
+
+def _type_text(value_type: Any) -> str:
+  return f'{value_type.kind} {value_type.values}'.strip() if value_type is not None else ''
+
+
+def _shown(value: Any) -> str:
+  """A default as YAML writes it (``true``, ``null``, ``[1.0]``)."""
+  if isinstance(value, bool):
+    return 'true' if value else 'false'
+  if value is None:
+    return 'null'
+  if isinstance(value, (list, tuple)):
+    return '[' + ', '.join(_shown(item) for item in value) + ']'
+  if isinstance(value, float):
+    return repr(value)
+  return str(value)
+
+
+def library_default(key: Key) -> tuple[Any, str]:
+  """(the default of ``key.library``'s keyword argument of the key's name, the function's
+  name): what applies where a config leaves ``key`` out."""
+  module, _, name = key.library.partition(':')
+  function = getattr(importlib.import_module(module), name)
+  return inspect.signature(function).parameters[key.path.rpartition('.')[2]].default, name
+
+
+def _row(key: Key) -> KeyRow:
+  if key.library is not None:
+    value, function = library_default(key)
+    default = f'{key.default_text or _shown(value)} ({function})'
+  elif key.default is not _NO_DEFAULT:
+    default = _shown(key.default)
+  else:
+    default = key.default_text or ''
+  return KeyRow(key.path, _type_text(key.value), default, key.meaning)
+
+
+def _plain(text: str | None) -> str:
+  """A docstring's text on one line, with Markdown's code marks (`x`, not ``x``)."""
+  return ' '.join((text or '').split()).replace('``', '`')
+
+
+def _first_paragraph(docstring: str | None) -> str:
+  return _plain(inspect.cleandoc(docstring or '').split('\n\n')[0])
+
+
+_ENTRY = re.compile(r'^([A-Za-z_][\w]*(?:, [A-Za-z_][\w]*)*): ?(.*)$')
+
+
+def _docstring_entries(docstring: str | None) -> dict[str, str]:
+  """The ``name: text`` entries of a Google-style docstring's Attributes, Args and Options
+  sections (continuation lines joined; ``a, b: text`` gives both names the text)."""
+  entries: dict[str, list[str]] = {}
+  section = names = None  # the section's indent; the names of the entry being read
+  entry_indent = 0
+  for line in inspect.cleandoc(docstring or '').splitlines():
+    indent, stripped = len(line) - len(line.lstrip()), line.strip()
+    if stripped in ('Attributes:', 'Args:', 'Options:'):
+      section, names = indent, None
+    elif section is None:
+      continue
+    elif not stripped:
+      names = None
+    elif indent <= section:  # back at the section's indent: it is over
+      section = names = None
+    elif (match := _ENTRY.match(stripped)) and (names is None or indent <= entry_indent):
+      names, entry_indent = match.group(1).split(', '), indent
+      for name in names:
+        entries[name] = [match.group(2)]
+    elif names is not None:
+      for name in names:
+        entries[name].append(stripped)
+  return {name: _plain(' '.join(text)) for name, text in entries.items()}
+
+
+def _grouped(by_family: dict[str, str], *, sentences: bool = False) -> str:
+  """Per-family texts as one: a text shared by every family that has the key is said once,
+  differing ones each with their families ("integer (bminsep, poisson); null (balls_in_bins)",
+  or as ``sentences``: "bminsep: p ∈ (0, 1], given eligibility. poisson: p ∈ (0, 1].")."""
+  groups: dict[str, list[str]] = {}
+  for family, text in by_family.items():
+    groups.setdefault(text, []).append(family)
+  if len(groups) == 1:
+    return next(iter(groups))
+  if sentences:
+    return ' '.join(f'{", ".join(names)}: {text.rstrip(".")}.' for text, names in groups.items()
+                    if text)
+  return '; '.join(f'{text} ({", ".join(names)})' if text else f'({", ".join(names)})'
+                   for text, names in groups.items())
+
+
+def _annotation_text(annotation: Any) -> str:
+  """The type of a family field's annotation ("integer", "real or null", "null")."""
+  if annotation is type(None):
+    return 'null'
+  optional = isinstance(annotation, types.UnionType) and type(None) in typing.get_args(
+      annotation)
+  text = _type_text(_annotation_type(annotation)) or 'any'
+  return f'{text} or null' if optional else text
+
+
+def _scheme_rows(static: list[KeyRow]) -> list[KeyRow]:
+  """The scheme section's rows: ``type``, then every registered family's config fields (their
+  types from the annotations, defaults from the dataclass, meanings from the "Attributes:"
+  docstring; ``KEYS``' own meaning where it has one, e.g. ``expected_batch_size``)."""
+  families = schemes.families()
+  types_, defaults, meanings = {}, {}, {}
+  # Families with more keys first: their field order (sampling_prob, iterations, …) is kept.
+  for family, cls in sorted(families.items(),
+                            key=lambda item: -len(schemes.config_fields(item[1]))):
+    described = _docstring_entries(cls.__doc__)
+    field_defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.init}
+    for name, annotation in schemes.config_fields(cls).items():
+      types_.setdefault(name, {})[family] = _annotation_text(annotation)
+      default = field_defaults.get(name, dataclasses.MISSING)
+      defaults.setdefault(name, {})[family] = ('' if default is dataclasses.MISSING
+                                               else _shown(default))
+      meanings.setdefault(name, {})[family] = described.get(name, '')
+  given = {row.key.partition('.')[2]: row for row in static}
+  rows = [dataclasses.replace(given['type'], type='one of ' + ', '.join(families))]
+  # The keys most families take first (iterations, sampling_prob, …), then in family order.
+  for name in sorted(types_, key=lambda name: -len(types_[name])):
+    row = given.get(name)
+    shared = row is not None and row.meaning or len(set(meanings[name].values())) == 1
+    meaning = (row.meaning if row is not None and row.meaning
+               else _grouped(meanings[name], sentences=True))
+    if shared and len(types_[name]) < len(families):  # name the families that take it
+      meaning = f'{", ".join(sorted(types_[name]))}: {meaning}'
+    rows.append(KeyRow(f'scheme.{name}', _grouped(types_[name]),
+                       row.default if row is not None and row.default else
+                       _grouped(defaults[name]), meaning))
+  return rows
+
+
+def _strategy_rows() -> list[KeyRow]:
+  """The strategy keys registered now (``strategy.config_key``), then their options: meanings
+  from the builders' docstrings (the first paragraph; "Options:" entries), the options'
+  defaults from the builders' signatures."""
+  rows, options = [], {}
+  for key in strategy_lib.config_keys().values():
+    rows.append(KeyRow(f'strategy.{key.name}', _type_text(_STRATEGY_KINDS[key.kind]), '',
+                       _first_paragraph(key.build.__doc__)))
+    described = _docstring_entries(key.build.__doc__)
+    parameters = inspect.signature(key.build).parameters
+    for name, kind in key.options:
+      default = parameters[name].default if name in parameters else inspect.Parameter.empty
+      option = options.setdefault(name, {'keys': [], 'type': _type_text(_STRATEGY_KINDS[kind]),
+                                         'default': '', 'meaning': ''})
+      option['keys'].append(key.name)
+      option['default'] = option['default'] or (
+          '' if default is inspect.Parameter.empty else _shown(default))
+      option['meaning'] = option['meaning'] or described.get(name, '')
+  for name, option in options.items():
+    rows.append(KeyRow(f'strategy.{name}', option['type'], option['default'],
+                       f'{option["meaning"]} (with {", ".join(option["keys"])})'.lstrip()))
+  return rows

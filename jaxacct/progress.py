@@ -16,14 +16,26 @@ announce the stages still ahead with ``expect(progress, phases)``: a callback wi
 the relative cost of one of its units, so a whole-run ETA can be given from the rate measured
 so far.
 
+A phase with no progress calls of its own (a compile, a plan's replay of queries, a
+throughput measurement) says what starts with ``announce(progress, message)``: a callback
+with an ``announce`` method (``Reporter``) prints it; a plain callable sees nothing (the
+protocol is unchanged) and ``progress=False`` silences it; with no callback (None, the
+library's default) it goes to a ``Reporter`` where a person watches (``interactive``), else to
+the ``jaxacct`` logger at INFO, which the ``jaxacct`` command shows on stderr and a library
+user sees only with INFO logging on — so a log file of the CLI never goes silent through a
+long phase, and tests and scripts stay quiet.
+
 ``Reporter`` turns those calls into what a person sees on stderr (process 0 only): a tqdm bar
 on a terminal, otherwise (a log, a batch job, ``--json``) a plain line at least every
 ``interval`` seconds while calls arrive (across stages: a run of many short stages is not
-silent either) with the rate and ETA of the stage and, after ``expect``, of the whole run.
+silent either) with the rate and ETA of the stage and, after ``expect``, of the whole run; a
+stage's first line comes as soon as ``prompt_seconds`` (10 s) have passed without one, so a
+slow stage says so early.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import sys
@@ -34,6 +46,8 @@ import jax
 import tqdm
 
 from jaxacct.errors import InputError
+
+_LOG = logging.getLogger(__name__)  # under the library's logger, 'jaxacct'
 
 Progress = Callable[[int, int, str], None]
 """``progress(done, total, stage)``: the public progress callback (module docstring)."""
@@ -71,6 +85,26 @@ def expect(progress: Progress | None, phases: Sequence[Phase]) -> None:
   listener = getattr(progress, 'expect', None)
   if callable(listener):
     listener(tuple(phases))
+
+
+def announce(progress, message: str) -> None:
+  """Says that a phase without progress calls of its own starts now (``message``, e.g.
+  "compiling the float64 program of 16 σ…"), or what it took once it is over (module
+  docstring): to ``progress.announce`` when it has one (``Reporter``), nowhere for a plain
+  callable or ``progress=False``, and for None (the caller gave nothing) to a ``Reporter``
+  where a person watches (``interactive``), else to the ``jaxacct`` logger at INFO (the
+  ``jaxacct`` command shows it on stderr; a library user only with INFO logging on)."""
+  if progress is False:
+    return
+  if progress is None:
+    if interactive():
+      Reporter().announce(message)
+    elif jax.process_index() == 0:
+      _LOG.info('jaxacct: %s', message)
+    return
+  listener = getattr(progress, 'announce', None)
+  if callable(listener):
+    listener(message)
 
 
 ENVIRONMENT_VARIABLE = 'JAXACCT_PROGRESS'
@@ -112,8 +146,10 @@ class Reporter:
   """``Progress`` shown on stderr (module docstring).
 
   Off a terminal it prints a line when ``interval`` seconds have passed since its last line
-  (or since it was made), whichever stage the call belongs to, and a "done" line for a stage
-  that took longer than ``quiet_seconds``. After ``expect`` it shows each planned stage by
+  (or since it was made), whichever stage the call belongs to — ``prompt_seconds`` for a
+  stage's first line, so a slow stage says so early — and a "done" line for a stage that
+  took longer than ``quiet_seconds``; ``announce`` prints a line at once (on a terminal
+  above the bar). After ``expect`` it shows each planned stage by
   its label and adds the whole run's ETA: the rest of this stage and of the stages after it,
   in cost units, at the seconds per cost unit measured so far in the run (each stage's first
   call, which may hold a compile or a resumed position, is not counted).
@@ -125,19 +161,24 @@ class Reporter:
     terminal: draw a tqdm bar (default: when stderr is a terminal).
     quiet_seconds: off a terminal, a stage that finishes within this many seconds prints
       nothing (its "done" line only when it took longer).
+    prompt_seconds: off a terminal, a stage's first line comes at its first call after this
+      many seconds without a line (at most ``interval``).
   """
 
   def __init__(self, label: str | None = None, *, interval: float = 30.0,
                unit: str = 'samples', terminal: bool | None = None,
-               quiet_seconds: float = 5.0):
+               quiet_seconds: float = 5.0, prompt_seconds: float = 10.0):
     self.enabled = jax.process_index() == 0
     self.terminal = sys.stderr.isatty() if terminal is None else bool(terminal)
     if not (isinstance(interval, (int, float)) and 0 < interval < float('inf')):
       raise InputError(f'interval must be a finite number of seconds > 0, got {interval!r}')
     self.label, self.interval, self.unit = label, float(interval), unit
     self.quiet_seconds = float(quiet_seconds)
+    self.prompt_seconds = min(float(prompt_seconds), self.interval)
     self.bar = None
     self.stage = None
+    self.stage_lines = 0  # plain lines printed in the current stage
+    self.done_line: tuple | None = None  # (stage, done, total) of the last "done" line printed
     self.done = self.first = 0
     self.started = self.at = self.last = time.perf_counter()  # last: the last plain line
     self.phases: tuple[Phase, ...] = ()
@@ -159,7 +200,7 @@ class Reporter:
       self._close_stage()
       if self.run_over:  # a stage after the planned run: a plan is no longer shown
         self.phases, self.measured, self.run_over = (), [0.0, 0.0], False
-      self.stage, self.started, self.first = stage, now, done
+      self.stage, self.started, self.first, self.stage_lines = stage, now, done, 0
     self.done, self.at = done, now
     shown = self.label or self._phase_label(stage)
     whole = self.run_eta(done, total)
@@ -167,14 +208,30 @@ class Reporter:
       self._bar(done, total, shown, whole)
       return
     finished = done >= total
-    if now - self.last >= self.interval or (finished and now - self.started >= self.quiet_seconds):
-      self.last = now
+    if finished and self.done_line == (stage, done, total):
+      return  # a caller that reports its end twice (a search's last probe) gets one line
+    wait = self.interval if self.stage_lines else self.prompt_seconds
+    if now - self.last >= wait or (finished and now - self.started >= self.quiet_seconds):
+      self.last, self.stage_lines = now, self.stage_lines + 1
+      self.done_line = (stage, done, total) if finished else None
       rate = (done - self.first) / max(now - self.started, 1e-9)
       eta = (total - done) / rate if rate > 0 else float('inf')
       print(f'jaxacct: {shown}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
             f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {format_seconds(eta)}')
             + ('' if whole is None else f'; whole run: ETA {format_seconds(whole)}'),
             file=sys.stderr, flush=True)
+
+  def announce(self, message: str) -> None:
+    """Prints ``message`` at once (``progress.announce``): what starts now, or what a phase
+    without progress calls took (process 0 only; on a terminal above the bar)."""
+    if not self.enabled:
+      return
+    line = f'jaxacct: {message}'
+    if self.terminal:
+      tqdm.tqdm.write(line, file=sys.stderr)
+    else:
+      print(line, file=sys.stderr, flush=True)
+    self.last = time.perf_counter()
 
   def _phase(self, stage: str) -> int | None:
     for index, phase in enumerate(self.phases):

@@ -36,9 +36,12 @@ def _save_figure(fig, path: pathlib.Path) -> None:
   _files.write_atomically(path, lambda handle: fig.savefig(handle, dpi=120, format='png'))
 
 
-REPORT_SCHEMA = 2
+REPORT_SCHEMA = 3
 """Version of the JSON reports' layout (``report_schema`` in every file); bumped when a key
-changes meaning or disappears. 2: individual accounting, ``curve`` of δ̂(ε), schema field."""
+changes meaning or disappears, or the files move. 2: individual accounting, ``curve`` of
+δ̂(ε), schema field. 3: one folder per command under the report root (``<root>/estimate``,
+``calibrate``, ``calibrate-estimate``, ``plan``, ``train``: ``cli.common.output_dir``), where
+2 wrote every command's files into the root itself."""
 
 
 def write_json(folder: pathlib.Path, name: str, payload: dict) -> pathlib.Path:
@@ -163,10 +166,32 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
                     name: str = 'candidates.png') -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b.
 
+  The σ axis spans the sweeps, the verified candidates and ``chosen``. σ_up, the fallback's σ
+  (Estimate-Verify-Release's last candidate, proven without sampling; often 3–30× σ), is drawn
+  on it only when that widens it by at most 1.5×; beyond, an arrow at the right edge names it
+  (and the legend), so the candidates are never squeezed into a strip. A verified calibration
+  adds a second panel zoomed on the verified candidates (a linear σ axis spanning them alone),
+  each accepted or rejected against δ_b.
+
   ``estimate``: an estimate-only calibration's ``SigmaEstimate.to_dict()``: ``chosen`` is
   then σ̂, drawn with its range and the sweeps' ±2 s.e. bars under its label ("estimate,
-  not a guarantee") as a banner and in the legend (nothing was verified)."""
-  fig, ax = _figure((6, 4.4) if estimate else (6, 4))
+  not a guarantee") as a banner and in the legend (nothing was verified: one panel)."""
+  from matplotlib import ticker  # host only, and only when a figure is drawn
+
+  def sigma_up_off_scale(axes) -> None:
+    # The sweeps' δ̂ fall from top left to bottom right: the top right is empty.
+    axes.annotate(f'σ_up = {sigma_up:.4g}\n({sigma_up / chosen:.3g}× σ) →', xy=(1.0, 0.93),
+                  xytext=(0.97, 0.93), xycoords='axes fraction', ha='right', va='center',
+                  fontsize=7, color='tab:purple',
+                  bbox={'facecolor': 'white', 'edgecolor': 'none', 'alpha': 0.8, 'pad': 1},
+                  arrowprops={'arrowstyle': '->', 'color': 'tab:purple'})
+
+  verification = record.verification
+  verified = bool(verification.delta_hat[Direction.REMOVE]) and not estimate
+  if verified:
+    fig, (ax, zoom) = _figure((10, 4.4), 2, gridspec_kw={'width_ratios': (3, 2)})
+  else:
+    fig, ax = _figure((6, 4.4) if estimate else (6, 4))
   if estimate:
     _banner(fig, estimate['label'])
   shown = [record.base_delta]
@@ -184,29 +209,35 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
       ax.plot(sigmas[drawn], values[drawn], '.', color='0.6',
               label='estimation sweeps (δ̂ = 0 not drawn)' if i == 0 else None)
     shown.extend(values.tolist())
-  verification = record.verification
-  if verification.delta_hat[Direction.REMOVE]:
-    sigmas = np.asarray(verification.sigmas[:-1])
+  candidates = np.asarray(verification.sigmas[:-1])  # the last one is σ_up (the fallback)
+  if verified:
     worst = np.maximum(verification.delta_hat[Direction.REMOVE],
                        verification.delta_hat[Direction.ADD])
     accepted = np.asarray(verification.accepted[:-1], bool)
     # δ̂ = 0 sits on the axis floor, so every verified candidate is drawn.
     floor = _log_floor(shown + worst.tolist())
-    for passed, marker, colour, label in ((True, 'o', 'tab:green', 'verified: accepted'),
-                                          (False, 'x', 'tab:red', 'verified: rejected')):
-      chosen_ones = accepted == passed
-      if chosen_ones.any():
-        ax.plot(sigmas[chosen_ones], np.maximum(worst[chosen_ones], floor), marker,
-                color=colour, label=label)
+    for axes in (ax, zoom):
+      for passed, marker, colour, label in ((True, 'o', 'tab:green', 'verified: accepted'),
+                                            (False, 'x', 'tab:red', 'verified: rejected')):
+        chosen_ones = accepted == passed
+        if chosen_ones.any():
+          axes.plot(candidates[chosen_ones], np.maximum(worst[chosen_ones], floor), marker,
+                    color=colour, label=label)
     shown.extend(worst.tolist())
   sigma_up = record.sigma_up
-  swept = [s for sweep in record.sweeps for s in sweep.sigmas] or [chosen]
-  # An estimate's figure shows the sweeps (σ_up is often many times σ̂: named, not drawn).
-  span = (min(swept) / 1.05, max(swept) * 1.05) if estimate else None
-  off = span is not None and not span[0] <= sigma_up <= span[1]
-  ax.axvline(sigma_up, color='tab:purple', linestyle='-.', alpha=0.7,
-             label=f'σ_up = {sigma_up:.4g} (proven by {record.fallback_accountant})'
-                   + (', off the plot' if off else ''))
+  searched = [s for sweep in record.sweeps for s in sweep.sigmas] + candidates.tolist()
+  span = [min(searched + [chosen]) / 1.05, max(searched + [chosen]) * 1.05]
+  if not estimate and span[0] <= sigma_up <= 1.5 * span[1]:
+    span[1] = max(span[1], sigma_up * 1.05)  # near enough to be drawn on the axis
+  off = not span[0] <= sigma_up <= span[1]
+  up_label = (f'σ_up = {sigma_up:.4g} (proven by {record.fallback_accountant})'
+              + (', off the plot' + ('' if estimate else ' →') if off else ''))
+  if off:
+    ax.plot([], [], color='tab:purple', linestyle='-.', alpha=0.7, label=up_label)
+    if not estimate:  # an estimate's figure names it in the legend only
+      sigma_up_off_scale(ax)
+  else:
+    ax.axvline(sigma_up, color='tab:purple', linestyle='-.', alpha=0.7, label=up_label)
   ax.axhline(record.base_delta, color='tab:red', linestyle='--',
              label=f'verification threshold δ_b = {record.base_delta:.3g}')
   if estimate:
@@ -218,19 +249,37 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
   else:
     ax.axvline(chosen, color='k', linestyle=':', label=f'released σ = {chosen:.4g}')
   ax.set_yscale('log')
-  ax.set_xscale('log')  # σ_up is often several times the released σ
-  from matplotlib import ticker  # host only, and only when a figure is drawn
+  ax.set_xscale('log')  # the sweeps' σ span a factor of several
+  ax.set_xlim(*span)
+  if span[1] / span[0] < 20:  # within a decade or so the log locator leaves gaps: even steps
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(nbins=8, steps=(1, 2, 2.5, 5, 10)))
+    ax.xaxis.set_minor_locator(ticker.NullLocator())
   ax.xaxis.set_major_formatter(ticker.FormatStrFormatter('%g'))
   ax.xaxis.set_minor_formatter(ticker.FormatStrFormatter('%g'))
   ax.tick_params(axis='x', which='minor', labelsize=7)
   ax.set_ylim(bottom=_log_floor(shown), top=1.0)
-  if span is not None:
-    ax.set_xlim(*span)
   ax.set_xlabel('noise multiplier σ (log scale)')
   ax.set_ylabel('max-direction δ̂ at the target ε')
   ax.set_title(title or ('σ estimate: the estimation sweeps, nothing verified' if estimate
                          else 'Estimate-Verify-Release: σ search'), fontsize=9)
-  ax.legend(fontsize=7 if estimate else 8)
+  # Small σ have large δ̂ and large σ small ones: the bottom left is empty.
+  ax.legend(fontsize=7 if estimate or verified else 8, loc='lower left' if verified else 'best')
+  if verified:  # the zoom: the verified candidates alone, on a linear σ axis
+    low, high = float(candidates.min()), float(candidates.max())
+    pad = 0.08 * (high - low) if high > low else 0.01 * high
+    zoom.set_xlim(low - pad, high + pad)
+    if low - pad <= sigma_up <= high + pad:
+      zoom.axvline(sigma_up, color='tab:purple', linestyle='-.', alpha=0.7)
+    else:
+      sigma_up_off_scale(zoom)
+    zoom.axhline(record.base_delta, color='tab:red', linestyle='--')
+    zoom.axvline(chosen, color='k', linestyle=':')
+    values = np.maximum(worst, floor).tolist() + [record.base_delta]
+    zoom.set_yscale('log')
+    zoom.set_ylim(bottom=min(values) / 2, top=max(values) * 2)
+    zoom.set_xlabel('noise multiplier σ (linear scale)')
+    zoom.set_title(f'verified candidates (N = {record.num_samples:,} per direction)', fontsize=9)
+    zoom.grid(alpha=0.3, which='both')
   fig.tight_layout(rect=(0, 0, 1, 0.95) if estimate else None)
   path = folder / name
   _save_figure(fig, path)

@@ -6,10 +6,11 @@ paper's own location ("Dong & Ganesh (2026) §5, Eq. (1)"). The project's intern
 ("../shared/…") mean nothing to a user, so any of them fails this test, named by file and line.
 So do the project's issue numbers ("issue 18", "Issues 12 and 30", "pre-issue-30") and seed/spec
 numbers in everything a user reads: the package's and the benchmarks' sources (docstrings,
-comments and messages), the notebooks' cells, ARCHITECTURE.md, README.md, the docs, examples and
-configs; the fact itself, or the paper and its own location, is what such text says instead.
-A module that cites a paper by its short form lists the full citation (its arXiv id) in the
-"References:" block of its module docstring.
+comments and messages), the notebooks' cells and notebooks/README.md, ARCHITECTURE.md, README.md,
+the docs, examples, configs and pyproject.toml (its comments and descriptions are in every
+install's metadata); the fact itself, or the paper and its own location, is what such text says
+instead. A module that cites a paper by its short form lists the full citation (its arXiv id)
+in the "References:" block of its module docstring.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import pathlib
 import re
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SCANNED = ('jaxacct', 'examples', 'configs', 'docs', 'README.md', 'ARCHITECTURE.md')
+SCANNED = ('jaxacct', 'examples', 'configs', 'docs', 'README.md', 'ARCHITECTURE.md',
+           'pyproject.toml')
 TEXT_SUFFIXES = {'.py', '.md', '.yaml', '.yml', '.txt', '.rst', '.toml', '.json', '.ipynb'}
 
 FORBIDDEN = re.compile(
@@ -40,7 +42,7 @@ INTERNAL_NUMBERS = re.compile(
 # source (markdown, code and its comments), not by their stored outputs.
 USER_FACING = (('jaxacct', {'.py'}), ('benchmarks', {'.py'}), ('notebooks', {'.ipynb', '.md'}),
                ('examples', TEXT_SUFFIXES), ('configs', TEXT_SUFFIXES), ('docs', TEXT_SUFFIXES),
-               ('README.md', None), ('ARCHITECTURE.md', None))
+               ('README.md', None), ('ARCHITECTURE.md', None), ('pyproject.toml', None))
 
 # Tags not replaced yet, as (file, tag): each is skipped only in that file and only with that
 # text. Say what the tag stands for and delete its entry; the list is to become empty.
@@ -122,6 +124,14 @@ def test_no_internal_numbers_where_users_read():
   assert not problems, ('say what an issue or seed number stood for (the fact, or the paper by '
                         'authors, year and its own location, docs/references.md):\n'
                         + '\n'.join(problems))
+
+
+def test_every_user_facing_file_is_read():
+  """The notebooks' README and pyproject.toml are among the texts checked (a path that moved
+  would silently drop out of the scan)."""
+  read = {relative for relative, _, _ in _user_facing_texts()}
+  assert {'notebooks/README.md', 'pyproject.toml', 'README.md', 'docs/config-keys.md'} <= read
+  assert ROOT / 'pyproject.toml' in set(_files())
 
 
 def test_internal_numbers_pattern():

@@ -34,7 +34,8 @@ def test_estimate_json(tmp_path, capsys):
     assert len(deltas) == 4 and all(0 <= d <= 1 for d in deltas)
     assert deltas == sorted(deltas, reverse=True)  # δ̂(ε) is non-increasing in ε
     assert len(result['standard_error'][direction]) == 4
-  assert (tmp_path / 'estimate.json').is_file() and (tmp_path / 'delta_hat.png').is_file()
+  folder = tmp_path / 'estimate'  # the command's own folder under --out (issue 43 item 5)
+  assert (folder / 'estimate.json').is_file() and (folder / 'delta_hat.png').is_file()
   # Issue 31: δ = 1e-3 is below 3/N = 1e-3 of 3000 samples: no (ε, δ) is marked or reported.
   assert result['epsilon'] is None
   assert result['resolution']['needed_samples'] == 3001
@@ -71,7 +72,8 @@ def test_calibrate_json(tmp_path, capsys):
   assert REQUIRED <= result.keys()
   assert result['verified'] is True and result['method'] in ('verified_mc', 'fallback')
   assert result['delta'] <= 0.02 and result['epsilon'] == 1.0
-  assert (tmp_path / 'calibration.json').is_file() and (tmp_path / 'candidates.png').is_file()
+  folder = tmp_path / 'calibrate'
+  assert (folder / 'calibration.json').is_file() and (folder / 'candidates.png').is_file()
 
 
 def test_an_absurd_estimate_is_refused_from_its_projection_before_compute(tmp_path, capsys):
@@ -84,7 +86,7 @@ def test_an_absurd_estimate_is_refused_from_its_projection_before_compute(tmp_pa
                         'float64) is projected to take') in err
   assert 'over the --max-minutes budget of 30 min: pass --force' in err
   assert err.count('jaxacct: error') == 1
-  assert not (tmp_path / 'estimate.json').exists()
+  assert not (tmp_path / 'estimate').exists()  # refused: no report folder either
 
 
 def test_a_full_disk_is_refused_before_compute(tmp_path, capsys, monkeypatch):
@@ -95,8 +97,10 @@ def test_a_full_disk_is_refused_before_compute(tmp_path, capsys, monkeypatch):
   monkeypatch.setattr(shutil, 'disk_usage', lambda path: usage(1 << 16, 0, 1 << 16))
   code = cli.main(['calibrate', str(CONFIGS / 'quickstart.yaml'), '--out', str(tmp_path / 'out')])
   err = capsys.readouterr().err
-  assert code == 2 and f'--out {tmp_path / "out"}: only 64 KiB free' in err
-  assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == []  # no probe left behind
+  out = tmp_path / 'out'
+  assert code == 2 and (f'the report folder {out / "calibrate"} (under --out {out}): only 64 KiB '
+                        'free') in err
+  assert not out.exists()  # neither the probe nor the folders made to hold it are left behind
 
 
 def _run_on_a_tiny_file_system(mount: pathlib.Path, size: str, *command):
@@ -126,7 +130,9 @@ def test_a_real_tiny_file_system_is_refused_before_compute(tmp_path, flag):
   done = _run_on_a_tiny_file_system(tiny, '64k', 'calibrate', str(CONFIGS / 'quickstart.yaml'),
                                     flag, str(tiny), *others)
   assert done.returncode == 2, done.stderr
-  assert f'{flag} {tiny}: only 64 KiB free, the run needs about 4096 KiB' in done.stderr
+  where = (f'the report folder {tiny / "calibrate"} (under --out {tiny})' if flag == '--out'
+           else f'{flag} {tiny}')
+  assert f'{where}: only 64 KiB free, the run needs about 4096 KiB' in done.stderr
   assert 'calibrating' not in done.stderr and done.stderr.count('\n') == 1
 
 
@@ -166,7 +172,7 @@ def test_deterministic_accountant_from_the_cli(name, tmp_path, capsys):
   assert result['adjacency'] == 'zero_out' and result['accountant'] == 'pld'
   deltas = result['delta_of_epsilon']
   assert deltas == sorted(deltas, reverse=True) and 0 < deltas[0] < 1
-  assert (tmp_path / 'delta.png').is_file()
+  assert (tmp_path / 'estimate' / 'delta.png').is_file()
   if name != 'truncated_poisson_dpsgd.yaml':
     # The CLI's deterministic calibration is one code path for every accountant (the σ search
     # of each is tested in tests/deterministic): run once, on truncated Poisson (a PLD σ
@@ -317,7 +323,8 @@ def test_plan_of_the_production_config_is_finite(tmp_path, capsys):
   fixed = plan['compile_seconds'] + plan['initial_seconds'] + plan['figure_seconds']
   assert plan['seconds_on_target'] == pytest.approx(sampled / 256 + fixed, rel=1e-9)
   assert plan['seconds_here'] == pytest.approx(sampled + fixed, rel=1e-9)
-  assert 'square-root band' in payload['stand_in'] and (tmp_path / 'plan.json').is_file()
+  assert 'square-root band' in payload['stand_in']
+  assert (tmp_path / 'plan' / 'plan.json').is_file() and payload['report'] == str(tmp_path / 'plan')
   assert list(payload['plans']) == ['float64']
 
 
@@ -402,7 +409,7 @@ def test_each_subcommand_shows_only_its_own_flags(capsys):
   for absent in ('--checkpoint', '--ledger', '--force', '--max-minutes'):
     assert absent not in flags['plan']
   assert '--devices' in flags['plan'] and '--devices' not in flags['calibrate']
-  assert 'every key is documented in jaxacct/config.py' in ' '.join(flags['estimate'].split())
+  assert 'every key: `jaxacct config --keys`' in ' '.join(flags['estimate'].split())
   with pytest.raises(SystemExit) as exited:  # argparse: a flag of another subcommand
     cli.main(['estimate', str(CONFIGS / 'quickstart.yaml'), '--ledger', 'x.json'])
   assert exited.value.code == 2 and 'unrecognized arguments: --ledger' in capsys.readouterr().err

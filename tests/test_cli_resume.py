@@ -187,5 +187,5 @@ def test_second_calibration_with_a_new_seed_is_refused_or_charged(tmp_path, firs
   # A deleted ledger cannot let a retry pass as a first attempt: the report records the charge.
   ledger_path.unlink()
   message = _refused(out, '--set', 'calibration.seed=2')
-  assert 'no longer has it' in message and str(out / 'calibration.json') in message
+  assert 'no longer has it' in message and str(out / 'calibrate' / 'calibration.json') in message
   assert not ledger_path.exists() or _ledger_runs(ledger_path) == []

@@ -104,6 +104,37 @@ def test_equality_and_hash():
   assert {a: 'x'}[BandedToeplitz([1.0, 0.5])] == 'x'
 
 
+def test_identity_is_the_one_band_strategy_in_every_accounting_sense():
+  """``BandedToeplitz.identity()`` (DP-SGD's C = I) is ``BandedToeplitz([1.0])``: the same
+  object for equality, hashing, checkpoints (fingerprint), the attempt ledger (its sketch up
+  to scale), every sensitivity, the Monte Carlo view and the schemes' fallback Δ²."""
+  identity, one_band = BandedToeplitz.identity(), BandedToeplitz([1.0])
+  assert identity is not BandedToeplitz.identity()  # a fresh object each call
+  assert isinstance(identity, BandedToeplitz) and identity.num_bands == 1
+  assert identity == one_band and hash(identity) == hash(one_band)
+  assert identity.fingerprint == one_band.fingerprint == (1.0,)
+  assert identity.scale_free_sketch() == one_band.scale_free_sketch() == (
+      'banded_toeplitz', (1.0,))
+  # C and 3·C are one strategy up to scale for the ledger (σ rescales with it).
+  assert BandedToeplitz([3.0]).scale_free_sketch() == identity.scale_free_sketch()
+  assert identity.summary == one_band.summary == 'C = I'
+  n = 10
+  np.testing.assert_array_equal(identity.materialize(n), np.eye(n))
+  np.testing.assert_array_equal(identity.column_squared_norms(n), np.ones(n))
+  assert float(identity.max_column_norm()) == 1.0
+  for min_sep in (1, 3, n):
+    # C = I: ‖C·x‖² is the number of participations, at most ⌈n/b⌉ b apart.
+    expected = math.ceil(n / min_sep)
+    assert identity.separated_sensitivity_squared(min_sep, n) == expected
+    assert one_band.separated_sensitivity_squared(min_sep, n) == expected
+  scheme = jaxacct.BMinSep(sampling_prob=0.2, iterations=n, min_sep=3)
+  assert scheme.max_sensitivity_squared(identity) == scheme.max_sensitivity_squared(one_band)
+  identity.check_scheme(jaxacct.Poisson(sampling_prob=0.1, iterations=n))  # no refusal
+  np.testing.assert_array_equal(identity.kernel_view(scheme).c_col, [1.0])
+  assert identity.noise_bands()[0].tolist() == [1.0]
+  assert jaxacct.BandedToeplitz.identity() == identity  # reachable from the top level
+
+
 # ---------------------------------------------------------------- column norms
 
 

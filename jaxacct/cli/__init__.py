@@ -7,6 +7,8 @@
 - ``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the
   config's training task (``training.task``; ``examples/digits.py``) on batches of the scheme
   with that σ; reports test accuracy with the guarantee.
+- ``jaxacct config --keys``: every config key with its type and range, default and meaning
+  (``config.key_table``; ``--markdown`` prints docs/config-keys.md).
 
 With a deterministic accountant (``accountant: pld``, ``renyi`` or any registered name;
 ``auto`` takes the tightest deterministic one for truncated Poisson, truncated cyclic Poisson
@@ -19,7 +21,8 @@ directions, and per direction) and ε(δ), ``calibrate`` the smallest σ
 
 Options: ``--set section.key=value`` (repeatable) overrides config values;
 ``--json`` prints one JSON object on stdout; ``--out DIR`` chooses the report
-folder (JSON with a ``report_schema`` version, PNG); ``--max-minutes M`` refuses a Monte
+root, under which each command writes its own folder ``DIR/<command>/`` (JSON with a
+``report_schema`` version, PNG); ``--max-minutes M`` refuses a Monte
 Carlo calibration, or an estimate large enough to be timed first, projected (and printed) to
 take longer here (default 30); ``--force`` lifts that default budget (never a
 ``--max-minutes`` given explicitly) and runs an accelerator-scale config on CPU; ``--debug``

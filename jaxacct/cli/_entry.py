@@ -19,7 +19,9 @@ from jaxacct import config as config_lib
 from jaxacct._version import __version__
 from jaxacct.errors import InputError
 from jaxacct.montecarlo import sharding, watchdog
+from jaxacct.cli import config_keys
 from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, check_outputs,
+                                leaving_no_new_empty_folders, run_folders,
                                 print_plan)
 
 
@@ -185,11 +187,12 @@ def _parser() -> argparse.ArgumentParser:
   for command in commands():
     sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
     sub.add_argument('config', help='a YAML run configuration (e.g. configs/quickstart.yaml; '
-                                    'every key is documented in jaxacct/config.py)')
+                                    'every key: `jaxacct config --keys`, docs/config-keys.md)')
     sub.add_argument('--set', action='append', default=[], metavar='KEY=VALUE',
                      help='override a config value, e.g. --set monte_carlo.num_samples=1000')
     sub.add_argument('--json', action='store_true', help='print one JSON object on stdout')
-    sub.add_argument('--out', help='report folder (default reports/<config name>)')
+    sub.add_argument('--out', metavar='DIR', help='report root: each command writes its own '
+                     'folder DIR/<command> (default reports/<config name>)')
     command.add_arguments(sub)
     # A subcommand without the run flags still answers them with their defaults.
     defaults = {'command_object': command, 'checkpoint': None, 'checkpoint_interval': 60.0,
@@ -227,11 +230,14 @@ def _parser() -> argparse.ArgumentParser:
                           f'SECONDS + 2 s (default ${watchdog.TIMEOUT_ENV}, else '
                           f'{watchdog.DEFAULT_TIMEOUT:g})')
     sub.set_defaults(**defaults)
+  config_keys.add_parser(subparsers)
   return parser
 
 
 def _main(argv: list[str] | None) -> int:
   args = _parser().parse_args(argv)
+  if hasattr(args, 'answer'):  # a subcommand without a config (``jaxacct config --keys``)
+    return args.answer(args)
   command = args.command_object
   try:
     if args.distributed:
@@ -259,7 +265,8 @@ def _main(argv: list[str] | None) -> int:
       raise config_lib.ConfigError(
           f'{args.config} is accelerator-scale (days of CPU time); run it on a GPU/TPU or pass '
           '--force')
-    payload = command.run(args, raw)
+    with leaving_no_new_empty_folders(run_folders(args, raw)):  # a refused run leaves none
+      payload = command.run(args, raw)
   except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
     if args.distributed and _is_lost_peer(error):
       _exit_after_lost_peer(error)

@@ -1,13 +1,18 @@
 """``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
 (``calibrate_noise_multiplier``) at the config's (ε, δ), or a deterministic accountant's
-smallest σ (``calibrate_deterministic``), with its report curve and figures.
+smallest σ (``calibrate_deterministic``), with its report curve and figures, written to
+``<report root>/calibrate/`` (``common.output_dir``): ``calibration.json`` first (the released
+σ and its ledger charge), then ``delta_hat.png`` and ``candidates.png`` (Monte Carlo) or
+``delta.png`` (deterministic).
 
 ``--estimate-only`` stops after the estimation sweeps: the estimated σ̂ with its range and the
 verification plan (``calibrate_noise_multiplier(..., estimate_only=True)``), labelled "estimate,
 not a guarantee" in its printed lines, its JSON (``"verified": false``, ``"estimate_only":
 true``) and its figures, written as ``calibration_estimate.json``, ``candidates_estimate.png``
-and ``delta_hat_estimate.png`` beside (never over) a verified calibration's files. The
-ledger is not charged; the budget (``--max-minutes``) is the estimate's.
+and ``delta_hat_estimate.png`` in a folder of their own, ``<report root>/calibrate-estimate/``
+(never beside or over a verified calibration's files; the names say "estimate" wherever the
+files are copied). The ledger is not charged; the budget (``--max-minutes``) is the
+estimate's.
 """
 
 from __future__ import annotations
@@ -29,10 +34,11 @@ from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated,
                                 calibration_section, check_budget, check_state_files,
-                                deterministic_curve, output_dir, plan_mechanism,
+                                deterministic_curve, keep_only, output_dir, plan_mechanism,
                                 print_deterministic, print_footer, refuse_over_budget,
-                                run_options, run_precision, say_precision, scheme_and_matrix,
-                                with_prefix_error, write_on_leader)
+                                run_options, run_precision,
+                                say_precision, scheme_and_matrix, with_prefix_error,
+                                write_on_leader)
 
 # The calibration options of the config that the library takes (as common.calibrated).
 _OPTIONS = ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
@@ -73,14 +79,17 @@ def _calibrate(args, raw) -> dict:
                     num_samples=found.estimation_samples,
                     released=(g.epsilon, g.delta), threshold=g.base_delta)
     write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title)
+    written = ('calibration.json', 'delta_hat.png', 'candidates.png')
   else:
     payload['curve'] = deterministic_curve(args, found, [g.epsilon], g.epsilon, g.delta)
     write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
                     payload['curve']['delta'], f'{title}\nproven δ(ε) by {g.accountant}',
                     released=(g.epsilon, g.delta))
+    written = ('calibration.json', 'delta.png')
   payload['plan_check'] = {'projected_seconds': projected,
                            'measured_seconds': time.perf_counter() - started}
   write_on_leader(report.write_json, folder, 'calibration.json', payload)
+  keep_only(args, folder, written)
   payload['report'] = str(folder)
   return payload
 
@@ -155,7 +164,7 @@ def _print_estimate(payload: dict) -> None:
         f'{payload["delta"]:.4g}) [{estimate["label"]}: estimation δ̂(ε) ≤ δ_b = '
         f'{estimate["base_delta"]:.4g} on {estimate["estimation_samples"]:,} samples per '
         f'direction, ±2 s.e.; verified={payload["verified"]}; seed {payload["seed"]}; '
-        f'{payload["seconds"]:.1f} s]')
+        f'took {payload["seconds"]:.1f} s]')
   if not estimate['high_resolved']:
     print(f'  ({estimate["label"]}: no σ below the fallback σ_up = {estimate["high"]:.6g} is '
           f'resolved to pass; ≥ {estimate["needed_samples"]:,} estimation samples per '
@@ -185,7 +194,7 @@ def _print(payload: dict) -> None:
              if payload.get('precision') == 'float32' and payload.get('margin') is not None
              else '') +
           f'{payload["num_samples"]:,} verification samples per direction, base δ '
-          f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; {payload["seconds"]:.1f} s]')
+          f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; took {payload["seconds"]:.1f} s]')
   print_footer(payload)
 
 
@@ -194,9 +203,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='stop after the estimation sweeps: an estimated σ with its range '
                            'and the verification plan (an estimate, not a guarantee; the '
                            'ledger is not charged), written to calibration_estimate.json, '
-                           'candidates_estimate.png and delta_hat_estimate.png')
+                           'candidates_estimate.png and delta_hat_estimate.png in the report '
+                           'folder calibrate-estimate/')
 
 
 COMMAND = Command(name='calibrate', help='smallest σ verified by Estimate-Verify-Release',
-                  run=_calibrate, print_human=_print, order=2, charges_ledger=True,
-                  add_arguments=_add_arguments)
+                  run=_calibrate, print_human=_print, order=2,
+                  charges_ledger=True, add_arguments=_add_arguments)

@@ -1,6 +1,7 @@
 """``jaxacct estimate CONFIG``: the config's δ(ε) — a Monte Carlo estimate (``estimate_delta``,
 both directions with standard errors) or, with a deterministic accountant, the proven δ(ε)
-and ε(δ)."""
+and ε(δ), written to ``<report root>/estimate/`` (``common.output_dir``): ``estimate.json``
+and ``delta_hat.png`` (Monte Carlo) or ``delta.png`` (deterministic)."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
                                 deterministic_curve,
-                                estimate_max_seconds, output_dir, print_deterministic,
-                                print_footer, refuse_over_budget, reporter, run_options,
+                                estimate_max_seconds, keep_only, output_dir,
+                                print_deterministic, print_footer, refuse_over_budget,
+                                reporter, run_options,
                                 run_precision, say_precision, write_on_leader)
 
 
@@ -74,6 +76,7 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
     payload['plan_check'] = {'projected_seconds': projected,
                              'measured_seconds': time.perf_counter() - started}
     write_on_leader(report.write_json, folder, 'estimate.json', payload)
+  keep_only(args, folder, ('estimate.json', 'delta.png'))
   payload['report'] = str(folder)
   return payload
 
@@ -133,6 +136,7 @@ def _estimate(args, raw) -> dict:
                   'estimate (not a guarantee)', num_samples=num_samples,
                   released=None if eps_hat is None else (eps_hat, target),
                   point_label='estimated')
+  keep_only(args, folder, ('estimate.json', 'delta_hat.png'))
   payload['report'] = str(folder)
   return payload
 
@@ -154,8 +158,10 @@ def _print(payload: dict) -> None:
       print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
     resolution = payload.get('resolution')
     if resolution is not None and resolution['epsilon'] is not None:
+      grid = payload['curve']['epsilons']  # resolved on the figure's grid, not the table's
       print(f'estimated ε̂ = {resolution["epsilon"]:.4g} at δ = {payload["delta"]:.3g}: the '
-            'smallest grid ε with δ̂ + 2·s.e. below δ (an estimate, not a guarantee)')
+            f'smallest ε of the figure\'s grid ({len(grid)} points on [{min(grid):g}, '
+            f'{max(grid):g}]) with δ̂ + 2·s.e. below δ (an estimate, not a guarantee)')
     elif resolution is not None:
       need = resolution['needed_samples']
       print(f'δ = {payload["delta"]:.3g} not resolved at {payload["num_samples"]:,} samples'
@@ -164,4 +170,5 @@ def _print(payload: dict) -> None:
   print_footer(payload)
 
 COMMAND = Command(name='estimate', help='Monte Carlo δ̂(ε), both directions (or a deterministic '
-                  'accountant\'s proven δ(ε))', run=_estimate, print_human=_print, order=1)
+                  'accountant\'s proven δ(ε))', run=_estimate,
+                  print_human=_print, order=1)

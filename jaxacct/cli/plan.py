@@ -1,5 +1,11 @@
 """``jaxacct plan CONFIG``: the capacity plan of the config's Monte Carlo calibration — samples,
-throughput measured here, projected wall time here and on N devices (``montecarlo/plan.py``)."""
+throughput measured here, projected wall time here and on N devices (``montecarlo/plan.py``).
+
+It times the device programs of the precision the run would use only (``monte_carlo.precision``,
+``common.run_precision``); ``--precision both`` (or the other precision's name) times the other
+one's too. On a CPU the float32 program of a large truncated scheme compiles in minutes, and a
+plan of both precisions cost more than the calibration it planned (benchmarks/RESULTS.md).
+"""
 
 from __future__ import annotations
 
@@ -11,9 +17,13 @@ from jaxacct import report
 from jaxacct.cli.common import (Command, capacity_plan, output_dir, print_plan, write_on_leader)
 
 
+# --precision: the precisions timed besides the run's own (which is always timed).
+_PRECISIONS = {'run': (), 'both': ('float64', 'float32'), 'float64': ('float64',),
+               'float32': ('float32',)}
+
+
 def _plan(args, raw) -> dict:
-  payload = capacity_plan(args, raw, ('float64', 'float32') if args.precision == 'both'
-                           else (args.precision,))
+  payload = capacity_plan(args, raw, _PRECISIONS[args.precision])
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'plan.json', payload)
   payload['report'] = str(folder)
@@ -22,6 +32,10 @@ def _plan(args, raw) -> dict:
 
 def _print(payload: dict) -> None:
   print_plan(payload)
+  untimed = [name for name in ('float64', 'float32') if name not in payload['plans']]
+  if untimed and not payload.get('float32_refusal'):
+    print(f'  {untimed[0]}: not timed (--precision both times it too'
+          + ('; accelerators run it)' if untimed[0] == 'float32' else ')'))
   print(f'report: {payload["report"]}')
 
 
@@ -30,9 +44,11 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='project to N devices (default: the devices here)')
   parser.add_argument('--samples-per-second', type=float, metavar='R',
                       help='one-σ samples/s per device, instead of measuring here')
-  parser.add_argument('--precision', choices=('both', 'float64', 'float32'), default='both',
-                      help='the device programs to time (default both; each compiles once, '
-                           'the float32 one of a large truncated scheme in minutes on a CPU)')
+  parser.add_argument('--precision', choices=tuple(_PRECISIONS), default='run',
+                      help='the device programs to time: the run\'s own (default: '
+                           'monte_carlo.precision), both, or the one named as well as the '
+                           'run\'s (each compiles once, the float32 one of a large truncated '
+                           'scheme in minutes on a CPU)')
 
 
 def _check_arguments(args) -> None:

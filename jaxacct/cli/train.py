@@ -1,7 +1,8 @@
 """``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the config's
 training task (``training.task``; ``examples/digits.py``) on batches of the scheme with that
 σ; reports test accuracy with the guarantee (and, with an ``individual:`` section, per-example
-privacy, Koskela et al. (2022)).
+privacy, Koskela et al. (2022)) in ``<report root>/train/`` (``common.output_dir``):
+``training.json``, ``training.png`` and, with that section, ``individual_epsilons.png``.
 
 References:
   Antti Koskela, Marlon Tobaben and Antti Honkela, "Individual Privacy Accounting with Gaussian
@@ -22,9 +23,10 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import sharding
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_state_files, check_budget, figure_seconds, output_dir,
-                                print_footer, refuse_over_budget, scheme_and_matrix,
-                                with_prefix_error, write_on_leader)
+                                check_state_files, check_budget, figure_seconds, keep_only,
+                                output_dir, print_footer, refuse_over_budget,
+                                scheme_and_matrix, with_prefix_error,
+                                write_on_leader)
 
 
 def _train(args, raw) -> dict:
@@ -93,6 +95,8 @@ def _train(args, raw) -> dict:
   payload['plan_check'] = {'projected_seconds': projected, 'training': training.to_dict(),
                            'measured_seconds': time.perf_counter() - started}
   write_on_leader(report.write_json, folder, 'training.json', payload)
+  keep_only(args, folder, ('training.json', 'training.png')
+            + (('individual_epsilons.png',) if payload['individual'] is not None else ()))
   payload['report'] = str(folder)
   return payload
 
@@ -107,8 +111,9 @@ def _print(payload: dict) -> None:
           'regenerate the noise and batches, so this model must not be released as private',
           file=sys.stderr)
   print(f'test accuracy {payload["accuracy"]:.4f} after {payload["steps"]} steps '
-        f'(expected batch {payload["expected_batch_size"]:.4g}, shape '
-        f'{payload["batch_shape"]}); {privacy}; {payload["training_seconds"]:.1f} s')
+        f'(expected batch {payload["expected_batch_size"]:.4g}, batches padded to '
+        f'{payload["batch_shape"]} examples); {privacy}; training took '
+        f'{payload["training_seconds"]:.1f} s')
   if payload.get('individual'):
     summary = payload['individual']
     q = summary['quantiles']
@@ -122,4 +127,5 @@ def _print(payload: dict) -> None:
   print_footer(payload)
 
 COMMAND = Command(name='train', help='calibrate σ, then train the config\'s training task with it',
-                  run=_train, print_human=_print, order=3, charges_ledger=True)
+                  run=_train, print_human=_print, order=3,
+                  charges_ledger=True)

@@ -16,6 +16,13 @@ again.
 Curves whose queries are cheap (one composed PLD or RDP vector answers every ε) have nothing
 to plan (``plan_queries`` returns None).
 
+The replay makes no progress calls (its queries are the run's, called without progress), so
+the plan announces itself before the replay and again before the timed compositions
+(``progress.announce``): a log shows what the minute it may take is spent on. The coarse copy
+saves most where the PLD grid dominates a composition's cost (MMCC); where building the pairs
+dominates (conditional composition of a short balls-in-bins run), a coarse composition costs
+about as much as a full one, and the replay about as much as the run.
+
 References:
   Choquette-Choo, Ganesh, Steinke and Thakurta, "Privacy Amplification for Matrix Mechanisms",
   arXiv:2310.15526 (ICLR 2024), Thm 4.8 (δ = δ_PLD + δ₁, the composition per δ₁);
@@ -31,6 +38,8 @@ from typing import Callable
 
 import numpy as np
 
+from jaxacct import progress as progress_lib
+from jaxacct.progress import format_seconds
 from jaxacct.deterministic.accountant import TightestCurve
 from jaxacct.deterministic.base import PrivacyCurve
 from jaxacct.deterministic.mixture_pld import BadEventCurve
@@ -80,14 +89,17 @@ def _coarse(curve: PrivacyCurve) -> PrivacyCurve:
                         for name, c in curve.curves.items()})
 
 
-def plan_queries(curve: PrivacyCurve,
-                 queries: Callable[[PrivacyCurve], object]) -> CurvePlan | None:
+def plan_queries(curve: PrivacyCurve, queries: Callable[[PrivacyCurve], object], *,
+                 progress=None) -> CurvePlan | None:
   """Projects the seconds of ``queries(curve)`` by running ``queries`` on a coarse copy.
 
   Args:
     curve: the run's curve (``deterministic.privacy_curve``).
     queries: the run's queries as a function of a curve (without progress output): called
       once here, on the coarse copy; the run then calls it on ``curve``.
+    progress: where the replay and the timed compositions are announced before they start
+      (``progress.announce``: a ``Reporter``; None: a person's terminal, else the ``jaxacct``
+      logger at INFO; False: nowhere).
 
   Returns:
     ``CurvePlan``, or None when ``curve`` has no costly curve (nothing worth planning) or the
@@ -97,11 +109,21 @@ def plan_queries(curve: PrivacyCurve,
   if not costly:
     return None
   started = time.perf_counter()
+  which = ('the ' + ' and '.join(costly) + ' curve' + 's' * (len(costly) > 1)
+           if isinstance(curve, TightestCurve) else 'the curve')
+  progress_lib.announce(progress, f'planning the report\'s PLD compositions: its queries '
+                                  f'replayed on a coarse copy of {which}…')
   coarse = _coarse(curve)
   queries(coarse)
   replay = {name: list(c.composition_seconds) for name, c in _costly(coarse).items()}
   if not any(replay.values()):
     return None
+  extremes = dict.fromkeys(f'{bound(b for _, b in keys):.3g}' for keys in replay.values()
+                           if keys for bound in (max, min))
+  progress_lib.announce(progress, f'the replay made {sum(map(len, replay.values()))} '
+                                  f'compositions in {format_seconds(time.perf_counter() - started)}'
+                                  f'; timing full ones at δ_E = {", ".join(extremes)} (the run '
+                                  'keeps them)…')
   projected, timed = 0.0, []
   for name, keys in replay.items():
     if not keys:

@@ -26,6 +26,11 @@ samples per second per device); the K-candidate cost then follows ``DEFAULT_CAND
 (the ratio recorded in benchmarks/RESULTS.md at the production shape: 16 σ cost 6.45 × one
 σ), and nothing is compiled or timed.
 
+Compiles and timed calls make no progress calls, so each is announced before it starts
+(``progress.announce``: "compiling and timing the float64 program of 16 σ …"), to the run's
+progress callback (the CLI's reporter; none: logged at INFO, which the ``jaxacct`` command
+shows on stderr), and a plan never sits silent in a log for the minutes a large compile takes.
+
 Host code around short device runs.
 
 References:
@@ -50,6 +55,7 @@ from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.errors import InputError
+from jaxacct import progress as progress_lib
 from jaxacct.progress import format_seconds
 
 SWEEP_CANDIDATES = search_start.SWEEP_CANDIDATES  # σ per estimation sweep
@@ -193,16 +199,26 @@ def refuse_over_budget(run: str, seconds: float, max_seconds: float | None, *,
                           f'{budget}: {advice}', run, seconds, max_seconds)
 
 
+def _describe(program, role: str | None = None) -> str:
+  """"the float64 program of 16 σ (the estimation sweeps; n = 128)": what a compile is of."""
+  sigmas = 'one σ' if program.num_candidates == 1 else f'{program.num_candidates} σ'
+  return (f'the {program.precision} program of {sigmas} ('
+          + ('' if role is None else f'{role}; ') + f'n = {program.kernel.iterations:,})')
+
+
 @scoped_x64
 def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int,
-                    blocks_per_call: int | None = None) -> float:
+                    blocks_per_call: int | None = None, *, progress=None) -> float:
   """Projected wall time of ``blocks`` blocks (both directions together) of ``program`` on
   ``mesh`` in calls of ``blocks_per_call`` blocks per device (default: the run's default),
-  from one timed call after its compiling one at that shape, so the run reuses the compile."""
+  from one timed call after its compiling one at that shape, so the run reuses the compile.
+  The compile is announced first (``progress.announce`` to ``progress``)."""
   if blocks <= 0:
     return 0.0
   if blocks_per_call is None:
     blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
+  progress_lib.announce(progress, f'compiling {_describe(program)} and timing one call, to '
+                                  'project the run against its budget…')
   per_call, _ = call_seconds(program, mesh, block_size, blocks_per_call, calls=1)
   calls_per_direction = -(-blocks // (len(DIRECTIONS) * blocks_per_call * mesh.size))
   return calls_per_direction * per_call
@@ -210,16 +226,20 @@ def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int,
 
 @scoped_x64
 def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidates: int = 1,
-                       devices=None, calls: int = _TIMED_CALLS, statistic=np.median) -> float:
+                       devices=None, calls: int = _TIMED_CALLS, statistic=np.median, *,
+                       role: str | None = None, progress=False) -> float:
   """Seconds per sample (one draw in each direction, ``num_candidates`` σ: the estimator's
   one-σ program for 1, the shared-draws program otherwise) of ``mechanism`` in ``dtype``'s
   program on the local devices, in calls of the default size after compiling (``statistic`` of
-  ``calls``: the median for plans, the minimum for benchmarks on a shared machine)."""
+  ``calls``: the median for plans, the minimum for benchmarks on a shared machine). The
+  compile is announced to ``progress`` (``progress.announce``; default False: not at all),
+  naming the program's ``role``."""
   mesh = SampleMesh.over(jax.local_devices() if devices is None else devices)
   kernel = kernels.kernel_for(mechanism, np.dtype(dtype))
   block_size = sampling.default_block_size(kernel.iterations)
   per_call = sampling.default_blocks_per_call(block_size, kernel.iterations)
   program = _program(mechanism, kernel, num_candidates, block_size, mesh)
+  progress_lib.announce(progress, f'compiling and timing {_describe(program, role)}…')
   seconds, _ = call_seconds(program, mesh, block_size, per_call, calls=calls,
                             statistic=statistic)
   return seconds / (per_call * mesh.size * block_size)
@@ -316,7 +336,9 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
   num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
+  given = None if run is None else run.progress
   run = options_lib.resolve(run, 'capacity_plan', devices=devices)
+  progress = False if given is False else run.progress  # where compiles are announced
   mesh = SampleMesh.over(run.devices)
   if target_devices is None:
     target_devices = mesh.size
@@ -334,6 +356,9 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
     raise InputError('precision="float32" cannot serve this mechanism: '
                      + program32.refusal(mechanism, kernel))
+  progress_lib.announce(progress, f'planning the calibration in {precision}: the σ search\'s '
+                                  f'starting points (the {fallback.name} fallback\'s σ_up and '
+                                  'the initial guess)…')
   started = time.perf_counter()
   sigma_up, guess = search_start.fallback_and_guess(mechanism.scheme, mechanism.matrix,
                                                     fallback, epsilon, base)
@@ -348,6 +373,9 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
 
   # Candidates of each program: the sweeps', the verification's and the report's (one σ).
   sizes = [SWEEP_CANDIDATES, num_candidates] + ([] if report is None else [1])
+  roles = {}
+  for k, role in zip(sizes, ('the estimation sweeps', 'the verification', 'the report curve')):
+    roles[k] = role if k not in roles else f'{roles[k]} and {role}'
   call_cost, compiles, memory = {}, {}, None
   if samples_per_second is not None:
     rate = _validate.positive_finite('samples_per_second', samples_per_second)
@@ -359,6 +387,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   else:
     for k in dict.fromkeys(sizes):  # each program once, in the run's order
       program = _program(mechanism, kernel, k, block_size, mesh)
+      progress_lib.announce(progress, f'compiling and timing {_describe(program, roles[k])}, '
+                                      f'{per_call} blocks of {block_size:,} per call…')
       call_cost[k], compiles[k] = call_seconds(
           program, mesh, block_size, per_call,
           num_epsilons=1 if k > 1 else report.size)

@@ -79,8 +79,12 @@ def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
                          f'mixed float32 kernels without a margin (estimation only): {refused}')
 
 
-def choose(precision: str, mechanism) -> PrecisionChoice:
+def choose(precision: str, mechanism, *, progress=None) -> PrecisionChoice:
   """Resolves ``precision`` for ``mechanism`` (before any compute for float32/float64).
+
+  ``"auto"`` on a CPU compiles and times both programs; each compile is announced first
+  (``progress.announce`` to ``progress``; None: a person's terminal, else the ``jaxacct``
+  logger at INFO, which the CLI shows).
 
   Raises:
     ValueError: an unknown name, or ``"float32"`` for a mechanism the 32-bit program does
@@ -106,12 +110,12 @@ def choose(precision: str, mechanism) -> PrecisionChoice:
   if backend in ACCELERATORS:
     return PrecisionChoice('float32', f'auto: the {backend} backend computes in float32')
   # Timings differ between hosts: under jax.distributed process 0 decides for every process.
-  faster, reason = sharding.on_leader(lambda: _measured_choice(mechanism))
+  faster, reason = sharding.on_leader(lambda: _measured_choice(mechanism, progress))
   return PrecisionChoice(faster, reason)
 
 
-def _measured_choice(mechanism) -> list[str]:
-  float64_cost, float32_cost = _measured_costs(mechanism)
+def _measured_choice(mechanism, progress=None) -> list[str]:
+  float64_cost, float32_cost = _measured_costs(mechanism, progress)
   faster = 'float32' if float32_cost < float64_cost else 'float64'
   return [faster, f'auto: measured here {float32_cost * 1e6:.1f} µs (float32) vs '
                   f'{float64_cost * 1e6:.1f} µs (float64) per sample']
@@ -120,11 +124,13 @@ def _measured_choice(mechanism) -> list[str]:
 _COSTS: dict = {}
 
 
-def _measured_costs(mechanism) -> tuple[float, float]:
+def _measured_costs(mechanism, progress=None) -> tuple[float, float]:
   """Seconds per sample of one σ in float64 and in float32 on the local devices (cached per
-  kernel shape and band length: p and σ do not change the cost materially)."""
+  kernel shape and band length: p and σ do not change the cost materially). The run then
+  finds the chosen precision's one-σ program compiled (same shapes)."""
   shape = (kernels.kernel_for(mechanism, np.dtype(np.float64)), mechanism.matrix.num_bands)
   if shape not in _COSTS:
-    _COSTS[shape] = tuple(plan.seconds_per_sample(mechanism, np.dtype(dtype))
-                          for dtype in (np.float64, np.float32))
+    _COSTS[shape] = tuple(plan.seconds_per_sample(
+        mechanism, np.dtype(dtype), role='precision auto: the faster one here is chosen',
+        progress=progress) for dtype in (np.float64, np.float32))
   return _COSTS[shape]

@@ -346,6 +346,33 @@ class BandedToeplitz(Strategy):
     array.setflags(write=False)
     object.__setattr__(self, 'c_col', array)
 
+  @classmethod
+  def identity(cls) -> BandedToeplitz:
+    """C = I, the strategy of DP-SGD: ``BandedToeplitz([1.0])``, one band.
+
+    With C = I the matrix mechanism releases G + Z, the noisy gradient of every step on its
+    own: DP-SGD (Abadi et al. 2016), the one-band (b = 1) case of BandMF. Every accountant
+    treats it as ``BandedToeplitz([1.0])``, which it equals (same band, hash, fingerprint and
+    ledger sketch); with ``Poisson`` sampling ``accountant="pld"`` accounts it exactly.
+
+    Example:
+      >>> BandedToeplitz.identity() == BandedToeplitz([1.0])
+      True
+      >>> BandedToeplitz.identity().summary
+      'C = I'
+
+    References:
+      Abadi, Chu, Goodfellow, McMahan, Mironov, Talwar, Zhang, "Deep learning with differential
+      privacy", CCS 2016, arXiv 1607.00133 (DP-SGD).
+      Denisov, McMahan, Rush, Smith, Thakurta, "Improved differential privacy for SGD via
+      optimal private linear operators on adaptive streams", NeurIPS 2022, arXiv 2202.08312
+      §2 (the matrix mechanism; C = I is DP-SGD).
+      Choquette-Choo, Ganesh, McKenna, McMahan, Rush, Thakurta, Xu, "(Amplified) banded matrix
+      factorization: a unified approach to private training", NeurIPS 2023, arXiv 2306.08153
+      (a 1-banded C is DP-SGD).
+    """
+    return cls(np.ones(1))
+
   @property
   def num_bands(self) -> int:
     """Number of bands m = ``len(c_col)`` (implied by the leaf's shape)."""
@@ -766,12 +793,21 @@ def _normalized(c_col: np.ndarray, normalize: bool) -> BandedToeplitz:
 
 @config_key('c_col', 'reals', options={'normalize': 'boolean'})
 def _from_c_col(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  """The band (c₀, …, c_{m−1}) of a banded Toeplitz C: ``[1.0]`` is DP-SGD's C = I
+  (``BandedToeplitz.identity()``).
+
+  Options:
+    normalize: divide the band by its Euclidean norm (every full column of C then has norm 1;
+      σ is not normalised by it otherwise).
+  """
   del iterations, min_sep
   return _normalized(value, normalize)
 
 
 @config_key('square_root_bands', 'count', options={'normalize': 'boolean'})
 def _square_root(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  """m bands of the square-root factorisation of the prefix sums (``square_root_coefficients``,
+  Fichtenberger et al., ICML 2023)."""
   del iterations, min_sep
   return _normalized(square_root_coefficients(value), normalize)
 
@@ -785,5 +821,8 @@ def _square_root_stand_in(value, *, iterations) -> tuple[BandedToeplitz, str]:
 @config_key('optimized_bands', 'count', options={'normalize': 'boolean'},
             timing_stand_in=_square_root_stand_in)
 def _optimized(value, *, iterations, min_sep, normalize: bool = False) -> BandedToeplitz:
+  """The m-band C of least prefix-sum MSE for single participation
+  (``optimize_banded_toeplitz(iterations, m)``, as in Dong & Ganesh (2026) §7.1; an L-BFGS run
+  when the config is read)."""
   del min_sep  # configs optimise for single participation (cf. Dong & Ganesh (2026) §7.1)
   return _normalized(optimize_banded_toeplitz(iterations, value), normalize)

@@ -624,6 +624,8 @@ def optimize_banded_inverse(iterations: int, bands: int, *, min_sep: int | None 
 # ------------------------------------------------------------------- config keys (config.py)
 @config_key('inverse_square_root_bands', 'count')
 def _inverse_square_root(value, *, iterations, min_sep) -> LowerTriangular:
+  """BISR: the dense C whose inverse is the m-banded truncation of A^{−1/2}
+  (``banded_inverse_square_root``), accounted with the App. B bounds of Dong & Ganesh (2026)."""
   del min_sep
   return banded_inverse_square_root(iterations, value)
 
@@ -635,4 +637,6 @@ def _inverse_stand_in(value, *, iterations) -> tuple[LowerTriangular, str]:
 
 @config_key('optimized_inverse_bands', 'count', timing_stand_in=_inverse_stand_in)
 def _optimized_inverse(value, *, iterations, min_sep) -> LowerTriangular:
+  """BandInvMF: C = H⁻¹ with H m-banded, optimised by L-BFGS for the scheme's min_sep
+  (``optimize_banded_inverse``) when the config is read; App. B bounds."""
   return optimize_banded_inverse(iterations, value, min_sep=min_sep)

@@ -358,7 +358,7 @@ def test_cli_estimate_of_the_mmcc_config_in_a_reduced_form(tmp_path, capsys):
   assert estimate['delta_of_epsilon'] == [
       jaxacct.delta_for_epsilon(mechanism, e, accountant='mmcc') for e in (2.0, 4.0)]
   assert 1e-6 < estimate['delta_of_epsilon'][1] < estimate['delta_of_epsilon'][0] < 0.5
-  assert (tmp_path / 'delta.png').is_file()
+  assert (tmp_path / 'estimate' / 'delta.png').is_file()
   # The run was planned (issue 31: every run's plan, deterministic included) and says so.
   check = estimate['plan_check']
   assert check['projected_seconds'] > 0 and check['measured_seconds'] > 0

@@ -205,7 +205,7 @@ def _no_plan(*args, **kwargs):
   raise AssertionError('a small calibration made a capacity plan')
 
 
-def test_the_command_writes_a_labelled_estimate_beside_never_over_a_calibration(
+def test_the_command_writes_a_labelled_estimate_in_its_own_folder_never_over_a_calibration(
     estimated, tmp_path, capsys, monkeypatch):
   del estimated
   config = tmp_path / 'small.yaml'
@@ -226,7 +226,7 @@ def test_the_command_writes_a_labelled_estimate_beside_never_over_a_calibration(
   assert cli.main(['calibrate', str(config), '--estimate-only', '--out', str(out),
                    '--ledger', str(ledger)]) == 0
   printed = capsys.readouterr().out
-  assert sorted(p.name for p in out.iterdir()) == [
+  assert sorted(p.name for p in (out / 'calibrate-estimate').iterdir()) == [
       'calibration_estimate.json', 'candidates_estimate.png', 'delta_hat_estimate.png']
   assert not ledger.exists()
   lines = printed.splitlines()
@@ -234,7 +234,7 @@ def test_the_command_writes_a_labelled_estimate_beside_never_over_a_calibration(
   assert 'estimate, not a guarantee' in lines[0] and 'verified=False' in lines[0]
   assert lines[1].startswith('to verify it') and '30,000 samples per direction × 2' in lines[1]
   assert '`jaxacct plan ' + str(config) in lines[2]  # the accelerator hint, for this config
-  payload = json.loads((out / 'calibration_estimate.json').read_text())
+  payload = json.loads((out / 'calibrate-estimate' / 'calibration_estimate.json').read_text())
   assert payload['verified'] is False and payload['estimate_only'] is True
   assert payload['label'] == 'estimate, not a guarantee' and payload['charge'] is None
   assert payload['record']['verification']['sigmas'] == []
@@ -246,4 +246,4 @@ def test_the_command_writes_a_labelled_estimate_beside_never_over_a_calibration(
                    '--ledger', str(ledger), '--max-minutes', '1e-5']) == 2
   error = capsys.readouterr().err.strip().splitlines()[-1]
   assert 'the σ estimate' in error and '--force' in error and 'estimation_samples' in error
-  assert not (tmp_path / 'x' / 'calibration_estimate.json').exists() and not ledger.exists()
+  assert not (tmp_path / 'x').exists() and not ledger.exists()

@@ -41,7 +41,7 @@ def test_cli_train_bandmf_json(tmp_path, capsys):
   assert result['method'] in ('verified_mc', 'fallback') and result['epsilon'] == 4.0
   assert result['delta'] <= 0.01 and result['noise_multiplier'] > 0
   assert result["accuracy"] > 0.5  # measured 0.947 at 60 noisy steps; chance is 0.1
-  assert (tmp_path / 'training.json').is_file() and result['seed'] is None  # secret seed
+  assert (tmp_path / 'train' / 'training.json').is_file() and result['seed'] is None  # secret seed
   # The plan covers the training (issue 31 item 3): its first steps were timed, 3·1 + 1 of 60.
   check = result['plan_check']
   assert check['training']['steps'] == 60 and check['training']['timed_steps'] == 4
@@ -74,7 +74,7 @@ def test_cli_train_with_the_individual_filter(tmp_path, capsys):
   assert max(summary['epsilons']) <= summary['filter_epsilon'] + 1e-12
   assert summary['worst_case_epsilon'] == pytest.approx(4.0, rel=1e-3)
   assert summary['active_per_epoch'][-1] < 1437 and len(summary['active_per_epoch']) == 30
-  assert (tmp_path / 'individual_epsilons.png').is_file()
+  assert (tmp_path / 'train' / 'individual_epsilons.png').is_file()
 
 
 @pytest.mark.parametrize('override, message', [

@@ -69,7 +69,7 @@ def test_a_users_task_trains_from_the_cli(own_config, tmp_path, capsys):
   assert history['steps'] == list(range(1, 21))
   assert history['train_loss'][-1] < history['train_loss'][0]
   assert history['test_metric'][-1] == result['accuracy']
-  assert (tmp_path / 'out' / 'training.png').stat().st_size > 10_000
+  assert (tmp_path / 'out' / 'train' / 'training.png').stat().st_size > 10_000
 
 
 @pytest.mark.parametrize('override, message', [
