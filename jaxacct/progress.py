@@ -35,10 +35,12 @@ slow stage says so early.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import sys
+import threading
 import time
 from typing import Callable, NamedTuple, Sequence
 
@@ -105,6 +107,35 @@ def announce(progress, message: str) -> None:
   listener = getattr(progress, 'announce', None)
   if callable(listener):
     listener(message)
+
+
+@contextlib.contextmanager
+def heartbeat(progress, what: str, *, every: float = 10.0,
+              count: Callable[[], int] | None = None):
+  """Within it, a phase with no progress calls of its own (``what``: "the replay") says it is
+  still going every ``every`` seconds (``announce``: "… still running after 20 s, 12
+  compositions so far"), so a log never goes silent for longer: a daemon thread that only
+  reads the clock and ``count()`` (how much is done, optional) and stops when the block ends.
+  Nothing runs for ``progress=False``."""
+  if progress is False:
+    yield
+    return
+  stop = threading.Event()
+  started = time.monotonic()
+
+  def beat() -> None:
+    while not stop.wait(every):
+      done = '' if count is None else f', {count():,} so far'
+      announce(progress, f'{what}: still running after '
+                         f'{format_seconds(time.monotonic() - started)}{done}…')
+
+  thread = threading.Thread(target=beat, name='jaxacct-heartbeat', daemon=True)
+  thread.start()
+  try:
+    yield
+  finally:
+    stop.set()
+    thread.join()
 
 
 ENVIRONMENT_VARIABLE = 'JAXACCT_PROGRESS'

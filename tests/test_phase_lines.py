@@ -114,6 +114,24 @@ def test_a_stage_reported_done_twice_prints_one_done_line(clock, capsys):
   assert len(_lines(capsys.readouterr().err)) == 1
 
 
+def test_a_heartbeat_says_a_long_phase_is_still_running(capsys):
+  # A phase without counts of its own gets a line every `every` seconds until it ends.
+  import threading  # pylint: disable=import-outside-toplevel
+  finished, done = threading.Event(), [0]
+  reporter = progress_lib.Reporter(terminal=False)
+  with progress_lib.heartbeat(reporter, 'the replay', every=0.01, count=lambda: done[0]):
+    done[0] = 7
+    finished.wait(0.2)  # the block's work: long enough for a few beats
+  beats = _lines(capsys.readouterr().err)
+  assert len(beats) >= 2 and beats[-1].startswith('jaxacct: the replay: still running after ')
+  assert beats[-1].endswith(', 7 so far…')
+  finished.wait(0.05)  # after the block: silent
+  assert not _lines(capsys.readouterr().err)
+  with progress_lib.heartbeat(False, 'x', every=0.01):
+    finished.wait(0.05)
+  assert not _lines(capsys.readouterr().err)
+
+
 def test_deterministic_plan_announces_its_replay_and_timed_compositions(capsys):
   # The MMCC curve of tests/deterministic/test_curve_plan.py on a coarse grid (cheap).
   mechanism = jaxacct.MatrixMechanism(

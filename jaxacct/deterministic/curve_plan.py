@@ -44,6 +44,9 @@ from jaxacct.deterministic.accountant import TightestCurve
 from jaxacct.deterministic.base import PrivacyCurve
 from jaxacct.deterministic.mixture_pld import BadEventCurve
 
+# A line at least this often while the plan composes: no log stays silent over ~10 s.
+_HEARTBEAT_SECONDS = 8.0
+
 
 @dataclasses.dataclass(frozen=True)
 class CurvePlan:
@@ -114,7 +117,9 @@ def plan_queries(curve: PrivacyCurve, queries: Callable[[PrivacyCurve], object],
   progress_lib.announce(progress, f'planning the report\'s PLD compositions: its queries '
                                   f'replayed on a coarse copy of {which}…')
   coarse = _coarse(curve)
-  queries(coarse)
+  with progress_lib.heartbeat(progress, 'the replay', count=lambda: sum(
+      len(c.composition_seconds) for c in _costly(coarse).values()), every=_HEARTBEAT_SECONDS):
+    queries(coarse)
   replay = {name: list(c.composition_seconds) for name, c in _costly(coarse).items()}
   if not any(replay.values()):
     return None
@@ -124,6 +129,20 @@ def plan_queries(curve: PrivacyCurve, queries: Callable[[PrivacyCurve], object],
                                   f'compositions in {format_seconds(time.perf_counter() - started)}'
                                   f'; timing full ones at δ_E = {", ".join(extremes)} (the run '
                                   'keeps them)…')
+  projected, timed = 0.0, []
+  beat = progress_lib.heartbeat(progress, 'timing the full compositions',
+                                every=_HEARTBEAT_SECONDS)
+  with beat:
+    projected, timed = _time_full_compositions(costly, replay)
+  return CurvePlan(compositions=sum(len(keys) for keys in replay.values()),
+                   projected_seconds=float(projected), timed=tuple(timed),
+                   plan_seconds=time.perf_counter() - started)
+
+
+def _time_full_compositions(costly: dict, replay: dict) -> tuple[float, list]:
+  """Composes the full curves' compositions at each replay's largest and smallest δ_E (kept
+  by the run's curve) and projects the rest by a line in ln δ_E: (projected seconds, timed
+  (δ_E, seconds))."""
   projected, timed = 0.0, []
   for name, keys in replay.items():
     if not keys:
@@ -146,6 +165,4 @@ def plan_queries(curve: PrivacyCurve, queries: Callable[[PrivacyCurve], object],
 
     projected += sum(cost(bad_event) for direction, bad_event in keys
                      if (direction, bad_event) not in fine.composition_seconds)
-  return CurvePlan(compositions=sum(len(keys) for keys in replay.values()),
-                   projected_seconds=float(projected), timed=tuple(timed),
-                   plan_seconds=time.perf_counter() - started)
+  return projected, timed

@@ -219,7 +219,8 @@ def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int,
     blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
   progress_lib.announce(progress, f'compiling {_describe(program)} and timing one call, to '
                                   'project the run against its budget…')
-  per_call, _ = call_seconds(program, mesh, block_size, blocks_per_call, calls=1)
+  with progress_lib.heartbeat(progress, 'the compile and timed call'):
+    per_call, _ = call_seconds(program, mesh, block_size, blocks_per_call, calls=1)
   calls_per_direction = -(-blocks // (len(DIRECTIONS) * blocks_per_call * mesh.size))
   return calls_per_direction * per_call
 
@@ -240,8 +241,9 @@ def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidat
   per_call = sampling.default_blocks_per_call(block_size, kernel.iterations)
   program = _program(mechanism, kernel, num_candidates, block_size, mesh)
   progress_lib.announce(progress, f'compiling and timing {_describe(program, role)}…')
-  seconds, _ = call_seconds(program, mesh, block_size, per_call, calls=calls,
-                            statistic=statistic)
+  with progress_lib.heartbeat(progress, 'the compile and timed calls'):
+    seconds, _ = call_seconds(program, mesh, block_size, per_call, calls=calls,
+                              statistic=statistic)
   return seconds / (per_call * mesh.size * block_size)
 
 
@@ -389,9 +391,10 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       program = _program(mechanism, kernel, k, block_size, mesh)
       progress_lib.announce(progress, f'compiling and timing {_describe(program, roles[k])}, '
                                       f'{per_call} blocks of {block_size:,} per call…')
-      call_cost[k], compiles[k] = call_seconds(
-          program, mesh, block_size, per_call,
-          num_epsilons=1 if k > 1 else report.size)
+      with progress_lib.heartbeat(progress, 'the compile and timed calls'):
+        call_cost[k], compiles[k] = call_seconds(
+            program, mesh, block_size, per_call,
+            num_epsilons=1 if k > 1 else report.size)
       if k == SWEEP_CANDIDATES:
         memory = _memory(program, mesh, per_call)
     measured = True
