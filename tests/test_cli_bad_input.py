@@ -71,6 +71,8 @@ CASES = [
     ('estimate', str(CONFIGS / 'missing.yaml'), [], 'missing.yaml'),
     ('plan', QUICK, ['--devices', '0'], '--devices'),
     ('plan', QUICK, ['--samples-per-second', '-5'], '--samples-per-second'),
+    ('plan', str(CONFIGS / 'digits_dpgd_filter.yaml'), [], 'accountant: pld'),  # nothing sampled
+    ('plan', str(CONFIGS / 'balls_in_bins_auto.yaml'), [], 'accountant: auto'),
     ('calibrate', QUICK, ['--ledger', '/proc/forbidden/ledger.json'], '--ledger'),
     ('train', DPSGD, ['--set', 'training.clip_norm=0'], 'training.clip_norm'),
     ('train', DPSGD, ['--set', 'training.momentum=1'], 'training.momentum'),

@@ -14,7 +14,8 @@ import argparse
 
 from jaxacct import config as config_lib
 from jaxacct import report
-from jaxacct.cli.common import (Command, capacity_plan, output_dir, print_plan, write_on_leader)
+from jaxacct.cli.common import (Command, capacity_plan, output_dir, plan_mechanism, print_plan,
+                                write_on_leader)
 
 
 # --precision: the precisions timed besides the run's own (which is always timed).
@@ -23,6 +24,16 @@ _PRECISIONS = {'run': (), 'both': ('float64', 'float32'), 'float64': ('float64',
 
 
 def _plan(args, raw) -> dict:
+  stand_in, _ = plan_mechanism(raw)
+  name = config_lib.accountant_from(raw, stand_in.scheme, stand_in.matrix)
+  if name != config_lib.MONTE_CARLO:  # before any compile: there is nothing to sample
+    raise config_lib.ConfigError(
+        f'{args.config} is accounted deterministically ('
+        + (f'`accountant: {name}`' if name != 'auto' else
+           '`accountant: auto` picks a deterministic accountant for this mechanism')
+        + '), which samples nothing, so there is no Monte Carlo run to plan: '
+        f'`jaxacct calibrate {args.config}` proves its σ and prints its own plan first; '
+        f'--set accountant=monte_carlo plans a Monte Carlo calibration instead')
   payload = capacity_plan(args, raw, _PRECISIONS[args.precision])
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'plan.json', payload)

@@ -6,11 +6,13 @@ pre-contract ``jaxacct.deterministic.accountant`` (``mechanism_pld`` and
 tolerance = 1e-3; the contract must reproduce them bit for bit.
 """
 
+import math
+
 import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.deterministic import base
+from jaxacct.deterministic import base, pld
 
 from accountant_contract import AccountantContract, Calibration, Case, mechanism
 
@@ -162,3 +164,13 @@ def test_worst_case_pld_per_direction():
     assert worst.get_delta_for_epsilon(epsilon) == max(both)
   both = [worst.get_epsilon_for_delta(1e-5, direction=d) for d in ('remove', 'add')]
   assert worst.get_epsilon_for_delta(1e-5) == max(both)
+
+
+def test_the_dpsgd_initial_guess_of_a_full_batch_is_the_safe_end():
+  # sampling_prob 1, 200 steps: the coarse PLD puts the exact Gaussian σ_up's ε at 4.00009 > 4,
+  # so the bracket [0.1, σ_up] has no sign change; the guess is σ_up (it was an internal error).
+  upper = pld.gaussian_sigma(4.0, 1e-5, math.sqrt(200))
+  assert pld.dpsgd_sigma(1.0, 200, epsilon=4.0, delta=1e-5) == upper
+  # Where the bracket holds, the guess is inside it and tight: within 1 % of the fine answer.
+  fine = pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4, tolerance=1e-6, discretization=1e-4)
+  assert pld.dpsgd_sigma(0.1, 20, epsilon=1.0, delta=5e-4) == pytest.approx(fine, rel=1e-2)
