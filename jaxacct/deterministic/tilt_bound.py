@@ -134,14 +134,8 @@ def fixed_phase_log_partition(sampling_prob: float, iterations: int, cycle_lengt
                               coefficients, noise_multiplier: float, alpha: int) -> float:
   """ln Z_α of cyclic Poisson with the example in phase 0 and bands ≤ T: a sum over the rounds
   t = 0, T, 2T, … < n of the binomial sum at s_t, the column norm cut at row n."""
-  n = _validate.integer_at_least('iterations', iterations, 1)
-  t = _validate.integer_at_least('cycle_length', cycle_length, 1)
-  c = _validate.band_coefficients('coefficients', coefficients)
-  if c.size > t:
-    raise InputError(f'coefficients: {c.size} bands > cycle_length = {t}: the rounds of one '
-                     'phase would share outputs and Z_α is no product')
-  norms = np.cumsum(c * c)[np.minimum(c.size, n - np.arange(n)) - 1]  # s_t, cut at row n
-  return float(np.sum(round_log_factors(sampling_prob, norms[::t], noise_multiplier, alpha)))
+  norms = tilt_partition.phase_zero_squared_norms(iterations, cycle_length, coefficients)
+  return float(np.sum(round_log_factors(sampling_prob, norms, noise_multiplier, alpha)))
 
 
 def _balls_in_bins(scheme, matrix, sigma: float, alpha: int, budget: int):

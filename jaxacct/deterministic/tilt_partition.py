@@ -265,7 +265,7 @@ def phase_zero_squared_norms(iterations: int, cycle_length: int, coefficients) -
   c = _validate.band_coefficients('coefficients', coefficients)
   if c.size > t:
     raise InputError(f'coefficients: {c.size} bands > cycle_length = {t}: the rounds of one '
-                     "phase would share outputs and Z'_α is no product")
+                     'phase would share outputs and Z_α, Z\'_α are no products')
   rounds = np.arange(0, n, t)
   return np.cumsum(c * c)[np.minimum(c.size, n - rounds) - 1]
 
