@@ -114,7 +114,8 @@ def main():
 
     def sweep(sigmas, shared):
       result = candidates.estimate_delta_for_sigmas(key, mechanism, sigmas, [1.0], num,
-                                                    shared_draws=shared)
+                                                    monte_carlo=jaxacct.MonteCarloOptions(
+                                                        shared_draws=shared))
       return result.delta_hat['remove']
 
     one = _best(lambda: sweep(sigmas16[:1], True), args.repeats)

@@ -101,7 +101,9 @@ def sigma_penalty(mechanism, epsilon: float, threshold: float, num_samples: int)
   found = {}
   for precision in ('float64', 'float32'):
     run = candidates.estimate_delta_for_sigmas(jax.random.key(3), mechanism, fine, [epsilon],
-                                               num_samples, precision=precision)
+                                               num_samples,
+                                               monte_carlo=jaxacct.MonteCarloOptions(
+                                                   precision=precision))
     found[precision] = crossing(fine, run.delta_hat_max[:, 0], threshold)
   return {'sigma64': found['float64'], 'sigma32': found['float32'],
           'penalty': found['float32'] / found['float64'] - 1.0}

@@ -47,11 +47,11 @@ def worker(args) -> None:
       scheme, jaxacct.BandedToeplitz(square_root_coefficients(256)), 0.47)
   def timed(repeat, checkpointed):
     with tempfile.TemporaryDirectory() as folder:
-      options = ({'checkpoint': folder, 'checkpoint_interval': args.interval}
-                 if checkpointed else {})
+      run = (jaxacct.RunOptions(checkpoint=folder, checkpoint_interval=args.interval)
+             if checkpointed else None)
       start = time.perf_counter()
       jaxacct.estimate_delta(jax.random.key(repeat), mechanism, [8.0, 10.0, 12.0],
-                             args.samples, **options)
+                             args.samples, run=run)
       return time.perf_counter() - start
 
   # With --checkpoint, plain and checkpointed runs alternate in the same process (order

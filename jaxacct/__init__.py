@@ -9,6 +9,7 @@ import importlib as _importlib
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from jaxacct._version import __version__ as __version__
+from jaxacct.accounting import calibrate as calibrate
 from jaxacct.accounting import NotVerifiedError as NotVerifiedError
 from jaxacct.accounting import account as account
 from jaxacct.batching.attribution import AttributionGraph as AttributionGraph
@@ -34,7 +35,10 @@ from jaxacct.montecarlo.evr import base_delta as base_delta
 from jaxacct.montecarlo.evr import minimum_samples as minimum_samples
 from jaxacct.montecarlo.evr import overall_delta as overall_delta
 from jaxacct.montecarlo.verification import verify as verify
-from jaxacct.montecarlo.options import RunOptions as RunOptions
+from jaxacct.options import MonteCarloOptions as MonteCarloOptions
+from jaxacct.options import RunOptions as RunOptions
+from jaxacct.montecarlo.ledger import FileLedger as FileLedger
+from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.sampling import privacy_loss as privacy_loss
 from jaxacct.montecarlo.sampling import sample_privacy_losses as sample_privacy_losses
 from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sample_truncated_privacy_losses
@@ -47,6 +51,7 @@ from jaxacct.strategies import *  # every strategy module's EXPORTED names  # no
 
 __all__ = [
     'account',
+    'calibrate',
     'NotVerifiedError',
     'AttributionGraph',
     'base_delta',
@@ -69,6 +74,9 @@ __all__ = [
     'overall_delta',
     'privacy_loss',
     'RunOptions',
+    'MonteCarloOptions',
+    'FileLedger',
+    'VerificationLedger',
     'sample_privacy_losses',
     'sample_truncated_privacy_losses',
     'truncated_poisson_pld',

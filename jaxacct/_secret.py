@@ -40,16 +40,26 @@ class SecretError(InputError):
   signed file needs it, or not readable. The message names the file and the remedy."""
 
 
-def state_directory() -> pathlib.Path:
-  """The folder of the user's attempt ledger (``montecarlo.ledger.default_path()``'s): the
-  directory of ``$JAXACCT_LEDGER``, else ``$XDG_STATE_HOME/jaxacct``
-  (``~/.local/state/jaxacct``)."""
-  ledger = os.environ.get('JAXACCT_LEDGER')
-  if ledger:
-    return pathlib.Path(ledger).expanduser().parent
+# The variable that moves the user's ledger (and with it this secret's default folder).
+LEDGER_VARIABLE = 'JAXACCT_LEDGER'
+
+
+def ledger_path() -> pathlib.Path:
+  """The user's attempt ledger file (``montecarlo.ledger.default_path()``):
+  ``$JAXACCT_LEDGER``, else ``$XDG_STATE_HOME/jaxacct/ledger.json``
+  (``~/.local/state/jaxacct/ledger.json``). Here, below the ledger, because the secret lives
+  beside it."""
+  explicit = os.environ.get(LEDGER_VARIABLE)
+  if explicit:
+    return pathlib.Path(explicit).expanduser()
   state = os.environ.get('XDG_STATE_HOME') or os.path.join(os.path.expanduser('~'), '.local',
                                                              'state')
-  return pathlib.Path(state) / 'jaxacct'
+  return pathlib.Path(state) / 'jaxacct' / 'ledger.json'
+
+
+def state_directory() -> pathlib.Path:
+  """The folder of the user's attempt ledger (``ledger_path``'s)."""
+  return ledger_path().parent
 
 
 def secret_path() -> pathlib.Path:

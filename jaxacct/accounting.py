@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
 
 import numpy as np
 
 from jaxacct import _validate
+from jaxacct import options as options_lib
+from jaxacct.options import MonteCarloOptions, RunOptions
 from jaxacct.conventions import Adjacency, Method
 from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base as deterministic
@@ -30,8 +31,8 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import evr, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo.calibration import Calibration, calibrate_noise_multiplier
 from jaxacct.montecarlo.estimator import estimate_delta
-from jaxacct.montecarlo.options import RunOptions
 
 AUTO = 'auto'
 MONTE_CARLO = 'monte_carlo'
@@ -82,13 +83,80 @@ def choose_accountant(mechanism: MatrixMechanism, accountant: str = AUTO, *,
   return accountant
 
 
+@dataclasses.dataclass(frozen=True)
+class AccountantChoice:
+  """Which accountant answers a request, and why (``choose``; ``Calibration.choice``).
+
+  Attributes:
+    requested: what the caller asked for (``"auto"``, ``"monte_carlo"`` or a name).
+    name: ``"monte_carlo"``, a deterministic accountant's name, or ``"auto"`` (the tightest
+      supporting deterministic accountant answers each query; ``TightestCurve``).
+    reason: one sentence: why this one.
+    adjacency: the neighbouring relation it accounts.
+  """
+
+  requested: str
+  name: str
+  reason: str
+  adjacency: str
+
+  @property
+  def monte_carlo(self) -> bool:
+    return self.name == MONTE_CARLO
+
+  def to_dict(self) -> dict:
+    return dataclasses.asdict(self)
+
+
+def choose(mechanism: MatrixMechanism, accountant: str = AUTO, *,
+           adjacency: str = Adjacency.ZERO_OUT.value,
+           accountant_options: dict | None = None) -> AccountantChoice:
+  """The one place ``accountant`` is resolved for a mechanism (σ is not read), with the reason;
+  every refusal before any compute.
+
+  ``"auto"``: the deterministic accountants where one supersedes Monte Carlo for the mechanism
+  (``DeterministicAccountant.supersedes_monte_carlo``), and then one of them must support it
+  under ``adjacency`` and ``accountant_options``; else verified Monte Carlo. A named
+  deterministic accountant must support the mechanism (its refusal is the error's text).
+
+  Raises:
+    InputError: an unknown accountant or adjacency; Monte Carlo under an adjacency other than
+      zero-out; a deterministic choice that does not support the mechanism (with its reason).
+    InputTypeError: an option no chosen accountant takes.
+  """
+  options = {} if accountant_options is None else dict(accountant_options)
+  name = choose_accountant(mechanism, accountant, adjacency=adjacency)
+  if name == MONTE_CARLO:
+    reason = ('requested' if accountant == MONTE_CARLO else
+              f'no registered deterministic accountant supersedes Monte Carlo for '
+              f'{type(mechanism.scheme).__name__}: verified Monte Carlo (Estimate-Verify-Release, '
+              f'Dong & Ganesh (2026) App. A)')
+    if options:
+      raise InputError(f'accountant_options: {", ".join(sorted(options))} are options of a '
+                       'deterministic accountant, not of Monte Carlo accounting')
+    return AccountantChoice(accountant, name, reason, adjacency)
+  if adjacency not in {a.value for a in Adjacency}:
+    raise InputError(f'adjacency must be one of {", ".join(a.value for a in Adjacency)}, got '
+                     f'{adjacency!r}')
+  taken = {**options, 'adjacency': adjacency}
+  if name == AUTO:
+    chosen = deterministic_functions.chosen_accountants(mechanism, AUTO, taken, at_sigma=False)
+    return AccountantChoice(accountant, name, (
+        f'{deterministic.superseding_monte_carlo(mechanism)} supersedes Monte Carlo for '
+        f'{type(mechanism.scheme).__name__}; the tightest of '
+        f'{", ".join(a.name for a, _ in chosen)} answers'), adjacency)
+  refusal = deterministic.get(name).supports(mechanism, **taken)
+  if refusal is not None:
+    raise InputError(f'accountant {name!r} cannot account this mechanism: {refusal}')
+  return AccountantChoice(accountant, name, 'requested', adjacency)
+
+
+@options_lib.moved
 def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
-            delta: float | None = None, accountant: str = AUTO,
-            adjacency: str = Adjacency.ZERO_OUT.value, key=None,
-            num_samples: int | None = None, base_delta: float | None = None,
-            estimation_samples: int | None = None, attempt: int = 1, fallback=None,
-            precision: str = 'float64', run: RunOptions | None = None,
-            **options) -> Guarantee:
+            delta: float | None = None, key=None, accountant: str = AUTO,
+            adjacency: str = Adjacency.ZERO_OUT.value, accountant_options: dict | None = None,
+            monte_carlo: MonteCarloOptions | None = None,
+            run: RunOptions | None = None) -> Guarantee:
   """The (ε, δ) guarantee of ``mechanism``, by the accountant a config's ``accountant:`` picks.
 
   Args:
@@ -98,16 +166,22 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
       it estimates the smallest ε its verification is likely to pass (from the estimation
       stream: the smallest point of a grid on (0, ε_fallback(δ_b)] with δ̂ + 3 s.e. ≤ δ_b),
       then verifies it on fresh draws.
+    key: a JAX key, required for Monte Carlo (never a default key).
     accountant: ``"auto"`` (``choose_accountant``), ``"monte_carlo"`` or a deterministic
       accountant's name.
     adjacency: the neighbouring relation (deterministic accountants that cover it; Monte
       Carlo is for zero-out only).
-    key: a JAX key, required for Monte Carlo (never a default key).
-    num_samples / base_delta / attempt / fallback / precision: of the Monte Carlo verification
-      (``verification.verify``); ``estimation_samples`` of the ε estimate (default as
-      ``calibrate_noise_multiplier``'s).
+    accountant_options: options of the deterministic accountant (e.g. renyi's
+      ``{'bandwidths': 4}``).
+    monte_carlo: ``MonteCarloOptions`` of the Monte Carlo verification
+      (``verification.verify``): ``num_samples``, ``base_delta``, ``attempt``, ``fallback``,
+      ``precision``, and ``estimation_samples`` of the ε estimate (default as
+      ``calibrate_noise_multiplier``'s); other fields are refused.
     run: ``RunOptions`` (devices, progress, checkpoint, ledger, max_seconds).
-    **options: of the deterministic accountant (e.g. renyi's ``bandwidths``).
+
+  A ``key``, ``monte_carlo`` or ``run.ledger`` given with an explicit deterministic
+  ``accountant`` is refused (it would be silently unused); with ``"auto"`` they are allowed,
+  since the caller cannot know the choice, and used only if Monte Carlo is chosen.
 
   Returns:
     A ``Guarantee`` naming its ``method`` and ``accountant``: deterministic (the accountant
@@ -134,16 +208,28 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
     delta = _validate.probability('delta', delta)
     if delta >= 1.0:
       raise InputError(f'delta must be in (0, 1), got {delta}')
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'account', ACCOUNT_FIELDS)
+  run = options_lib.run_options(run)
+  if accountant_options is None:
+    accountant_options = {}
+  elif not isinstance(accountant_options, dict):
+    raise InputTypeError(f'accountant_options must be a dict of the deterministic '
+                         f'accountant\'s options, got {accountant_options!r}')
   choice = choose_accountant(mechanism, accountant, adjacency=adjacency)
   if choice == MONTE_CARLO:
-    if options:
-      raise InputError(f'{", ".join(sorted(options))}: options of a deterministic accountant, '
-                       'not of Monte Carlo accounting')
-    return _verified(mechanism, epsilon, delta, key=key, num_samples=num_samples,
-                     base_delta=base_delta, estimation_samples=estimation_samples,
-                     attempt=attempt, fallback=fallback, precision=precision, run=run)
+    if accountant_options:
+      raise InputError(f'accountant_options: {", ".join(sorted(accountant_options))} are '
+                       'options of a deterministic accountant, not of Monte Carlo accounting')
+    return _verified(mechanism, epsilon, delta, key=key, monte_carlo=monte_carlo, run=run)
+  if accountant != AUTO:
+    unused = [name for name, given in (('key', key is not None),
+                                       ('monte_carlo', monte_carlo != MonteCarloOptions()),
+                                       ('run.ledger', run.ledger is not None)) if given]
+    if unused:
+      raise InputError(f'account: {unused[0]} is for Monte Carlo accounting, not used by '
+                       f'accountant={accountant!r}; drop it, or use accountant=\'monte_carlo\'')
   curve = deterministic_functions.privacy_curve(mechanism, accountant=choice,
-                                                adjacency=adjacency, **options)
+                                                adjacency=adjacency, **accountant_options)
   if delta is None:
     delta = curve.delta_for_epsilon(epsilon)
   else:
@@ -159,8 +245,13 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
                    bounded=mechanism.bounded, accountant=name)
 
 
-def _verified(mechanism, epsilon, delta, *, key, num_samples, base_delta, estimation_samples,
-              attempt, fallback, precision, run) -> Guarantee:
+# The MonteCarloOptions fields ``account`` uses.
+ACCOUNT_FIELDS = frozenset({'num_samples', 'base_delta', 'estimation_samples', 'attempt',
+                            'fallback', 'precision'})
+
+
+def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
+              run: RunOptions) -> Guarantee:
   """Algorithm 5 with the candidates (M, M at the fallback's σ_up) at (ε, δ); ε estimated
   first when not given (``account``)."""
   if delta is None:
@@ -168,23 +259,23 @@ def _verified(mechanism, epsilon, delta, *, key, num_samples, base_delta, estima
                      'epsilon, or let account estimate it), or use estimate_delta for δ̂(ε)')
   if key is None:
     raise InputError('Monte Carlo accounting needs key= (a JAX key; never a default key)')
+  precision = monte_carlo.precision
   estimation_run, verification_run = _phase_runs(run)
   # The attempt's N and δ_b from the ledger before any compute (ε may be estimated below:
   # until then every recorded run of the mechanism is taken to back the claim).
-  ledger = ledger_lib.ledger_from(None if run is None else run.ledger)
+  ledger = ledger_lib.ledger_from(run.ledger)
   n, base = verification.sample_size(
       ledger, mechanism, epsilon=epsilon, delta=delta,
-      key_data=keys_lib.key_words(keys_lib.canonicalize_key(key)), num_samples=num_samples,
-      base_delta=base_delta, shared_draws=True,
-      precision=None if precision == 'auto' else precision, attempt=attempt)
-  verification_run = dataclasses.replace(verification_run or RunOptions(), ledger=ledger)
-  if estimation_run is not None:  # an estimate charges no ledger
-    estimation_run = dataclasses.replace(estimation_run, ledger=None)
-  fallback = verification.fallback_accountant(fallback)
+      key_data=keys_lib.key_words(keys_lib.canonicalize_key(key)),
+      num_samples=monte_carlo.num_samples, base_delta=monte_carlo.base_delta, shared_draws=True,
+      precision=None if precision == 'auto' else precision, attempt=monte_carlo.attempt)
+  verification_run = dataclasses.replace(verification_run, ledger=ledger)
+  estimation_run = dataclasses.replace(estimation_run, ledger=None)  # an estimate charges none
+  fallback = verification.fallback_accountant(monte_carlo.fallback)
   verification.check_fallback(fallback, mechanism)
   if epsilon is None:
-    epsilon = _estimated_epsilon(mechanism, key, fallback, n, base, estimation_samples,
-                                 precision, estimation_run)
+    epsilon = _estimated_epsilon(mechanism, key, fallback, n, base,
+                                 monte_carlo.estimation_samples, precision, estimation_run)
   proven = fallback.delta_for_epsilon(mechanism, epsilon)
   if proven <= base:  # the fallback alone proves it: no Monte Carlo to run or charge
     return Guarantee(epsilon=epsilon, delta=float(proven), method=Method.DETERMINISTIC,
@@ -192,16 +283,18 @@ def _verified(mechanism, epsilon, delta, *, key, num_samples, base_delta, estima
                      bounded=mechanism.bounded, accountant=fallback.name)
   sigma_up = fallback.sigma(mechanism.scheme, mechanism.matrix, epsilon=epsilon, delta=base)
   candidates = [mechanism, MatrixMechanism(mechanism.scheme, mechanism.matrix, sigma_up)]
-  result = verification.verify(key, candidates, epsilon=epsilon, delta=delta, num_samples=n,
-                               base_delta=base, attempt=attempt, fallback=fallback,
-                               precision=precision, run=verification_run)
+  result = verification.verify(
+      key, candidates, epsilon=epsilon, delta=delta, run=verification_run,
+      monte_carlo=MonteCarloOptions(num_samples=n, base_delta=base,
+                                    attempt=monte_carlo.attempt, fallback=fallback,
+                                    precision=precision))
   if result.index != 0:
     worst = max(float(np.asarray(result.delta_hat[d])[0]) for d in result.delta_hat)
     raise NotVerifiedError(
         f'the verifier rejected σ = {mechanism.noise_multiplier:g} at (ε, δ) = ({epsilon:g}, '
         f'{delta:g}): δ̂ = {worst:.4g} > δ_b = {base:.4g} on {n:,} samples per direction; '
         f'{fallback.name} proves σ ≥ {sigma_up:.6g}. A new verification of this mechanism at '
-        f'the same (ε, δ) is another attempt (attempt=2)', result)
+        f'the same (ε, δ) is another attempt (monte_carlo=MonteCarloOptions(attempt=2))', result)
   return result.guarantee
 
 
@@ -213,22 +306,94 @@ def _estimated_epsilon(mechanism, key, fallback, n, base, estimation_samples, pr
   if estimation_samples is None:
     estimation_samples = evr.default_estimation_samples(n, base)
   grid = np.linspace(0.0, ceiling, _EPSILON_GRID_POINTS + 1)[1:]
-  estimate = estimate_delta(key, mechanism, grid, estimation_samples, precision=precision,
-                            run=run)
+  estimate = estimate_delta(key, mechanism, grid, estimation_samples,
+                            monte_carlo=MonteCarloOptions(precision=precision), run=run)
   bound = np.max([np.asarray(estimate.delta_hat[d]) + _ESTIMATION_STANDARD_ERRORS
                   * np.asarray(estimate.standard_error[d]) for d in estimate.delta_hat], axis=0)
   passing = np.flatnonzero(bound <= base)
   return float(grid[passing[0]] if passing.size else ceiling)
 
 
-def _phase_runs(run: RunOptions | None) -> tuple[RunOptions | None, RunOptions | None]:
+def _phase_runs(run: RunOptions) -> tuple[RunOptions, RunOptions]:
   """The run options of the estimation and the verification: a checkpoint folder gets one
   subfolder per phase (each resumes on its own)."""
-  if run is None or run.checkpoint is None:
+  if run.checkpoint is None:
     return run, run
-  if not isinstance(run.checkpoint, (str, pathlib.PurePath)):
-    raise InputTypeError('account takes a checkpoint folder (a path): it checkpoints its '
-                         f'estimation and verification in subfolders, got {run.checkpoint!r}')
-  folder = pathlib.Path(run.checkpoint)
+  folder = run.checkpoint
   return (dataclasses.replace(run, checkpoint=folder / 'estimation'),
           dataclasses.replace(run, checkpoint=folder / 'verification'))
+
+
+@options_lib.moved
+def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
+              accountant: str = AUTO, adjacency: str = Adjacency.ZERO_OUT.value,
+              accountant_options: dict | None = None,
+              monte_carlo: MonteCarloOptions | None = None,
+              run: RunOptions | None = None) -> Calibration:
+  """The smallest σ at which ``(scheme, strategy)`` is (ε, δ)-DP, by the accountant a config's
+  ``accountant:`` picks (``choose``): one call whatever answers.
+
+  Monte Carlo: ``calibrate_noise_multiplier`` (Algorithm 5, Estimate-Verify-Release, Dong &
+  Ganesh (2026) App. A) with ``monte_carlo`` and ``run``; it needs ``key`` and charges the
+  attempt ledger. Deterministic: ``calibrate_deterministic`` (the accountant's σ search, rounded
+  up) with ``accountant_options``; ``run.progress`` sees its probes. Arguments of the other kind
+  are refused when the accountant is named, and allowed (unused) under ``"auto"``, whose choice
+  the caller cannot know — except ``monte_carlo.estimate_only``, which is refused for a
+  deterministic choice (its answer is a guarantee, not an estimate).
+
+  Args:
+    scheme, strategy: the sampling scheme and the strategy matrix C.
+    epsilon, delta: the target (δ is the overall δ for Monte Carlo).
+    key: a JAX key or an int seed, required for Monte Carlo (never a default key).
+    accountant: ``"auto"``, ``"monte_carlo"`` or a registered deterministic accountant.
+    adjacency: the neighbouring relation (Monte Carlo: zero-out only).
+    accountant_options: the deterministic accountant's options (e.g. ``{'tolerance': 1e-5}``,
+      pld's ``value_discretization_interval``).
+    monte_carlo, run: ``MonteCarloOptions`` and ``RunOptions`` (``jaxacct/options.py``).
+
+  Returns:
+    ``Calibration``: the mechanism at σ, its ``Guarantee``, ``choice`` (which accountant and
+    why), ``explain()``, ``to_dict()``; the Monte Carlo search record and ledger charge, or the
+    deterministic accountant's curve at σ.
+  """
+  probe = MatrixMechanism(scheme, strategy, 1.0)  # checks the pair before any compute
+  options = {} if accountant_options is None else accountant_options
+  if not isinstance(options, dict):
+    raise InputTypeError(f'accountant_options must be a dict of the deterministic '
+                         f'accountant\'s options, got {accountant_options!r}')
+  choice = choose(probe, accountant, adjacency=adjacency, accountant_options=options)
+  if choice.monte_carlo:
+    if key is None:
+      raise InputError('Monte Carlo calibration needs key= (a JAX key or an int seed; never a '
+                       'default key)')
+    result = calibrate_noise_multiplier(scheme, strategy, epsilon=epsilon, delta=delta,
+                                        key=_key(key), monte_carlo=monte_carlo, run=run)
+    return dataclasses.replace(result, choice=choice)
+  run = options_lib.run_options(run)
+  given = monte_carlo if monte_carlo is not None else MonteCarloOptions()
+  if given.estimate_only:
+    raise InputError(f'monte_carlo.estimate_only: {choice.name} calibrates this mechanism '
+                     'deterministically (a guarantee in one search, nothing to estimate); '
+                     "drop it, or use accountant='monte_carlo'")
+  if accountant != AUTO:
+    unused = [name for name, on in (('key', key is not None),
+                                    ('monte_carlo', given != MonteCarloOptions()),
+                                    ('run.ledger', run.ledger is not None)) if on]
+    if unused:
+      raise InputError(f'calibrate: {unused[0]} is for Monte Carlo calibration, not used by '
+                       f'accountant={accountant!r}; drop it, or use accountant=\'monte_carlo\'')
+  mechanism, guarantee = deterministic_functions.calibrate_deterministic(
+      scheme, strategy, epsilon=epsilon, delta=delta, accountant=choice.name,
+      adjacency=adjacency, progress=run.progress, **options)
+  curve_options = {k: v for k, v in options.items() if k != 'tolerance'}
+  curve = deterministic_functions.privacy_curve(mechanism, accountant=choice.name,
+                                                adjacency=adjacency, **curve_options)
+  return Calibration(mechanism, guarantee, (), None, choice=choice, curve=curve)
+
+
+def _key(key):
+  """A JAX key from ``key`` (an int seed becomes ``jax.random.key(seed)``, STYLE §2)."""
+  if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+    import jax  # local: accounting is importable without initialising a backend
+    return jax.random.key(int(key))
+  return key

@@ -300,7 +300,7 @@ class Key:
   checked: bool = True
 
 
-_CALIBRATE = 'jaxacct.montecarlo.calibration:calibrate_noise_multiplier'
+_CALIBRATE = 'jaxacct.options:MonteCarloOptions'
 _TRAIN = 'jaxacct.training.task:train_task'
 _INDIVIDUAL = 'jaxacct.individual.tracking:IndividualAccountant'
 
@@ -932,7 +932,10 @@ def library_default(key: Key) -> tuple[Any, str]:
   name): what applies where a config leaves ``key`` out."""
   module, _, name = key.library.partition(':')
   function = getattr(importlib.import_module(module), name)
-  return inspect.signature(function).parameters[key.path.rpartition('.')[2]].default, name
+  field = key.path.rpartition('.')[2]
+  if dataclasses.is_dataclass(function):  # an options object: its field's default
+    return {f.name: f.default for f in dataclasses.fields(function)}[field], name
+  return inspect.signature(function).parameters[field].default, name
 
 
 def _row(key: Key) -> KeyRow:

@@ -82,8 +82,10 @@ def test_a_rejected_mechanism_raises_and_names_the_fallback_sigma():
     ({'epsilon': 1.0, 'key': jax.random.key(0)}, 'verifies an overall delta'),
     ({'delta': 1.5}, 'delta must be'),
     ({'epsilon': -1.0}, 'epsilon must be finite and >= 0'),
+    ({'delta': DELTA, 'key': jax.random.key(0), 'accountant_options': {'bandwidths': [2]}},
+     'accountant_options: bandwidths are options of a deterministic accountant'),
     ({'delta': DELTA, 'key': jax.random.key(0), 'bandwidths': [2]},
-     'bandwidths: options of a deterministic accountant'),
+     r"accountant_options=\{'bandwidths'"),
 ])
 def test_bad_arguments_are_refused_before_compute(kwargs, message):
   with pytest.raises(jaxacct.InputError, match=message):

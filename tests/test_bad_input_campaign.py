@@ -26,7 +26,8 @@ from jaxacct import config as config_lib
 from jaxacct.cli import common
 from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base
-from jaxacct.montecarlo import candidates, options, plan
+from jaxacct import options
+from jaxacct.montecarlo import candidates, plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUICK = str(ROOT / 'configs' / 'quickstart.yaml')
@@ -221,7 +222,8 @@ def test_run_options_refuse_devices_that_are_not_devices(devices, error, text):
     options.RunOptions(devices=devices)
   assert text in str(refused.value)
   with pytest.raises(error, match='devices must be'):  # the legacy keyword too
-    jaxacct.estimate_delta(jax.random.key(0), MECHANISM, [1.0], 100, devices=devices)
+    jaxacct.estimate_delta(jax.random.key(0), MECHANISM, [1.0], 100,
+                           run=jaxacct.RunOptions(devices=devices))
 
 
 def test_run_options_take_devices_or_a_mesh_as_a_tuple_of_devices():
@@ -236,7 +238,7 @@ def test_run_options_take_devices_or_a_mesh_as_a_tuple_of_devices():
 def test_shared_draws_is_a_real_bool(value):
   with pytest.raises(jaxacct.InputTypeError, match='shared_draws must be True or False'):
     candidates.estimate_delta_for_sigmas(jax.random.key(0), MECHANISM, [1.0], [1.0], 100,
-                                         shared_draws=value)
+                                         monte_carlo=jaxacct.MonteCarloOptions(shared_draws=value))
   with pytest.raises(jaxacct.InputTypeError, match='shared_draws must be True or False'):
     candidates.prepare_sweep(jax.random.key(0), MECHANISM, [1.0], [1.0], 100,
                              purpose='estimation', shared_draws=value)
@@ -244,9 +246,8 @@ def test_shared_draws_is_a_real_bool(value):
 
 # ------------------------------------------------- 5. a ledger given to an estimate
 def test_an_estimate_refuses_a_ledger(tmp_path):
-  run = jaxacct.RunOptions(ledger=tmp_path / 'ledger.json')
-  expected = ('estimate_delta does not verify: ledger is not used; pass it to '
-              'verify/calibrate_noise_multiplier')
+  run = jaxacct.RunOptions(ledger=jaxacct.FileLedger(tmp_path / 'ledger.json'))
+  expected = 'estimate_delta does not verify: ledger is not used; pass it to verify/calibrate'
   with pytest.raises(jaxacct.InputError, match=expected):
     jaxacct.estimate_delta(jax.random.key(0), MECHANISM, [1.0], 100, run=run)
   assert not (tmp_path / 'ledger.json').exists()

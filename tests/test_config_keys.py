@@ -106,7 +106,9 @@ def test_defaults_are_the_ones_that_apply(rows):
     if key.default_text is None:
       assert value is not None and rows[key.path].default.startswith(
           config_lib._shown(value))  # pylint: disable=protected-access
-  assert rows['calibration.grid_ratio'].default == '1.01 (calibrate_noise_multiplier)'
+  assert rows['calibration.grid_ratio'].default == '1.01 (MonteCarloOptions)'
+  attempt = next(key for key in config_lib.KEYS if key.path == 'calibration.attempt')
+  assert config_lib.library_default(attempt) == (1, 'MonteCarloOptions')
   assert rows['training.learning_rate'].default == '0.5 (train_task)'
 
 

@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / 'jaxacct'
 # Lowest first; a unit may import units of its own layer or of the layers before it.
 LAYERS = (
     ('_version', 'errors', '_validate', '_precision', '_secret', '_files', 'conventions',
-     'guarantee', 'progress'),
+     'guarantee', 'progress', 'options'),
     ('schemes', 'strategy'),
     ('strategies', 'matrices', 'lower_triangular', 'mechanism'),
     ('deterministic',),

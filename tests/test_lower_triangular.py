@@ -203,8 +203,9 @@ def test_verified_guarantee_is_labelled_bounded():
   n = 6
   mech_args = (_scheme(n, 0.2, 2, False), jaxacct.banded_inverse_square_root(n, 2))
   result = jaxacct.calibrate_noise_multiplier(*mech_args, epsilon=2.0, delta=1e-3,
-                                              key=jax.random.key(0), num_samples=20_000,
-                                              num_candidates=3)
+                                              key=jax.random.key(0),
+                                              monte_carlo=jaxacct.MonteCarloOptions(
+                                                  num_samples=20_000, num_candidates=3))
   g = result.guarantee
   assert g.verified and g.bounded == (g.method == 'verified_mc')
   assert g.noise_multiplier <= pld.unamplified_sigma(*mech_args, epsilon=2.0,

@@ -135,9 +135,11 @@ def compute() -> dict:
   for direction in ('remove', 'add'):
     pins[f'sweep/delta_hat/{direction}'] = _hex(sweep.delta_hat[direction])
     pins[f'sweep/standard_error/{direction}'] = _hex(sweep.standard_error[direction])
-  calibration = jaxacct.calibrate_noise_multiplier(
-      warm.scheme, warm.matrix, epsilon=2.0, delta=1e-2, key=jax.random.key(13),
-      num_candidates=4, run=RUN)
+  calibration = jaxacct.calibrate_noise_multiplier(warm.scheme, warm.matrix, epsilon=2.0,
+                                                   delta=1e-2, key=jax.random.key(13),
+                                                   monte_carlo=jaxacct.MonteCarloOptions(
+                                                       num_candidates=4),
+                                                   run=RUN)
   pins['calibration/noise_multiplier'] = _hex([calibration.guarantee.noise_multiplier])
   pins['calibration/delta'] = _hex([calibration.guarantee.delta])
   pins['calibration/candidates'] = _hex(calibration.candidates)

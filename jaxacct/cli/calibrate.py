@@ -26,6 +26,7 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.conventions import Purpose
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.options import MonteCarloOptions
 from jaxacct.montecarlo import calibration as calibration_lib
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import plan as plan_lib
@@ -68,7 +69,8 @@ def _calibrate(args, raw) -> dict:
     key = keys_lib.purpose_key(jax.random.key(int(config_lib.setting(raw, 'calibration.seed'))),
                                Purpose.REPORT)
     curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
-                           found.estimation_samples, precision=g.precision,
+                           found.estimation_samples,
+                           monte_carlo=MonteCarloOptions(precision=g.precision),
                            run=run_options(args, reporter(args, 'report curve'),
                                             'report-curve'))
     payload['curve'] = curve.to_dict()
@@ -117,7 +119,8 @@ def _estimate(args, raw) -> dict:
   try:
     result = calibration_lib.calibrate_noise_multiplier(
         scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        key=jax.random.key(seed), precision=choice.precision, estimate_only=True, **options,
+        key=jax.random.key(seed), monte_carlo=MonteCarloOptions(
+            precision=choice.precision, estimate_only=True, **options),
         run=run_options(args, reporter(args), max_seconds=budget))
   except plan_lib.OverBudgetError as refusal:  # projected by the library before any sweep
     refuse_over_budget(args, refusal.run, refusal.seconds,
@@ -135,7 +138,8 @@ def _estimate(args, raw) -> dict:
            + (', float32 program' if choice.precision == 'float32' else ''))
   key = keys_lib.purpose_key(jax.random.key(seed), Purpose.REPORT)
   curve = estimate_delta(key, mechanism, report.curve_epsilons([estimate.epsilon]),
-                         estimate.estimation_samples, precision=choice.precision,
+                         estimate.estimation_samples,
+                         monte_carlo=MonteCarloOptions(precision=choice.precision),
                          run=run_options(args, reporter(args, 'report curve'),
                                          'report-curve-estimate'))
   payload['curve'] = curve.to_dict()

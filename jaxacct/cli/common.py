@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import inspect
 import json
 import os
 import pathlib
@@ -33,7 +32,7 @@ from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding
 from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
-from jaxacct.montecarlo.options import RunOptions
+from jaxacct.options import MonteCarloOptions, RunOptions
 
 
 def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_lib.Reporter:
@@ -377,8 +376,9 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
       plans[name] = plan_lib.capacity_plan(
           mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
           target_devices=getattr(args, 'devices', None),
-          samples_per_second=getattr(args, 'samples_per_second', None), precision=name,
-          report_epsilons=report_epsilons, **options).to_dict()
+          samples_per_second=getattr(args, 'samples_per_second', None),
+          report_epsilons=report_epsilons,
+          monte_carlo=MonteCarloOptions(precision=name, **options)).to_dict()
     except ValueError as refused:
       if name != 'float32' or name == run:
         raise
@@ -559,18 +559,17 @@ def _check_retry(ledger, raw, mechanism) -> None:
   undeclared retry, or given samples too few for the declared attempt, are refused (an
   ``auto`` precision, decided by measuring, matches any recorded precision)."""
   cal = calibration_section(raw)
-  defaults = inspect.signature(calibrate_noise_multiplier).parameters
   given = config_lib.library_keywords(raw, 'calibration', ('num_samples', 'base_delta',
                                                            'shared_draws', 'attempt'))
-  precision = raw.get('monte_carlo', {}).get('precision', defaults['precision'].default)
+  defaults = MonteCarloOptions(**given)
+  precision = raw.get('monte_carlo', {}).get('precision', defaults.precision)
   seed = int(config_lib.setting(raw, 'calibration.seed'))
   verification.sample_size(
       ledger, mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
       key_data=keys_lib.key_words(jax.random.key(seed)), num_samples=given.get('num_samples'),
       base_delta=given.get('base_delta'),
-      shared_draws=given.get('shared_draws', defaults['shared_draws'].default),
-      precision=None if precision == 'auto' else precision,
-      attempt=given.get('attempt', defaults['attempt'].default))
+      shared_draws=defaults.shared_draws,
+      precision=None if precision == 'auto' else precision, attempt=defaults.attempt)
 
 
 def calibrated(args, raw, scheme, matrix) -> tuple:
@@ -600,10 +599,11 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)
   with declared_in_config():
-    result = calibrate_noise_multiplier(scheme, matrix, epsilon=float(cal['epsilon']),
-                                        delta=float(cal['delta']), key=jax.random.key(seed),
-                                        precision=choice.precision, **options,
-                                        run=run_options(args, reporter(args), ledger=ledger))
+    result = calibrate_noise_multiplier(
+        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+        key=jax.random.key(seed),
+        monte_carlo=MonteCarloOptions(precision=choice.precision, **options),
+        run=run_options(args, reporter(args), ledger=ledger_lib.ledger_from(ledger)))
   # The config's seed replaces the guarantee's key words (those of jax.random.key(seed)).
   payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
              'ledger': str(ledger), 'precision_reason': choice.reason}

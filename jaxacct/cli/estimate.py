@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 
 import jax
-import numpy as np
 
 from jaxacct import config as config_lib
 from jaxacct import report
@@ -17,6 +16,7 @@ from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.options import MonteCarloOptions
 from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
                                 deterministic_curve,
                                 estimate_max_seconds, keep_only, output_dir,
@@ -93,9 +93,8 @@ def _estimate(args, raw) -> dict:
   if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
     raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
                                  'monte_carlo.dtype, not both')
-  if 'precision' in mc or 'dtype' in mc:
-    choice = precision_lib.from_arguments(np.dtype(mc.get('dtype', 'float64')),
-                                          mc.get('precision'), mechanism)
+  if 'precision' in mc or 'dtype' in mc:  # dtype: float32 is the 32-bit program too
+    choice = precision_lib.choose(mc.get('precision', mc.get('dtype')), mechanism)
   else:
     choice = run_precision(raw, mechanism)
   say_precision(choice)
@@ -103,7 +102,8 @@ def _estimate(args, raw) -> dict:
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
-                            dtype=choice.dtype, run=run_options(
+                            monte_carlo=MonteCarloOptions(precision=choice.precision),
+                            run=run_options(
                                 args, reporter(args), max_seconds=estimate_max_seconds(
                                     args, mechanism, num_samples)))
   except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample

@@ -112,7 +112,6 @@ import copy
 import dataclasses
 import functools
 import importlib
-import inspect
 import math
 import numbers
 from typing import Any
@@ -128,7 +127,7 @@ from jaxacct.deterministic import accountant as deterministic_lib
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import calibration as calibration_lib
-from jaxacct.montecarlo.options import RunOptions
+from jaxacct.options import RunOptions
 from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.strategies.lower_triangular import LowerTriangular
@@ -488,9 +487,8 @@ _RELATIONS = {Adjacency.ZERO_OUT.value: 'REPLACE_SPECIAL',
               Adjacency.ADD_REMOVE.value: 'ADD_OR_REMOVE_ONE'}
 # Seeds become ``jax.random.key(seed)``; with 64-bit types off it keeps only the low 32 bits.
 _SEED_LIMIT = 2**32
-_MONTE_CARLO_OPTIONS = frozenset(inspect.signature(
-    calibration_lib.calibrate_noise_multiplier).parameters) - {
-        'scheme', 'matrix', 'epsilon', 'delta', 'key'}
+# The options a Monte Carlo calibration takes (``calibrate_noise_multiplier``'s, whole).
+_MONTE_CARLO_OPTIONS = frozenset({'monte_carlo', 'run'})
 # BandMFExecutionPlanConfig's defaults for the clipped sum (jax_privacy 2.0.0).
 _CLIP_DEFAULTS = {'l2_clip_norm': 1.0, 'rescale_to_unit_norm': True, 'normalize_by': 1.0,
                   'dtype': np.float32}
@@ -879,10 +877,10 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
     compare: also calibrate jax_privacy's own σ for the configuration where it has an
       accountant (``PlanComparison``).
     **options: of the calibration that runs. Monte Carlo: ``calibrate_noise_multiplier``'s
-      (``num_samples``, ``num_candidates``, ``precision``, ``run=RunOptions(...)``,
-      ``base_delta``, ``fallback``, …). Deterministic: ``calibrate_deterministic``'s
-      (``tolerance``, the accountant's own options) and ``run`` (its ``progress`` only). An
-      option of the other kind is refused, naming it.
+      ``monte_carlo=jaxacct.MonteCarloOptions(...)`` and ``run=jaxacct.RunOptions(...)``.
+      Deterministic: ``calibrate_deterministic``'s (``tolerance``, the accountant's own
+      options) and ``run`` (its ``progress`` only). An option of the other kind is refused,
+      naming it.
 
   Returns:
     ``CalibratedPlan`` (``.plan``, ``.guarantee``, ``.comparison``, ``.summary()``).

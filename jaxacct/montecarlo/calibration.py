@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+from typing import Any
 import logging
 import math
 
@@ -49,13 +50,12 @@ from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import evr, search_start, sharding, verification
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct import progress as progress_lib
 from jaxacct.conventions import DIRECTIONS, Method
-from jaxacct.errors import InputError
+from jaxacct import options as options_lib
 
 _SWEEP = search_start.SWEEP_CANDIDATES
 _LOG = logging.getLogger(__name__)  # under the library's logger, 'jaxacct'
@@ -271,7 +271,7 @@ class SigmaEstimate:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-  """Result of ``calibrate_noise_multiplier``.
+  """Result of ``jaxacct.calibrate`` and ``calibrate_noise_multiplier``.
 
   Attributes:
     mechanism: the released mechanism (scheme, matrix, calibrated σ); with ``estimate_only``,
@@ -279,21 +279,28 @@ class Calibration:
     guarantee: its (ε, δ) guarantee and how it was obtained (``method="estimate"`` and
       ``verified`` False for an estimate: not a guarantee).
     candidates: the σ list that was verified (increasing; last = fallback σ_up); empty for an
-      estimate.
-    record: the search history (``CalibrationRecord``): estimation sweeps (σ,
-      max-direction δ̂) and the verification outcome per candidate.
+      estimate and for a deterministic calibration.
+    record: the Monte Carlo search history (``CalibrationRecord``): estimation sweeps (σ,
+      max-direction δ̂) and the verification outcome per candidate; None for a deterministic
+      calibration.
     charge: the verification's ledger entry (``verification.Verification.charge``); None for
-      an estimate, which is never charged.
+      an estimate, which is never charged, and for a deterministic calibration.
     estimate: for ``estimate_only``, σ̂ with its range and verification plan
-      (``SigmaEstimate``); None for a verified calibration.
+      (``SigmaEstimate``); None otherwise.
+    choice: which accountant answered and why (``accounting.AccountantChoice``; set by
+      ``jaxacct.calibrate``, None from ``calibrate_noise_multiplier`` called directly).
+    curve: a deterministic calibration's privacy curve at the released σ (the accountant's
+      ``PrivacyCurve``; ``explain`` reads it); None for Monte Carlo.
   """
 
   mechanism: MatrixMechanism
   guarantee: Guarantee
   candidates: tuple[float, ...]
-  record: CalibrationRecord
+  record: CalibrationRecord | None
   charge: dict | None = None
   estimate: SigmaEstimate | None = None
+  choice: Any = None
+  curve: Any = None
 
   @property
   def estimate_only(self) -> bool:
@@ -311,16 +318,30 @@ class Calibration:
             f'{plan.num_samples:,} samples per direction × {plan.candidates} candidates, '
             f'{progress_lib.format_seconds(plan.seconds_here)} here)')
 
+  def explain(self) -> dict:
+    """Which accountant answered and why: the choice (requested, accountant, reason,
+    adjacency) and, for a deterministic calibration, its curve's own explanation at δ (for
+    ``"auto"``: every supporting accountant's ε(δ) and the one that gave it)."""
+    explained = {} if self.choice is None else self.choice.to_dict()
+    if self.curve is not None:
+      explained['curve'] = self.curve.explain(self.guarantee.delta)
+    if self.record is not None:
+      explained['fallback'] = self.record.fallback_accountant
+    return explained
+
   def to_dict(self) -> dict:
     """JSON-ready: the guarantee's fields (``Guarantee.to_dict``: ``verified`` False and
     ``method`` "estimate" for an estimate), ``estimate_only``, the verified ``candidates``,
-    the search ``record``, the ledger ``charge``, and for an estimate its ``label`` and
-    ``estimate`` (``SigmaEstimate.to_dict``)."""
+    the search ``record``, the ledger ``charge``, for an estimate its ``label`` and
+    ``estimate`` (``SigmaEstimate.to_dict``), and ``choice`` when known."""
     record = {**self.guarantee.to_dict(), 'estimate_only': self.estimate_only,
-              'candidates': list(self.candidates), 'record': self.record.to_dict(),
+              'candidates': list(self.candidates),
+              'record': None if self.record is None else self.record.to_dict(),
               'charge': self.charge}
     if self.estimate is not None:
       record.update(label=self.estimate.label, estimate=self.estimate.to_dict())
+    if self.choice is not None:
+      record['choice'] = self.choice.to_dict()
     return record
 
 
@@ -420,16 +441,9 @@ def _announce(plan: plan_lib.CapacityPlan, estimate_only: bool, estimation_sampl
   _LOG.warning(message)
 
 
+@options_lib.moved
 def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, key,
-                               num_samples: int | None = None, base_delta: float | None = None,
-                               grid_ratio: float = 1.01, shared_draws: bool = True,
-                               estimation_samples: int | None = None,
-                               num_candidates: int = 8, attempt: int = 1,
-                               estimate_only: bool = False,
-                               ledger=None, fallback=None, precision: str = 'float64',
-                               devices=None, progress=None, checkpoint=None,
-                               checkpoint_interval: float | None = None,
-                               max_seconds: float | None = None,
+                               monte_carlo: options_lib.MonteCarloOptions | None = None,
                                run: options_lib.RunOptions | None = None) -> Calibration:
   """Smallest σ (on a ``grid_ratio`` grid) whose mechanism passes Algorithm 5 at (ε, δ).
 
@@ -446,58 +460,58 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
     epsilon: target ε.
     delta: target overall δ ∈ (0, 1).
     key: typed JAX key (estimation and verification use separate streams of it).
-    num_samples: verification samples per direction and candidate (default:
-      ``evr.minimum_samples(δ_b, δ)`` for this attempt).
-    base_delta: δ_b (default: δ/2, or the largest one N supports).
-    grid_ratio: ratio between consecutive candidate σ (> 1).
-    shared_draws: common random numbers across σ (default; see ``candidates.py``).
-    estimation_samples: samples per direction for the estimation search
-      (default min(⌊N/4⌋, ⌈50/δ_b⌉), at least 1000: the search only places the
-      candidate grid, so a ~15–30 % relative error on δ̂ at δ_b is enough and
-      keeps the search no dearer than the verification). For ``estimate_only`` they set
-      the estimate's cost and the width of its range (fewer than 3/δ_b cannot resolve its
-      upper end: ``SigmaEstimate``).
-    num_candidates: Monte Carlo candidates verified (plus the fallback).
-    attempt: the 1-based index of this verification of the mechanism, at any target
-      (``verification.verify``); re-calibrating with a new key, or at another (ε, δ), is
-      another attempt. The default ``num_samples`` is the minimum for it.
-    estimate_only: stop after the estimation sweeps and return the estimated σ̂ with its
-      range and the verification plan (``Calibration.estimate``, a ``SigmaEstimate``; its
-      ``Guarantee`` has ``method="estimate"``, ``verified`` False): an estimate, not a
-      guarantee. Nothing is verified, so the ledger is neither read nor charged and no
-      fallback is released (σ_up only caps the search). The sweeps are the calibration's
-      own (same key, stream and options), so a ``checkpoint`` of the estimate lets a verified
-      calibration with the same arguments resume after its sweeps. (Named for what it
-      returns, like the CLI's ``--estimate-only``; ``verify=False`` would read as the
-      function ``verify`` switched off and say nothing of the result.)
-    ledger: a file path for a ``FileLedger`` or a ledger object (default None: the user's
-      ledger file, shared with the CLI; an in-memory ``VerificationLedger()`` opts out and
-      the release says "attempts unchecked").
-    fallback: the deterministic accountant that proves σ_up, the last candidate (an
-      accountant or registered name; default ``"unamplified_gaussian"``, which covers every
-      scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
-    precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program with its certified
-      margin, for the sweeps and the verification; ``verification.verify``) or ``"auto"``
-      (resolved once, before any compute; ``montecarlo/precision.py``).
-    devices: devices to shard over (default all local devices).
-    progress: called as ``progress(samples_done, samples_total, stage)`` after each call, with
-      stage "estimation sweep 1", "estimation sweep 2", … (a coarse bracket of 16 σ until it
-      straddles the target, then a fine one) and "verification"; counts restart per stage.
-      Each phase is also announced with ``progress.expect`` (labels "estimation sweep 1/2",
-      "verification", relative costs), which a ``progress.Reporter`` turns into a whole-run
-      ETA; a plain callable sees only the calls above.
-    checkpoint: a directory where the run saves its state (the sweeps done, the phase in
-      progress and its float64 sums) every ``checkpoint_interval`` seconds and at every
-      phase boundary; calling again with the same arguments resumes and returns bitwise the
-      result of an uninterrupted run, on any device count. Other arguments (scheme, strategy,
-      ε, δ, key, options, code version) are refused, naming what differs.
-    max_seconds: if given, the calibration's capacity plan (``plan.capacity_plan``: two
-      sweeps and the verification, timed here on ``devices``) is made first, and a
-      calibration projected to take longer is refused with ``plan.OverBudgetError`` before
-      any sweep (the whole calibration is projected, a resumed one too; for
-      ``estimate_only``, the sweeps).
-    run: ``RunOptions`` with devices, progress, checkpoint, checkpoint_interval, ledger and
-      max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
+    monte_carlo: ``MonteCarloOptions`` (every field is used):
+
+      - num_samples: verification samples per direction and candidate (default:
+        ``evr.minimum_samples(δ_b, δ)`` for this attempt).
+      - base_delta: δ_b (default: δ/2, or the largest one N supports).
+      - grid_ratio: ratio between consecutive candidate σ (> 1).
+      - shared_draws: common random numbers across σ (default; see ``candidates.py``).
+      - estimation_samples: samples per direction for the estimation search
+        (default min(⌊N/4⌋, ⌈50/δ_b⌉), at least 1000: the search only places the
+        candidate grid, so a ~15–30 % relative error on δ̂ at δ_b is enough and
+        keeps the search no dearer than the verification). For ``estimate_only`` they set
+        the estimate's cost and the width of its range (fewer than 3/δ_b cannot resolve its
+        upper end: ``SigmaEstimate``).
+      - num_candidates: Monte Carlo candidates verified (plus the fallback).
+      - attempt: the 1-based index of this verification of the mechanism, at any target
+        (``verification.verify``); re-calibrating with a new key, or at another (ε, δ), is
+        another attempt. The default ``num_samples`` is the minimum for it.
+      - estimate_only: stop after the estimation sweeps and return the estimated σ̂ with its
+        range and the verification plan (``Calibration.estimate``, a ``SigmaEstimate``; its
+        ``Guarantee`` has ``method="estimate"``, ``verified`` False): an estimate, not a
+        guarantee. Nothing is verified, so the ledger is neither read nor charged and no
+        fallback is released (σ_up only caps the search). The sweeps are the calibration's
+        own (same key, stream and options), so a checkpoint of the estimate lets a verified
+        calibration with the same arguments resume after its sweeps.
+      - fallback: the deterministic accountant that proves σ_up, the last candidate (an
+        accountant or registered name; default ``"unamplified_gaussian"``, which covers every
+        scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
+      - precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program with its
+        certified margin, for the sweeps and the verification; ``verification.verify``) or
+        ``"auto"`` (resolved once, before any compute; ``montecarlo/precision.py``).
+    run: ``RunOptions``:
+
+      - devices: devices to shard over (default all devices).
+      - progress: called as ``progress(samples_done, samples_total, stage)`` after each call,
+        with stage "estimation sweep 1", "estimation sweep 2", … (a coarse bracket of 16 σ
+        until it straddles the target, then a fine one) and "verification"; counts restart
+        per stage. Each phase is also announced with ``progress.expect`` (labels "estimation
+        sweep 1/2", "verification", relative costs), which a ``progress.Reporter`` turns into
+        a whole-run ETA; a plain callable sees only the calls above.
+      - checkpoint: a folder where the run saves its state (the sweeps done, the phase in
+        progress and its float64 sums) every ``checkpoint_interval`` seconds and at every
+        phase boundary; calling again with the same arguments resumes and returns bitwise the
+        result of an uninterrupted run, on any device count. Other arguments (scheme,
+        strategy, ε, δ, key, options, code version) are refused, naming what differs.
+      - ledger: a ledger object (default None: the user's ledger file, shared with the CLI;
+        an in-memory ``VerificationLedger()`` opts out and the release says "attempts
+        unchecked").
+      - max_seconds: if given, the calibration's capacity plan (``plan.capacity_plan``: two
+        sweeps and the verification, timed here on ``devices``) is made first, and a
+        calibration projected to take longer is refused with ``plan.OverBudgetError`` before
+        any sweep (the whole calibration is projected, a resumed one too; for
+        ``estimate_only``, the sweeps).
 
   Returns:
     ``Calibration`` (with ``estimate_only``, its ``estimate`` holds σ̂; ``repr`` and
@@ -506,21 +520,20 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   References:
     Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1).
   """
-  run = options_lib.resolve(run, 'calibrate_noise_multiplier',
-                            **options_lib.run_keywords(locals()))
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'calibrate_noise_multiplier',
+                                                CALIBRATE_FIELDS)
+  run = options_lib.run_options(run)
+  num_samples, base_delta = monte_carlo.num_samples, monte_carlo.base_delta
+  estimation_samples, num_candidates = monte_carlo.estimation_samples, monte_carlo.num_candidates
+  grid_ratio, attempt, shared_draws = (monte_carlo.grid_ratio, monte_carlo.attempt,
+                                       monte_carlo.shared_draws)
+  estimate_only, precision = monte_carlo.estimate_only, monte_carlo.precision
   epsilon = _validate.finite_real('epsilon', epsilon)
   # Checks the band against the scheme before any compute (σ is a placeholder).
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
-  grid_ratio = _validate.real_number('grid_ratio', grid_ratio)
-  if not 1.0 < grid_ratio <= 2.0:
-    raise InputError(f'grid_ratio must be in (1, 2], got {grid_ratio}')
-  num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
-  attempt = _validate.integer_at_least('attempt', attempt, 1)  # before the sweeps, not after
-  estimate_only = _validate.boolean('estimate_only', estimate_only)
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
-  shared_draws = _validate.boolean('shared_draws', shared_draws)
   key = keys_lib.canonicalize_key(key)
-  fallback = verification.fallback_accountant(fallback)
+  fallback = verification.fallback_accountant(monte_carlo.fallback)
   verification.check_fallback(fallback, placeholder)
   choice = precision_lib.choose(precision, placeholder)
   if estimate_only:
@@ -562,10 +575,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       not _CALLER_PLANNED.get() and math.isfinite(LONG_RUN_SECONDS) and _sample_rounds_seconds(
           n_verify, estimation_samples, num_candidates, placeholder.iterations, mesh_size,
           estimate_only) > LONG_RUN_SECONDS)):
-    plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, num_samples=n_verify,
-                                  base_delta=base, estimation_samples=estimation_samples,
-                                  num_candidates=num_candidates, precision=choice.precision,
-                                  fallback=fallback, run=run)
+    plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, run=run,
+                                  monte_carlo=dataclasses.replace(
+                                      monte_carlo, num_samples=n_verify, base_delta=base,
+                                      estimation_samples=estimation_samples, attempt=1,
+                                      precision=choice.precision, fallback=fallback,
+                                      shared_draws=True))  # N is this attempt's already
   if max_seconds is not None:
     if estimate_only:
       sweep_seconds, _, fixed = _phase_seconds(plan)
@@ -584,6 +599,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                          n_verify=n_verify, num_candidates=num_candidates,
                          shared_draws=shared_draws, estimate_only=estimate_only)
   sweeps, last = [], {}
+  unbudgeted = dataclasses.replace(run, max_seconds=None)  # the budget was checked above
 
   def sweep(sigmas, final: bool):
     phases.sweep(len(sweeps) + 1, final)
@@ -591,8 +607,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                                  [float(s).hex() for s in sigmas])
     result = candidates_lib.sweep_sigmas(
         key, probe, sigmas, [epsilon], estimation_samples, purpose='estimation',
-        shared_draws=shared_draws, precision=choice.precision, devices=run.devices,
-        blocks_per_call=run.blocks_per_call, phase=phase,
+        shared_draws=shared_draws, precision=choice.precision, run=unbudgeted, phase=phase,
         progress=progress_lib.staged(run.progress, f'estimation sweep {len(sweeps) + 1}'))
     values = result.delta_hat_max[:, 0]
     error = np.maximum(*(result.standard_error[d][:, 0] for d in DIRECTIONS))
@@ -635,17 +650,22 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   phases.verification(len(grid) - 1)
-  outcome = verification.verify(key, candidates, epsilon=epsilon, delta=delta,
-                                num_samples=n_verify, base_delta=base, shared_draws=shared_draws,
-                                attempt=attempt, fallback=fallback,
-                                precision=choice.precision, run=dataclasses.replace(
-                                    run, checkpoint=saved, ledger=ledger, max_seconds=None))
+  outcome = verification.run_verification(
+      key, candidates, epsilon=epsilon, delta=delta,
+      monte_carlo=dataclasses.replace(monte_carlo, num_samples=n_verify, base_delta=base,
+                                      fallback=fallback, precision=choice.precision),
+      run=dataclasses.replace(unbudgeted, ledger=ledger), saved=saved)
   record = CalibrationRecord(
       base_delta=base, num_samples=n_verify, sigma_up=sigma_up, initial_guess=guess,
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),
       verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
       fallback_accountant=fallback.name)
   return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record, outcome.charge)
+
+
+# The MonteCarloOptions fields a calibration uses: all of them.
+CALIBRATE_FIELDS = frozenset(field.name for field in dataclasses.fields(
+    options_lib.MonteCarloOptions))
 
 
 class _ProgressPlan:

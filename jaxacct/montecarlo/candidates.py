@@ -31,7 +31,6 @@ import dataclasses
 from typing import Callable, Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate
@@ -43,10 +42,10 @@ from jaxacct.montecarlo import estimator, kernels, sampling, stream
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
+from jaxacct import options as options_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,26 +78,22 @@ def _check_sigmas(noise_multipliers) -> np.ndarray:
   return sigmas
 
 
+@options_lib.moved
 @scoped_x64
 def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float],
-                              epsilons, num_samples: int, *, shared_draws: bool = True,
-                              dtype=jnp.float64, precision: str | None = None,
-                              block_size: int | None = None,
-                              blocks_per_call: int | None = None, devices=None,
-                              progress: progress_lib.Progress | None = None,
-                              max_seconds: float | None = None,
+                              epsilons, num_samples: int, *,
+                              monte_carlo: options_lib.MonteCarloOptions | None = None,
                               run: options_lib.RunOptions | None = None) -> SigmaSweep:
   """δ̂(ε) of ``mechanism`` with each σ in ``noise_multipliers`` (its own σ is ignored).
 
-  With ``shared_draws`` every candidate uses the same draws (x, z) of the key's
-  estimation stream; otherwise candidate j uses the independent key
+  With ``monte_carlo.shared_draws`` (default) every candidate uses the same draws (x, z) of the
+  key's estimation stream; otherwise candidate j uses the independent key
   fold_in(key, 2¹⁶ + j) and the plain estimator. (The verification stream is
-  reachable only through ``evr.verify``.) ``progress(samples_done, samples_total, stage)``
-  is called after each call (stage "estimation sweep"). ``dtype`` / ``precision`` /
-  ``max_seconds``: as ``estimate_delta``. ``run``: ``RunOptions`` with devices, blocks per
-  call, progress, checkpoint (a folder; calling again with the same arguments resumes the
-  sweep bitwise), checkpoint interval and max_seconds (``montecarlo/options.py``); give each
-  there or as a keyword. A ledger is refused: a sweep verifies nothing.
+  reachable only through ``evr.verify``.) ``monte_carlo`` also gives ``precision`` and
+  ``block_size`` (as ``estimate_delta``); other fields are refused. ``run``: ``RunOptions``
+  with devices, blocks per call, progress (stage "estimation sweep"), checkpoint (a folder;
+  calling again with the same arguments resumes the sweep bitwise), checkpoint interval and
+  max_seconds (``jaxacct/options.py``). A ledger is refused: a sweep verifies nothing.
 
   Returns:
     ``SigmaSweep`` with (K, E) arrays per direction.
@@ -107,13 +102,12 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
     Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1); common random
     numbers: the module docstring (not in the paper).
   """
-  run = options_lib.resolve(run, 'estimate_delta_for_sigmas', devices=devices,
-                            blocks_per_call=blocks_per_call, progress=progress,
-                            max_seconds=max_seconds)
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'estimate_delta_for_sigmas',
+                                                SWEEP_FIELDS)
+  run = options_lib.run_options(run)
   if run.ledger is not None:
     raise InputError('estimate_delta_for_sigmas: run.ledger must be None (a sweep verifies '
-                     'nothing; the ledger is for verify and calibrate_noise_multiplier)')
-  shared_draws = _validate.boolean('shared_draws', shared_draws)
+                     'nothing; the ledger is for verify and calibrate)')
   sigmas = _check_sigmas(noise_multipliers)
   estimator.check_epsilons(epsilons)  # before the checkpoint reads them
   saved = checkpoint_lib.open_checkpoint(
@@ -121,20 +115,22 @@ def estimate_delta_for_sigmas(key, mechanism: MatrixMechanism, noise_multipliers
                        'strategy': repr(mechanism.matrix.fingerprint),
                        'sigmas': [float(s).hex() for s in sigmas],
                        'epsilons': [float(e) for e in np.ravel(epsilons)],
-                       'num_samples': int(num_samples), 'shared_draws': bool(shared_draws),
-                       'dtype': str(np.dtype(dtype)), 'precision': precision,
-                       'block_size': block_size,
+                       'num_samples': int(num_samples),
+                       'shared_draws': monte_carlo.shared_draws,
+                       'precision': monte_carlo.precision,
+                       'block_size': monte_carlo.block_size,
                        'seed': list(keys_lib.key_words(keys_lib.canonicalize_key(key)))},
       run.checkpoint_interval)
-  result = sweep_sigmas(key, mechanism, sigmas, epsilons, num_samples, purpose='estimation',
-                        shared_draws=shared_draws, dtype=dtype, precision=precision,
-                        block_size=block_size, blocks_per_call=run.blocks_per_call,
-                        devices=run.devices,
-                        progress=progress_lib.staged(run.progress, 'estimation sweep'),
-                        phase=checkpoint_lib.Phase(saved, 'sweep', [s.hex() for s in
-                                                                    sigmas.tolist()]),
-                        max_seconds=run.max_seconds)
-  return result
+  return sweep_sigmas(key, mechanism, sigmas, epsilons, num_samples, purpose='estimation',
+                      shared_draws=monte_carlo.shared_draws, precision=monte_carlo.precision,
+                      block_size=monte_carlo.block_size, run=run,
+                      progress=progress_lib.staged(run.progress, 'estimation sweep'),
+                      phase=checkpoint_lib.Phase(saved, 'sweep', [s.hex() for s in
+                                                                  sigmas.tolist()]))
+
+
+# The MonteCarloOptions fields a sweep uses.
+SWEEP_FIELDS = frozenset({'shared_draws', 'precision', 'block_size'})
 
 
 def _programs(mechanism: MatrixMechanism, kernel, sigmas: np.ndarray, block_size: int,
@@ -183,9 +179,9 @@ class _Sweep:
 @scoped_x64
 def prepare_sweep(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
                   num_samples: int, *, purpose: str, shared_draws: bool = True,
-                  dtype=jnp.float64, precision: str | None = None,
-                  block_size: int | None = None, blocks_per_call: int | None = None,
-                  devices=None, phase: checkpoint_lib.Phase | None = None) -> _Sweep:
+                  precision: str = 'float64', block_size: int | None = None,
+                  run: options_lib.RunOptions = options_lib.RunOptions(),
+                  phase: checkpoint_lib.Phase | None = None) -> _Sweep:
   """Checks a sweep's arguments and resumes its state (``phase``), computing nothing."""
   sampling.check_mechanism(mechanism)
   shared_draws = _validate.boolean('shared_draws', shared_draws)
@@ -194,16 +190,15 @@ def prepare_sweep(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[f
   num_samples = keys_lib.check_num_samples(num_samples)
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   key = keys_lib.canonicalize_key(key)
-  kernel = kernels.kernel_for(
-      mechanism, precision_lib.from_arguments(dtype, precision, mechanism).dtype)
+  kernel = kernels.kernel_for(mechanism, precision_lib.choose(precision, mechanism).dtype)
   if block_size is None:
     block_size = sampling.default_block_size(kernel.iterations)
   block_size = _validate.integer_at_least('block_size', block_size, 1)
-  mesh = SampleMesh.over(devices)
+  mesh = SampleMesh.over(run.devices)
   phase = checkpoint_lib.Phase(None, 'sweep') if phase is None else phase
   state = phase.start(stream.StreamState(stream.BlockSums.zeros(sigmas.size, grid.size)))
   return _Sweep(mechanism, sigmas, grid, num_samples, purpose, key, bool(shared_draws),
-                block_size, blocks_per_call, mesh, phase,
+                block_size, run.blocks_per_call, mesh, phase,
                 _programs(mechanism, kernel, sigmas, block_size, mesh, shared_draws), state)
 
 
@@ -240,23 +235,22 @@ def run_sweep(sweep: _Sweep, progress: Callable[[int, int], None] | None = None)
 
 @scoped_x64
 def sweep_sigmas(key, mechanism: MatrixMechanism, noise_multipliers: Sequence[float], epsilons,
-                 num_samples: int, *, purpose: str, shared_draws: bool = True, dtype=jnp.float64,
-                 precision: str | None = None,
-                 block_size: int | None = None, blocks_per_call: int | None = None, devices=None,
+                 num_samples: int, *, purpose: str, shared_draws: bool = True,
+                 precision: str = 'float64', block_size: int | None = None,
+                 run: options_lib.RunOptions = options_lib.RunOptions(),
                  progress: Callable[[int, int], None] | None = None,
-                 phase: checkpoint_lib.Phase | None = None,
-                 max_seconds: float | None = None) -> SigmaSweep:
+                 phase: checkpoint_lib.Phase | None = None) -> SigmaSweep:
   """``estimate_delta_for_sigmas`` on the stream of ``purpose`` (library-internal).
 
   ``phase`` (a checkpoint's view of this sweep) resumes it and saves its progress;
-  ``progress(done, total)`` counts the samples of every candidate program and direction;
-  ``max_seconds`` refuses, before any compute, a sweep projected to take longer.
+  ``progress(done, total)`` counts the samples of every candidate program and direction
+  (``run.progress`` is not read: callers stage it); ``run.max_seconds`` refuses, before any
+  compute, a sweep projected to take longer.
   """
-  max_seconds = plan_lib.check_max_seconds(max_seconds)
+  max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   sweep = prepare_sweep(key, mechanism, noise_multipliers, epsilons, num_samples,
-                        purpose=purpose, shared_draws=shared_draws, dtype=dtype,
-                        precision=precision, block_size=block_size,
-                        blocks_per_call=blocks_per_call, devices=devices, phase=phase)
+                        purpose=purpose, shared_draws=shared_draws, precision=precision,
+                        block_size=block_size, run=run, phase=phase)
   sweep.refuse_over_budget(f'the sweep of {sweep.sigmas.size} σ × {sweep.num_samples:,} '
                            f'samples per direction', max_seconds)
   return run_sweep(sweep, progress)

@@ -38,7 +38,6 @@ import json
 import math
 import typing
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import _validate
@@ -50,12 +49,12 @@ from jaxacct.montecarlo import kernels, sampling, stream
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
 from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
 from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
+from jaxacct import options as options_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,14 +289,11 @@ def _check_edges(histogram_edges):
   return tuple(edges.tolist())
 
 
+@options_lib.moved
 @scoped_x64
 def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
-                   dtype=jnp.float64, precision: str | None = None,
-                   block_size: int | None = None, blocks_per_call: int | None = None,
                    histogram_edges=None, state: EstimatorState | None = None,
-                   devices=None, progress: progress_lib.Progress | None = None,
-                   checkpoint=None, checkpoint_interval: float | None = None,
-                   max_seconds: float | None = None,
+                   monte_carlo: options_lib.MonteCarloOptions | None = None,
                    run: options_lib.RunOptions | None = None) -> DeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (Dong & Ganesh (2026) §2.5).
 
@@ -306,35 +302,26 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     mechanism: the mechanism to account.
     epsilons: the ε grid (non-empty, finite).
     num_samples: samples per direction (total, including a resumed ``state``).
-    dtype: kernel arithmetic (float64 default; float32: the 32-bit program, see ``precision``).
-      Sums are float64.
-    precision: ``"float64"``, ``"float32"`` (the 32-bit program with its certified margin:
-      each term is evaluated at ε − η and block sums are rounded up, so δ̂ is ≥ that of the
-      exact losses; ``montecarlo/margin.py``) or ``"auto"`` (``montecarlo/precision.py``);
-      give it or ``dtype``, not both.
-    block_size: samples per reduction block (part of the result's identity;
-      default ``sampling.default_block_size(iterations)``).
-    blocks_per_call: blocks per device per call (performance only; default
-      keeps ~8 MB of outputs per device).
     histogram_edges: optional increasing loss bin edges; each loss is rounded
       **up** to its bin's upper edge (losses above the last edge count as +∞),
       so histogram-based δ̂ is conservative.
     state: a previous run's ``EstimatorState`` to extend (same fingerprint;
       its ``num_samples`` must be a multiple of ``block_size``).
-    devices: devices to shard over (default: every device of every process; under
-      ``jax.distributed`` all processes call this with the same arguments).
-    progress: called as ``progress(samples_done, samples_total, "estimate")`` after each call.
-    checkpoint: a directory where the run saves its state every ``checkpoint_interval``
-      seconds and at its end; calling again with the same arguments resumes from it, bitwise
-      as if uninterrupted (``montecarlo/checkpoint.py``); other arguments are refused.
-    max_seconds: if given, one call of the run's program is timed first (after its compile,
-      which the run reuses) and a run whose remaining samples are projected to take longer
-      is refused with ``plan.OverBudgetError`` before any sample is drawn. Without it nothing
-      is timed and any sample count runs.
-    run: ``RunOptions`` with the above (devices, blocks_per_call, progress, checkpoint,
-      checkpoint_interval, max_seconds) in one object; give each either there or as a keyword.
-      Its ``ledger`` must be None: an estimate charges no attempt (the estimation stream
-      proves nothing), so a ledger here is refused rather than silently unused.
+    monte_carlo: ``MonteCarloOptions``; an estimate uses ``precision`` (``"float64"``;
+      ``"float32"``: the 32-bit program with its certified margin — each term is evaluated at
+      ε − η and block sums are rounded up, so δ̂ is ≥ that of the exact losses,
+      ``montecarlo/margin.py``; ``"auto"``: ``montecarlo/precision.py``) and ``block_size``
+      (samples per reduction block, part of the result's identity; default
+      ``sampling.default_block_size(iterations)``). Sums are float64. Other fields are
+      refused (an estimate verifies nothing).
+    run: ``RunOptions``: devices (default every device of every process; under
+      ``jax.distributed`` all processes call this with the same arguments), blocks per call,
+      progress (stage "estimate"), checkpoint (a folder where the run saves its state every
+      ``checkpoint_interval`` seconds and at its end; calling again with the same arguments
+      resumes from it bitwise, ``montecarlo/checkpoint.py``) and ``max_seconds`` (one call of
+      the program is timed first, after its compile, and a run projected longer is refused
+      with ``plan.OverBudgetError`` before any sample is drawn). Its ``ledger`` must be None:
+      an estimate charges no attempt, so a ledger here is refused rather than silently unused.
 
   Returns:
     ``DeltaEstimate`` with δ̂ and standard errors per direction.
@@ -348,23 +335,26 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     App. A (verification). Float64 accumulation, streaming and per-block keys are
     this implementation's (not in the paper).
   """
-  run = options_lib.resolve(run, 'estimate_delta', devices=devices,
-                            blocks_per_call=blocks_per_call, progress=progress,
-                            checkpoint=checkpoint, checkpoint_interval=checkpoint_interval,
-                            max_seconds=max_seconds)
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'estimate_delta',
+                                                 ESTIMATE_FIELDS)
+  run = options_lib.run_options(run)
   if run.ledger is not None:  # before any compute: a ledger given here would protect nothing
     raise InputError('estimate_delta does not verify: ledger is not used; pass it to '
-                     f'verify/calibrate_noise_multiplier (got run.ledger = {run.ledger!r}; give '
+                     f'verify/calibrate (got run.ledger = {run.ledger!r}; give '
                      'an estimate a RunOptions without one: dataclasses.replace(run, '
                      'ledger=None))')
-  return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation', dtype=dtype,
-                      precision=precision, block_size=block_size,
+  return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation',
+                      precision=monte_carlo.precision, block_size=monte_carlo.block_size,
                       histogram_edges=histogram_edges, state=state, run=run)
+
+
+# The MonteCarloOptions fields an estimate uses.
+ESTIMATE_FIELDS = frozenset({'precision', 'block_size'})
 
 
 @scoped_x64
 def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *, purpose: str,
-                 dtype=jnp.float64, precision: str | None = None,
+                 precision: str = 'float64',
                  block_size: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None,
                  run: options_lib.RunOptions = options_lib.RunOptions()) -> DeltaEstimate:
@@ -379,7 +369,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   _validate.one_of('purpose', purpose, ('estimation', 'verification'))
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   edges = _check_edges(histogram_edges)
-  choice = precision_lib.from_arguments(dtype, precision, mechanism)
+  choice = precision_lib.choose(precision, mechanism)
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
   kernel = kernels.kernel_for(mechanism, choice.dtype)

@@ -81,7 +81,7 @@ from jaxacct.montecarlo import evr, sharding
 from jaxacct.errors import InputError, InputTypeError
 
 FORMAT = 2
-ENVIRONMENT_VARIABLE = 'JAXACCT_LEDGER'
+ENVIRONMENT_VARIABLE = _secret.LEDGER_VARIABLE
 # The one neighbouring relation Monte Carlo accounting verifies (``mechanism.py``).
 _ADJACENCY = 'zero_out'
 
@@ -91,10 +91,7 @@ def default_path() -> pathlib.Path:
   (``~/.local/state/jaxacct/ledger.json`` without XDG_STATE_HOME), beside the user's secret
   (``jaxacct._secret``): shared by every API call and CLI run of the user, so neither another
   ``--out`` nor a deleted report folder forgets an attempt."""
-  explicit = os.environ.get(ENVIRONMENT_VARIABLE)
-  if explicit:
-    return pathlib.Path(explicit).expanduser()
-  return _secret.state_directory() / 'ledger.json'
+  return _secret.ledger_path()
 
 
 class LedgerError(InputError):

@@ -52,8 +52,8 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.montecarlo import evr, kernels, program32, sampling, search_start, stream
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct import options as options_lib
 from jaxacct.errors import InputError
 from jaxacct import progress as progress_lib
 from jaxacct.progress import format_seconds
@@ -298,13 +298,18 @@ def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, bloc
   return MIN_SWEEPS + int(none_pass or all_pass)
 
 
+# The MonteCarloOptions fields a plan uses: a calibration's, but for ``shared_draws`` (the
+# plan times shared draws).
+PLAN_FIELDS = frozenset(field.name for field in dataclasses.fields(
+    options_lib.MonteCarloOptions)) - {'shared_draws'}
+
+
+@options_lib.moved
 @scoped_x64
 def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
-                  num_samples: int | None = None, base_delta: float | None = None,
-                  estimation_samples: int | None = None, num_candidates: int = 8,
                   target_devices: int | None = None, samples_per_second: float | None = None,
-                  precision: str = 'float64', devices=None, fallback=None,
                   report_epsilons=None,
+                  monte_carlo: options_lib.MonteCarloOptions | None = None,
                   run: options_lib.RunOptions | None = None) -> CapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
 
@@ -315,31 +320,37 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
 
   Args:
     mechanism: scheme and strategy (σ only sets the timed candidates' scale).
-    epsilon, delta, num_samples, base_delta, estimation_samples, num_candidates, fallback: as
-      ``calibrate_noise_multiplier`` (the same defaults; shared draws).
+    epsilon, delta: as ``calibrate_noise_multiplier``.
     target_devices: N devices to project to (default: the devices here).
     samples_per_second: one-σ samples per second per device, instead of measuring.
-    precision: the device program timed: ``"float64"`` or ``"float32"`` (the 32-bit program;
-      refused with the reason for a mechanism it does not serve).
-    devices: devices to time on (default: those the run uses, every device).
     report_epsilons: the ε grid of a report curve that follows the calibration (the CLI's:
       ``estimate_delta`` at the released σ with one sweep's samples), or None for none.
-    run: ``RunOptions``; its ``devices`` and ``blocks_per_call`` (give them there or as a
-      keyword). The calibration's own ``RunOptions`` may be passed whole: its ledger,
-      checkpoint and budget are that run's and are not used by the plan.
+    monte_carlo: the calibration's ``MonteCarloOptions`` (same defaults): ``num_samples``,
+      ``base_delta`` and ``attempt`` size the verification (N for that attempt; the ledger's
+      earlier runs are not read here), ``estimation_samples``, ``num_candidates``,
+      ``fallback``; ``precision`` is the device program timed, ``"float64"`` or ``"float32"``
+      (the 32-bit program; refused with the reason for a mechanism it does not serve;
+      ``"auto"`` is resolved by the calibration, not here). ``shared_draws=False`` is refused:
+      the plan times shared draws.
+    run: ``RunOptions``; its ``devices`` (to time on; default every device) and
+      ``blocks_per_call``. The calibration's own ``RunOptions`` may be passed whole: its
+      ledger, checkpoint and budget are that run's and are not used by the plan.
 
   References:
     Dong & Ganesh (2026) App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
   """
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'capacity_plan', PLAN_FIELDS)
+  num_candidates, estimation_samples = monte_carlo.num_candidates, monte_carlo.estimation_samples
+  precision = monte_carlo.precision
   sampling.check_mechanism(mechanism)
   epsilon = _validate.finite_real('epsilon', epsilon)
-  n_verify, base = evr.resolve_sample_size(delta, num_samples, base_delta)
+  n_verify, base = evr.resolve_sample_size(delta, monte_carlo.num_samples, monte_carlo.base_delta,
+                                           attempts=monte_carlo.attempt)
   if estimation_samples is None:
     estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
-  num_candidates = _validate.integer_at_least('num_candidates', num_candidates, 1)
   given = None if run is None else run.progress
-  run = options_lib.resolve(run, 'capacity_plan', devices=devices)
+  run = options_lib.run_options(run)
   progress = False if given is False else run.progress  # where compiles are announced
   mesh = SampleMesh.over(run.devices)
   if target_devices is None:
@@ -352,7 +363,7 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   if report is not None and (report.ndim != 1 or not np.all(np.isfinite(report))):
     raise InputError(f'report_epsilons must be a 1-D list of finite numbers, got '
                      f'{report.tolist()}')
-  fallback = search_start.fallback_accountant(fallback)
+  fallback = search_start.fallback_accountant(monte_carlo.fallback)
   search_start.check_fallback(fallback, mechanism)
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):

@@ -24,11 +24,10 @@ import dataclasses
 import jax
 import numpy as np
 
-from jaxacct._precision import kernel_dtype
 from jaxacct.montecarlo import kernels, plan, program32, selftest32, sharding
 from jaxacct.errors import InputError
+from jaxacct.options import PRECISIONS
 
-PRECISIONS = ('auto', 'float32', 'float64')
 ACCELERATORS = ('gpu', 'tpu', 'cuda', 'rocm')
 
 
@@ -53,30 +52,6 @@ def check_precision(precision) -> str:
     raise InputError(f'precision must be one of {", ".join(map(repr, PRECISIONS))}, '
                      f'got {precision!r}')
   return precision
-
-
-def from_arguments(dtype, precision, mechanism) -> PrecisionChoice:
-  """The choice of a function with both a legacy ``dtype`` and ``precision`` (at most one given).
-
-  ``dtype=jnp.float32`` is the 32-bit program where it serves the mechanism (one float32
-  path); for the truncated schemes it does not serve yet, float32 *estimation* keeps the mixed
-  kernels (64-bit words, float32 arithmetic, no margin) and says so in ``reason``.
-  """
-  resolved = kernel_dtype(dtype)
-  if precision is not None:
-    if resolved != np.float64:
-      raise InputError(f'give dtype or precision, not both (dtype={dtype!r}, '
-                       f'precision={precision!r})')
-    return choose(precision, mechanism)
-  if resolved == np.float64:
-    return PrecisionChoice('float64', 'requested')
-  kernel = kernels.kernel_for(mechanism, resolved)
-  program32.check_float32_kernel(mechanism, kernel)
-  refused = program32.refusal(mechanism, kernel)
-  if refused is None:
-    selftest32.require_float32()
-  return PrecisionChoice('float32', 'requested' if refused is None else
-                         f'mixed float32 kernels without a margin (estimation only): {refused}')
 
 
 def choose(precision: str, mechanism, *, progress=None) -> PrecisionChoice:

@@ -40,7 +40,8 @@ from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import DIRECTIONS, Purpose, Stream, signed_loss
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import kernels, noise, options, program32
+from jaxacct import options
+from jaxacct.montecarlo import kernels, noise, program32
 from jaxacct.montecarlo import sharding as sharding_lib
 from jaxacct.montecarlo.kernels import SchemeKernel
 from jaxacct.errors import InputError, InputTypeError

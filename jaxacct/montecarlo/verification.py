@@ -27,7 +27,6 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import candidates as candidates_lib
 from jaxacct.montecarlo import checkpoint as checkpoint_lib
 from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import options as options_lib
 from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
@@ -39,6 +38,7 @@ from jaxacct.montecarlo.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
 from jaxacct.montecarlo.search_start import check_fallback as check_fallback
 from jaxacct.montecarlo.search_start import fallback_accountant as fallback_accountant
 from jaxacct import progress as progress_lib
+from jaxacct import options as options_lib
 from jaxacct.errors import InputError, InputTypeError
 
 
@@ -165,11 +165,9 @@ def released_index(accepted) -> int:
   return index
 
 
-def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | None = None,
-           base_delta: float | None = None, shared_draws: bool = True, attempt: int = 1,
-           ledger=None, fallback=None, precision: str = 'float64', devices=None, progress=None,
-           checkpoint=None, checkpoint_interval: float | None = None,
-           max_seconds: float | None = None,
+@options_lib.moved
+def verify(key, candidates, *, epsilon: float, delta: float,
+           monte_carlo: options_lib.MonteCarloOptions | None = None,
            run: options_lib.RunOptions | None = None) -> Verification:
   """Algorithm 5 (Estimate-Verify-Release) over candidates ordered by increasing σ.
 
@@ -196,39 +194,49 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
     candidates: ``MatrixMechanism`` list, increasing σ, last one provably private.
     epsilon: ε.
     delta: the target overall δ.
-    num_samples / base_delta: N and δ_b; missing ones are derived for this attempt
-      (``sample_size``); given ones too few for it are refused before any compute.
-    shared_draws: common random numbers across candidates (see ``candidates.py``).
-    attempt: the 1-based index of this verification run of this mechanism (at any target).
-    ledger: a file path for a ``FileLedger``, or a ``VerificationLedger`` object (default
-      None: the user's ledger file, ``ledger.default_path()``, shared with the CLI). An
-      in-memory ``VerificationLedger()`` opts out: the release says "attempts unchecked"
-      (``Guarantee.attempts_checked`` False).
-    fallback: the deterministic accountant proving M_k (a ``DeterministicAccountant`` or
-      registered name; default ``"unamplified_gaussian"``). A released fallback's
-      ``Guarantee.accountant`` names it.
-    precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program: δ̂ evaluated at
-      ε − η with a certified per-sample margin η and block sums rounded up, so the
-      verifier never accepts on draws whose exact-loss δ̂ exceeds δ_b;
-      ``montecarlo/margin.py``) or ``"auto"`` (``montecarlo/precision.py``). Part of the
-      run's identity (ledger and checkpoint).
-    devices / progress: devices to shard over (default every device of every process);
-      called as ``progress(samples_done, samples_total, "verification")`` after each call.
-    checkpoint: a directory where the verification saves its state every
-      ``checkpoint_interval`` seconds; calling again with the same arguments resumes it
-      bitwise (the resumed run is the same ledger run, not a new attempt). A
-      ``checkpoint.Checkpoint`` is used as is (``calibrate_noise_multiplier`` passes its own).
-    max_seconds: if given, one call of the verification program is timed first and a
-      verification projected to take longer (what is left of it, when resumed) is refused
-      with ``plan.OverBudgetError`` before the ledger is charged or a sample is drawn.
-    run: ``RunOptions`` with devices, progress, checkpoint, checkpoint_interval, ledger and
-      max_seconds in one object (``montecarlo/options.py``); give each there or as a keyword.
+    monte_carlo: ``MonteCarloOptions``; verify uses ``num_samples`` / ``base_delta`` (N and
+      δ_b; missing ones are derived for this attempt, ``sample_size``; given ones too few for
+      it are refused before any compute), ``shared_draws`` (common random numbers across
+      candidates, ``candidates.py``), ``attempt`` (the 1-based index of this verification run
+      of this mechanism, at any target), ``fallback`` (the deterministic accountant proving
+      M_k, a ``DeterministicAccountant`` or registered name; default
+      ``"unamplified_gaussian"``; a released fallback's ``Guarantee.accountant`` names it) and
+      ``precision`` (``"float32"``: the 32-bit program, δ̂ evaluated at ε − η with a certified
+      per-sample margin η and block sums rounded up, so the verifier never accepts on draws
+      whose exact-loss δ̂ exceeds δ_b, ``montecarlo/margin.py``; part of the run's identity).
+      Other fields are refused.
+    run: ``RunOptions``: devices, progress (stage "verification"), checkpoint (a folder where
+      the verification saves its state every ``checkpoint_interval`` seconds; calling again
+      with the same arguments resumes it bitwise — the same ledger run, not a new attempt),
+      ledger (an object; default None: the user's ledger file, ``ledger.default_path()``,
+      shared with the CLI; an in-memory ``VerificationLedger()`` opts out and the release says
+      "attempts unchecked") and max_seconds (one call of the verification program is timed
+      first and a verification projected longer is refused with ``plan.OverBudgetError``
+      before the ledger is charged or a sample is drawn).
 
   References:
     Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1);
     Chua et al., AISTATS 2025, Fact 4.2.
   """
-  run = options_lib.resolve(run, 'verify', **options_lib.run_keywords(locals()))
+  return run_verification(key, candidates, epsilon=epsilon, delta=delta,
+                          monte_carlo=options_lib.monte_carlo_options(
+                              monte_carlo, 'verify', VERIFY_FIELDS),
+                          run=options_lib.run_options(run))
+
+
+# The MonteCarloOptions fields a verification uses.
+VERIFY_FIELDS = frozenset({'num_samples', 'base_delta', 'shared_draws', 'attempt', 'fallback',
+                           'precision'})
+
+
+def run_verification(key, candidates, *, epsilon: float, delta: float,
+                     monte_carlo: options_lib.MonteCarloOptions, run: options_lib.RunOptions,
+                     saved: checkpoint_lib.Checkpoint | None = None) -> Verification:
+  """``verify`` with checked options (library-internal); ``saved`` is an opened checkpoint
+  (``calibrate_noise_multiplier`` passes its own), used instead of ``run.checkpoint``."""
+  num_samples, base_delta = monte_carlo.num_samples, monte_carlo.base_delta
+  shared_draws, attempt = monte_carlo.shared_draws, monte_carlo.attempt
+  fallback, precision = monte_carlo.fallback, monte_carlo.precision
   if isinstance(candidates, MatrixMechanism):
     raise InputTypeError(
         'candidates must be a sequence of jaxacct.MatrixMechanism ordered by increasing '
@@ -236,8 +244,6 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
         '[mechanism, the same at the fallback\'s sigma], or use jaxacct.account(mechanism, '
         'epsilon=, delta=, key=)')
   epsilon = _validate.finite_real('epsilon', epsilon)
-  attempt = _validate.integer_at_least('attempt', attempt, 1)
-  shared_draws = _validate.boolean('shared_draws', shared_draws)
   max_seconds = plan_lib.check_max_seconds(run.max_seconds)
   try:
     candidates = list(candidates)
@@ -271,9 +277,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
         f'{sigmas[-1]}')
   run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision, epsilon,
                          delta)
-  if isinstance(run.checkpoint, checkpoint_lib.Checkpoint):
-    saved = run.checkpoint
-  else:
+  if saved is None:
     saved = checkpoint_lib.open_checkpoint(
         run.checkpoint, {'run': 'verify', 'mechanism': ledger_lib.mechanism_description(first),
                          'verification': run_id, 'attempt': attempt, 'fallback': fallback.name},
@@ -293,7 +297,7 @@ def verify(key, candidates, *, epsilon: float, delta: float, num_samples: int | 
   if len(candidates) > 1:
     sweep = candidates_lib.prepare_sweep(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
-        precision=choice.precision, devices=run.devices, blocks_per_call=run.blocks_per_call,
+        precision=choice.precision, run=run,
         phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
                              f'samples per direction', max_seconds)

@@ -229,7 +229,7 @@ def test_bminsep_calibrates_by_monte_carlo_bit_for_bit():
   direct = calibrate_noise_multiplier(jaxacct.BMinSep(sampling_prob=0.5, iterations=8,
                                                       min_sep=2),
                                       jaxacct.BandedToeplitz(COEFS), epsilon=2.0, delta=1e-2,
-                                      key=jax.random.key(7), progress=False)
+                                      key=jax.random.key(7), run=jaxacct.RunOptions(progress=False))
   assert result.guarantee == direct.guarantee
   assert result.guarantee.method == 'verified_mc' and result.guarantee.num_samples > 0
   assert result.plan.dp_event.accountant == 'monte_carlo'
@@ -264,7 +264,8 @@ REFUSALS = {
     'truncated_without_dataset_size': (dict(batch_selection_strategy=bs.CyclicPoissonSampling(
         sampling_prob=0.5, iterations=8, cycle_length=2, truncated_batch_size=4)),
                                        'dataset_size'),
-    'monte_carlo_option_to_deterministic': (dict(num_samples=100), 'num_samples: '),
+    'monte_carlo_option_to_deterministic': (
+        dict(monte_carlo=jaxacct.MonteCarloOptions(num_samples=100)), 'monte_carlo: '),
     'clip_norm_zero': (dict(l2_clip_norm=0.0, rescale_to_unit_norm=False), 'l2_clip_norm'),
     'config_iterations': (dict(strategy=execution_plan.BandMFExecutionPlanConfig(
         iterations=6, strategy=COEFS, noise_multiplier=1.0, epsilon=None, delta=None)),

@@ -37,11 +37,13 @@ warm = jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=T
 truncated = jaxacct.BMinSep(sampling_prob=0.3, iterations=16, min_sep=3, truncated_batch_size=4,
                             dataset_size=12)
 estimate = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
-                                  [0.5, 1.0, 2.0], 20_000, blocks_per_call=2)
+                                  [0.5, 1.0, 2.0], 20_000,
+                                  run=jaxacct.RunOptions(blocks_per_call=2))
 # The 32-bit program (issue 28) under the same rule.
 estimate32 = jaxacct.estimate_delta(jax.random.key(5), jaxacct.MatrixMechanism(warm, band, 1.1),
-                                    [0.5, 1.0, 2.0], 20_000, blocks_per_call=2,
-                                    precision='float32')
+                                    [0.5, 1.0, 2.0], 20_000,
+                                    monte_carlo=jaxacct.MonteCarloOptions(precision='float32'),
+                                    run=jaxacct.RunOptions(blocks_per_call=2))
 result = {'devices': jax.device_count(),
           'estimate': {d: hexes(estimate.delta_hat[d]) for d in ('remove', 'add')},
           'estimate32': {d: hexes(estimate32.delta_hat[d]) for d in ('remove', 'add')}}
@@ -49,7 +51,8 @@ result = {'devices': jax.device_count(),
 for precision in ('float64', 'float32'):  # shared draws of K σ, as verification runs them
   sweep = candidates.sweep_sigmas(jax.random.key(13), jaxacct.MatrixMechanism(warm, band, 1.1),
                                   [0.9, 1.2, 1.6], [1.0, 2.0], 6000, purpose='verification',
-                                  blocks_per_call=2, precision=precision)
+                                  precision=precision,
+                                  run=jaxacct.RunOptions(blocks_per_call=2))
   result['sweep' + precision[-2:]] = {
       d: hexes(sweep.delta_hat[d]) + ([] if sweep.sums.margins is None
                                       else hexes(sweep.sums.margins[d]))
@@ -60,7 +63,9 @@ for precision in ('float64', 'float32'):  # shared draws of K σ, as verificatio
 # program fewer to compile in each process (its 2,615 samples per direction are cheap).
 for name, scheme, matrix in (('truncated', truncated, jaxacct.BandedToeplitz([1.0, 0.4])),):
   calibration = jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=2.0, delta=2e-2,
-                                                   key=jax.random.key(13), num_candidates=16,
+                                                   key=jax.random.key(13),
+                                                   monte_carlo=jaxacct.MonteCarloOptions(
+                                                       num_candidates=16),
                                                    run=jaxacct.RunOptions(blocks_per_call=2))
   result[name] = {'sigma': hexes([calibration.guarantee.noise_multiplier]),
                   'candidates': hexes(calibration.candidates),

@@ -527,7 +527,7 @@ import jax
 import kernel_contract
 for module in sys.argv[3:]:
   importlib.import_module(module)
-from jaxacct.montecarlo import options
+from jaxacct import options
 print(json.dumps({'devices': len(jax.devices()),
                   'fingerprints': kernel_contract.fingerprints(options.MIN_BLOCKS_PER_CALL)}))
 '''

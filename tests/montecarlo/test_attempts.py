@@ -23,9 +23,10 @@ CANDIDATES = [MECHANISM, jaxacct.MatrixMechanism(SCHEME, MATRIX, 1.3),
               jaxacct.MatrixMechanism(SCHEME, MATRIX, 40.0)]
 
 
-def _verify(key, *, epsilon=1.0, delta=0.05, ledger=None, candidates=CANDIDATES, **kwargs):
+def _verify(key, *, epsilon=1.0, delta=0.05, ledger=None, candidates=CANDIDATES, **options):
   return jaxacct.verify(jax.random.key(key), candidates, epsilon=epsilon, delta=delta,
-                        run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger), **kwargs)
+                        monte_carlo=jaxacct.MonteCarloOptions(**options),
+                        run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger))
 
 
 def _record(run, *, epsilon=1.0, delta=1e-3, n=10**5, base=5e-4):
@@ -255,7 +256,9 @@ def test_verify_refuses_a_single_mechanism_and_a_non_boolean_shared_draws():
   with pytest.raises(jaxacct.InputTypeError, match='got a single mechanism'):
     jaxacct.verify(jax.random.key(0), MECHANISM, epsilon=1.0, delta=0.05)
   with pytest.raises(jaxacct.InputTypeError, match="shared_draws must be True or False, got 'no'"):
-    jaxacct.verify(jax.random.key(0), CANDIDATES, epsilon=1.0, delta=0.05, shared_draws='no')
+    jaxacct.verify(jax.random.key(0), CANDIDATES, epsilon=1.0, delta=0.05,
+                   monte_carlo=jaxacct.MonteCarloOptions(shared_draws='no'))
   with pytest.raises(jaxacct.InputTypeError, match="shared_draws must be True or False"):
     jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, epsilon=1.0, delta=0.05,
-                                       key=jax.random.key(0), shared_draws='no')
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(shared_draws='no'))

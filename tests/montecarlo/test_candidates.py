@@ -21,10 +21,12 @@ def test_shared_draws_equal_the_estimator_at_each_sigma():
   # Same stream, same (x, z): y(σ) = C·x + σ·z, so each candidate's δ̂ is the plain
   # estimator's at that σ up to float round-off (d = Cᵀ(Cx) + σCᵀz vs Cᵀ(Cx + σz)).
   key = jax.random.key(1)
-  sweep = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1500, block_size=256)
+  sweep = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1500,
+                                               monte_carlo=jaxacct.MonteCarloOptions(
+                                                   block_size=256))
   for j, sigma in enumerate(SIGMAS):
     single = estimator.estimate_delta(key, dataclasses.replace(MECH, noise_multiplier=sigma), EPS,
-                                      1500, block_size=256)
+                                      1500, monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
     for direction in ('remove', 'add'):
       np.testing.assert_allclose(sweep.delta_hat[direction][j], single.delta_hat[direction],
                                  rtol=1e-10, atol=1e-14)
@@ -35,11 +37,17 @@ def test_shared_draws_equal_the_estimator_at_each_sigma():
 @pytest.mark.slow
 def test_independent_keys_give_independent_estimates():
   key = jax.random.key(2)
-  shared = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024, block_size=256)
+  shared = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024,
+                                                monte_carlo=jaxacct.MonteCarloOptions(
+                                                    block_size=256))
   calls = []
-  independent = candidates.estimate_delta_for_sigmas(
-      key, MECH, SIGMAS, EPS, 1024, block_size=256, blocks_per_call=2, shared_draws=False,
-      progress=lambda done, total, stage: calls.append((done, total, stage)))
+  independent = candidates.estimate_delta_for_sigmas(key, MECH, SIGMAS, EPS, 1024,
+                                                     monte_carlo=jaxacct.MonteCarloOptions(
+                                                         block_size=256, shared_draws=False),
+                                                     run=jaxacct.RunOptions(
+                                                         blocks_per_call=2, progress=lambda done,
+                                                         total, stage: calls.append((done, total,
+                                                                                     stage))))
   assert shared.shared_draws and not independent.shared_draws
   # Progress counts every candidate's program and both directions: 3 × 2 × 2 calls.
   total = len(SIGMAS) * 2 * 1024

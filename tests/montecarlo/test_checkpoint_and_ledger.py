@@ -1,8 +1,10 @@
 """Checkpoint files and the persistent attempt ledger (issue 13): resume bitwise, refuse
 another run's or a corrupt checkpoint, charge attempts across ledger objects on one file."""
 
+import dataclasses
 import json
 import os
+import pathlib
 import threading
 
 import jax
@@ -33,37 +35,40 @@ def _stop_after(calls: int):
 
 @pytest.mark.slow
 def test_estimate_resumes_bitwise_after_an_interruption(tmp_path):
-  kwargs = dict(blocks_per_call=2, checkpoint_interval=1e-9)
+  run = jaxacct.RunOptions(blocks_per_call=2, checkpoint_interval=1e-9, checkpoint=tmp_path)
   # The reference in one call of the default size (42 blocks: the program of this file's other
   # estimates), the interrupted and resumed runs in calls of two blocks.
   reference = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000)
   with pytest.raises(Stop):  # 9 blocks per direction, two per call (5 calls): stop in "add"
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           progress=_stop_after(7), **kwargs)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
+                           run=dataclasses.replace(run, progress=_stop_after(7)))
   saved = json.loads((tmp_path / 'checkpoint.json').read_text())['body']['current']
   assert saved['stream']['direction'] == 1 and saved['stream']['block'] == 4
-  resumed = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
-                                   checkpoint=tmp_path, **kwargs)
+  resumed = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, run=run)
   for d in ('remove', 'add'):
     assert resumed.delta_hat[d].tolist() == reference.delta_hat[d].tolist()
     assert resumed.standard_error[d].tolist() == reference.standard_error[d].tolist()
   # A finished run is returned from the checkpoint without computing.
   again = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
-                                 checkpoint=tmp_path, progress=_stop_after(1), **kwargs)
+                                 run=dataclasses.replace(run, progress=_stop_after(1)))
   assert again.delta_hat['add'].tolist() == reference.delta_hat['add'].tolist()
 
 
 def test_checkpoint_of_another_run_is_refused_naming_what_differs(tmp_path):
-  jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
+  jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
+                         run=jaxacct.RunOptions(checkpoint=tmp_path))
   with pytest.raises(checkpoint_lib.CheckpointError, match='num_samples differs'):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 3000, checkpoint=tmp_path)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 3000,
+                           run=jaxacct.RunOptions(checkpoint=tmp_path))
   with pytest.raises(checkpoint_lib.CheckpointError, match='estimator differs'):
-    jaxacct.estimate_delta(jax.random.key(4), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
+    jaxacct.estimate_delta(jax.random.key(4), MECHANISM, EPSILONS, 2000,
+                           run=jaxacct.RunOptions(checkpoint=tmp_path))
 
 
 @pytest.mark.parametrize('damage', ['truncate', 'edit', 'empty', 'flipped-byte', 'directory'])
 def test_corrupt_checkpoint_is_refused_and_kept(tmp_path, damage):
-  jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
+  jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
+                         run=jaxacct.RunOptions(checkpoint=tmp_path))
   path = tmp_path / 'checkpoint.json'
   data = path.read_bytes()
   if damage == 'directory':
@@ -75,7 +80,8 @@ def test_corrupt_checkpoint_is_refused_and_kept(tmp_path, damage):
     path.write_bytes(damaged[damage])
   with pytest.raises(checkpoint_lib.CheckpointError,
                      match='cannot be read' if damage == 'directory' else 'corrupt'):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
+                           run=jaxacct.RunOptions(checkpoint=tmp_path))
   if damage != 'directory':
     assert path.read_bytes() == damaged[damage]  # never silently restarted
 
@@ -85,10 +91,12 @@ def test_unwritable_checkpoint_directory_is_refused_before_compute(tmp_path):
   blocker.write_text('')
   with pytest.raises(checkpoint_lib.CheckpointError, match='cannot be created'):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
-                           checkpoint=blocker / 'sub', progress=_stop_after(1))
+                           run=jaxacct.RunOptions(
+                               checkpoint=blocker / 'sub', progress=_stop_after(1)))
   with pytest.raises(ValueError, match='checkpoint_interval must be finite and > 0, got 0'):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000, checkpoint=tmp_path,
-                           checkpoint_interval=0, progress=_stop_after(1))
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 2000,
+                           run=jaxacct.RunOptions(
+                               checkpoint=tmp_path, checkpoint_interval=0, progress=_stop_after(1)))
 
 
 def _run(name: str, epsilon: float = 1.0, delta: float = 1e-3, n: int = 10**5,
@@ -173,10 +181,11 @@ def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phase
   also when stopped a second time (the replay of the sweeps never drops the saved phase)."""
   # 30 blocks of 1024 per direction in calls of 4 (performance only): 8 calls per direction in
   # verification, enough to stop at the third and twice one call later.
-  run = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5), num_samples=30_000,
-             estimation_samples=2000, num_candidates=2, grid_ratio=1.2)
+  target = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5),
+                monte_carlo=jaxacct.MonteCarloOptions(num_samples=30_000, estimation_samples=2000,
+                                                      num_candidates=2, grid_ratio=1.2))
   scheme, matrix = MECHANISM.scheme, MECHANISM.matrix
-  reference = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+  reference = jaxacct.calibrate_noise_multiplier(scheme, matrix, **target,
                                                  run=jaxacct.RunOptions(blocks_per_call=4))
 
   def resumable(progress=None):
@@ -185,7 +194,7 @@ def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phase
 
   seen: list = []
   with pytest.raises(Stop):
-    jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+    jaxacct.calibrate_noise_multiplier(scheme, matrix, **target,
                                        run=resumable(_stop_in('verification', 3, seen)))
   saved = json.loads((tmp_path / 'checkpoint.json').read_text())['body']['current']
   assert saved['phase'] == 'verification' and saved['stream']['block'] > 0
@@ -193,12 +202,12 @@ def test_resume_keeps_the_phase_in_progress_through_the_replay_of_finished_phase
   for _ in range(2):  # resume, stop again one call later; then finish
     seen = []
     with pytest.raises(Stop):
-      jaxacct.calibrate_noise_multiplier(scheme, matrix, **run,
+      jaxacct.calibrate_noise_multiplier(scheme, matrix, **target,
                                          run=resumable(_stop_in('verification', 1, seen)))
     assert [stage for stage, _ in seen] == ['verification']  # sweeps replayed without compute
     assert seen[0][1] > stopped_at  # the resumed verification went on from the saved block
     stopped_at = seen[0][1]
-  resumed = jaxacct.calibrate_noise_multiplier(scheme, matrix, **run, run=resumable())
+  resumed = jaxacct.calibrate_noise_multiplier(scheme, matrix, **target, run=resumable())
   assert resumed.guarantee.noise_multiplier == reference.guarantee.noise_multiplier
   assert resumed.record.to_dict() == reference.record.to_dict()
 
@@ -234,7 +243,11 @@ CANDIDATES = [MECHANISM, jaxacct.MatrixMechanism(MECHANISM.scheme, MECHANISM.mat
 
 
 def _verify(tmp_path, ledger):
-  return jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=3000,
+  """A verification charging ``ledger``; a path is opened anew (as another call would)."""
+  if isinstance(ledger, pathlib.Path):
+    ledger = ledger_lib.FileLedger(ledger)
+  return jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05,
+                        monte_carlo=jaxacct.MonteCarloOptions(num_samples=3000),
                         run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger,
                                                checkpoint=tmp_path / 'checkpoint'))
 
@@ -282,13 +295,15 @@ def _edit_checkpoint(path, edit):
         'garbage-stream', 'current-type', 'no-completed', 'charge'])
 def test_structural_edits_of_a_checkpoint_are_refused_naming_the_field(tmp_path, edit, field):
   with pytest.raises(Stop):  # 9 blocks per direction, two per call: stop mid-"remove"
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           progress=_stop_after(2), blocks_per_call=2, checkpoint_interval=1e-9)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
+                           run=jaxacct.RunOptions(
+                               checkpoint=tmp_path, progress=_stop_after(2), blocks_per_call=2,
+                               checkpoint_interval=1e-9))
   _edit_checkpoint(tmp_path / 'checkpoint.json', edit)
   error = checkpoint_lib.CheckpointError if field != 'outside this run' else ValueError
   with pytest.raises(error, match=field):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, checkpoint=tmp_path,
-                           blocks_per_call=2)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
+                           run=jaxacct.RunOptions(checkpoint=tmp_path, blocks_per_call=2))
 
 
 def test_a_failed_write_names_the_path_and_leaves_no_temporary_file(tmp_path):
@@ -309,9 +324,10 @@ def test_calibration_refuses_attempt_zero_before_any_sweep():
   def never(*args):
     raise AssertionError('computed before refusing')
   with pytest.raises(ValueError, match='attempt must be'):
-    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
-                                       delta=1e-3, key=jax.random.key(0), attempt=0,
-                                       progress=never)
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0, delta=1e-3,
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(attempt=0),
+                                       run=jaxacct.RunOptions(progress=never))
 
 
 # ---- issue 29: the API refuses a run projected over max_seconds, only when asked ----
@@ -323,8 +339,8 @@ def _never(*args):
 @pytest.mark.parametrize('bad', [0, -1.0, float('nan'), float('inf'), 'soon'])
 def test_bad_max_seconds_is_refused_by_name(bad):
   with pytest.raises((ValueError, TypeError), match='max_seconds'):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000, max_seconds=bad,
-                           progress=_never)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
+                           run=jaxacct.RunOptions(max_seconds=bad, progress=_never))
 
 
 def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
@@ -332,12 +348,13 @@ def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
   # 10¹¹ samples cannot run in a minute on any machine (block timing ≥ nanoseconds/sample).
   with pytest.raises(plan.OverBudgetError, match=r'estimate of 100,000,000,000 samples .* '
                                                  r'over max_seconds = 60: pass a larger'):
-    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 10**11, max_seconds=60,
-                           progress=_never, checkpoint=tmp_path)
+    jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 10**11,
+                           run=jaxacct.RunOptions(
+                               max_seconds=60, progress=_never, checkpoint=tmp_path))
   assert not (tmp_path / 'checkpoint.json').exists()  # nothing saved: nothing ran
   # Within the budget the answer is the one without a budget, bit for bit.
   budgeted = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000,
-                                    max_seconds=3600)
+                                    run=jaxacct.RunOptions(max_seconds=3600))
   plain = jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, 9000)
   for d in ('remove', 'add'):
     assert budgeted.delta_hat[d].tolist() == plain.delta_hat[d].tolist()
@@ -347,12 +364,16 @@ def test_verification_over_max_seconds_is_refused_before_the_ledger_is_charged(t
   from jaxacct.montecarlo import plan
   ledger_path = tmp_path / 'ledger.json'
   with pytest.raises(plan.OverBudgetError, match='verification of 2 candidates'):
-    jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=10**11,
-                   run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger_path, max_seconds=1.0,
+    jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05,
+                   monte_carlo=jaxacct.MonteCarloOptions(num_samples=10**11),
+                   run=jaxacct.RunOptions(blocks_per_call=4, max_seconds=1.0,
+                                          ledger=ledger_lib.FileLedger(ledger_path),
                                           progress=_never))
   # Nothing was charged: the same run with a feasible N is attempt 1.
-  done = jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05, num_samples=3000,
-                        run=jaxacct.RunOptions(blocks_per_call=4, ledger=ledger_path,
+  done = jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05,
+                        monte_carlo=jaxacct.MonteCarloOptions(num_samples=3000),
+                        run=jaxacct.RunOptions(blocks_per_call=4,
+                                               ledger=ledger_lib.FileLedger(ledger_path),
                                                max_seconds=3600))
   assert done.guarantee.attempts == 1
 
@@ -362,9 +383,10 @@ def test_calibration_over_max_seconds_is_refused_before_any_sweep():
   with pytest.raises(plan.OverBudgetError, match=r'calibration \(.* verification .* over '
                                                  r'max_seconds = 1\b'):
     # The plan times the resume test's programs (16 and 2 σ, calls of 4 blocks), compiled once.
-    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
-                                       delta=1e-3, key=jax.random.key(0), num_samples=10**11,
-                                       num_candidates=2,
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0, delta=1e-3,
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(
+                                           num_samples=10**11, num_candidates=2),
                                        run=jaxacct.RunOptions(blocks_per_call=4, max_seconds=1,
                                                               progress=_never))
 
@@ -416,9 +438,11 @@ def _ledger_holding_another_run(path, mechanism, epsilon, delta, seed=7):
 def test_an_undeclared_retry_is_refused_before_any_sweep_and_a_declared_one_is_not(tmp_path):
   _ledger_holding_another_run(tmp_path / 'ledger.json', MECHANISM, 1.0, 1e-3)
   with pytest.raises(ledger_lib.UndeclaredRetryError, match='attempt=2') as refusal:
-    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0,
-                                       delta=1e-3, key=jax.random.key(0), progress=_never,
-                                       ledger=tmp_path / 'ledger.json')
+    jaxacct.calibrate_noise_multiplier(MECHANISM.scheme, MECHANISM.matrix, epsilon=1.0, delta=1e-3,
+                                       key=jax.random.key(0),
+                                       run=jaxacct.RunOptions(
+                                           progress=_never,
+                                           ledger=ledger_lib.FileLedger(tmp_path / 'ledger.json')))
   assert refusal.value.required_attempt == 2 and isinstance(refusal.value, ValueError)
   # The same key as the recorded run could be its replay: let through to the full check.
   from jaxacct.montecarlo import verification

@@ -43,8 +43,9 @@ def _never(*args):
 
 def _estimate(folder=None, progress=None):
   return jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, NUM_SAMPLES,
-                                checkpoint=folder, progress=progress, blocks_per_call=2,
-                                checkpoint_interval=1e-9)
+                                run=jaxacct.RunOptions(
+                                    checkpoint=folder, progress=progress, blocks_per_call=2,
+                                    checkpoint_interval=1e-9))
 
 
 def _document(folder: pathlib.Path) -> dict:
@@ -181,7 +182,7 @@ def test_a_verification_moved_forward_is_refused_before_compute(tmp_path):
   the resumed run is refused naming the field when it opens the checkpoint."""
   def run(progress=None):
     return jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05,
-                          num_samples=NUM_SAMPLES,
+                          monte_carlo=jaxacct.MonteCarloOptions(num_samples=NUM_SAMPLES),
                           run=jaxacct.RunOptions(blocks_per_call=4, checkpoint=tmp_path,
                                                  checkpoint_interval=1e-9, progress=progress))
   with pytest.raises(Stop):
@@ -264,8 +265,9 @@ def test_a_consistent_layout_of_another_run_is_refused_before_compute(tmp_path, 
   # The projection of a max_seconds run reads the same layout: refused before its probe.
   with pytest.raises(checkpoint_lib.CheckpointError, match='layout.num_samples is 10240'):
     jaxacct.estimate_delta(jax.random.key(3), MECHANISM, EPSILONS, NUM_SAMPLES,
-                           checkpoint=path.parent, progress=_never, blocks_per_call=2,
-                           max_seconds=3600)
+                           run=jaxacct.RunOptions(
+                               checkpoint=path.parent, progress=_never, blocks_per_call=2,
+                               max_seconds=3600))
 
 
 def test_a_checkpoint_without_its_secret_is_refused_and_says_what_to_do(tmp_path, saved,

@@ -8,6 +8,7 @@ samples, 2 candidates), so the programs compiled are of shapes that file compile
 estimate and the verified calibration of the same key are made once (module fixtures).
 """
 
+import dataclasses
 import json
 import logging
 
@@ -28,8 +29,10 @@ MECHANISM = jaxacct.MatrixMechanism(
 SCHEME, MATRIX = MECHANISM.scheme, MECHANISM.matrix
 # grid_ratio 1.05: the range's ends are grid points, so a finer grid makes the bracket test
 # mean more than test_checkpoint_and_ledger.py's 1.2 would (σ is traced: the same programs).
-RUN = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5), num_samples=30_000,
-           estimation_samples=2000, num_candidates=2, grid_ratio=1.05)
+RUN = dict(epsilon=1.0, delta=0.05, key=jax.random.key(5))
+MONTE_CARLO = jaxacct.MonteCarloOptions(num_samples=30_000, estimation_samples=2000,
+                                        num_candidates=2, grid_ratio=1.05)
+ESTIMATE = dataclasses.replace(MONTE_CARLO, estimate_only=True)
 LOGGER = 'jaxacct'
 
 
@@ -52,8 +55,8 @@ def estimated(tmp_path_factory):
   ledger = tmp_path_factory.mktemp('ledger') / 'ledger.json'
   recorder = Recorder()
   result = jaxacct.calibrate_noise_multiplier(
-      SCHEME, MATRIX, **RUN, estimate_only=True,
-      run=jaxacct.RunOptions(progress=recorder, ledger=str(ledger)))
+      SCHEME, MATRIX, **RUN, monte_carlo=ESTIMATE,
+      run=jaxacct.RunOptions(progress=recorder, ledger=ledger_lib.FileLedger(ledger)))
   return result, recorder, ledger
 
 
@@ -62,8 +65,8 @@ def verified():
   """The verified calibration of the same key and options (an in-memory ledger)."""
   recorder = Recorder()
   result = jaxacct.calibrate_noise_multiplier(
-      SCHEME, MATRIX, **RUN, run=jaxacct.RunOptions(progress=recorder,
-                                                    ledger=ledger_lib.VerificationLedger()))
+      SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO,
+      run=jaxacct.RunOptions(progress=recorder, ledger=ledger_lib.VerificationLedger()))
   return result, recorder
 
 
@@ -125,16 +128,17 @@ def test_an_estimate_is_never_charged_in_the_ledger(estimated, verified):
   _, _, ledger = estimated
   assert not ledger.exists()  # not even opened
   # The same file does record a verification (so the check above could fail).
-  jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, ledger=str(ledger))
+  jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO,
+                                     run=jaxacct.RunOptions(ledger=ledger_lib.FileLedger(ledger)))
   assert len(ledger_lib.FileLedger(ledger).runs(MECHANISM)) == 1
 
 
 def test_a_verified_calibration_resumes_after_the_sweeps_of_an_estimate(verified, tmp_path):
-  estimate = jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, estimate_only=True,
-                                                checkpoint=tmp_path)
+  estimate = jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, monte_carlo=ESTIMATE,
+                                                run=jaxacct.RunOptions(checkpoint=tmp_path))
   recorder = Recorder()
   resumed = jaxacct.calibrate_noise_multiplier(
-      SCHEME, MATRIX, **RUN, run=jaxacct.RunOptions(
+      SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO, run=jaxacct.RunOptions(
           checkpoint=tmp_path, progress=recorder, ledger=ledger_lib.VerificationLedger()))
   assert {stage for _, _, stage in recorder.calls} == {'verification'}  # sweeps replayed
   assert resumed.record.to_dict() == verified[0].record.to_dict()
@@ -187,13 +191,16 @@ def test_a_long_calibration_says_so_before_it_starts_and_a_small_one_pays_nothin
   with caplog.at_level(logging.WARNING, logger=LOGGER):
     # Small (every test, the quickstart): decided from the sample counts, no plan is made.
     monkeypatch.setattr(plan_lib, 'capacity_plan', _no_plan)
-    jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, ledger=ledger())
+    jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO,
+                                       run=jaxacct.RunOptions(ledger=ledger()))
     assert not caplog.records
     monkeypatch.undo()
     monkeypatch.setattr(calibration_lib, 'LONG_RUN_SECONDS', 1e-6)
-    jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, ledger=ledger())
+    jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO,
+                                       run=jaxacct.RunOptions(ledger=ledger()))
     with calibration_lib.planned_by_caller():  # the CLI printed its own plan
-      jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, ledger=ledger())
+      jaxacct.calibrate_noise_multiplier(SCHEME, MATRIX, **RUN, monte_carlo=MONTE_CARLO,
+                                       run=jaxacct.RunOptions(ledger=ledger()))
   [line] = [r for r in caplog.records if r.name.startswith(LOGGER)]
   assert line.levelno == logging.WARNING
   text = line.getMessage()

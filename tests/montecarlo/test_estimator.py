@@ -32,7 +32,8 @@ def test_reference_estimates(epsilon, losses, counts, expected):
 @pytest.mark.slow
 def test_estimate_equals_mean_of_the_stream_losses():
   key = jax.random.key(3)
-  result = estimator.estimate_delta(key, MECH, EPS, 3000, block_size=256)
+  result = estimator.estimate_delta(key, MECH, EPS, 3000,
+                                    monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   stream = keys_lib.purpose_key(key, 'estimation')
   spec = kernel_for(MECH, np.dtype(np.float64))
   for direction in ('remove', 'add'):
@@ -54,7 +55,9 @@ def test_bitwise_identical_whatever_the_blocks_per_call():
   # (102 blocks: the other tests' programs). Two call sizes: a third would compile both
   # directions' programs again for the same code path (the device check's calls of two are
   # these programs).
-  runs = [estimator.estimate_delta(key, MECH, EPS, 2300, block_size=256, blocks_per_call=k)
+  runs = [estimator.estimate_delta(key, MECH, EPS, 2300,
+                                   monte_carlo=jaxacct.MonteCarloOptions(block_size=256),
+                                   run=jaxacct.RunOptions(blocks_per_call=k))
           for k in (2, None)]
   for run in runs[1:]:
     for direction in ('remove', 'add'):
@@ -63,22 +66,29 @@ def test_bitwise_identical_whatever_the_blocks_per_call():
 
 def test_resume_equals_one_run():
   key = jax.random.key(5)
-  whole = estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256)
-  first = estimator.estimate_delta(key, MECH, EPS, 768, block_size=256)
+  whole = estimator.estimate_delta(key, MECH, EPS, 2048,
+                                   monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
+  first = estimator.estimate_delta(key, MECH, EPS, 768,
+                                   monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   state = estimator.EstimatorState.from_json(first.state.to_json())  # survives serialisation
-  resumed = estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256, state=state)
+  resumed = estimator.estimate_delta(key, MECH, EPS, 2048, state=state,
+                                     monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   for direction in ('remove', 'add'):
     np.testing.assert_array_equal(resumed.delta_hat[direction], whole.delta_hat[direction])
   with pytest.raises(ValueError, match='different run'):
-    estimator.estimate_delta(jax.random.key(6), MECH, EPS, 2048, block_size=256, state=state)
-  partial = estimator.estimate_delta(key, MECH, EPS, 700, block_size=256)
+    estimator.estimate_delta(jax.random.key(6), MECH, EPS, 2048, state=state,
+                             monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
+  partial = estimator.estimate_delta(key, MECH, EPS, 700,
+                                     monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   with pytest.raises(ValueError, match='multiple of block_size'):
-    estimator.estimate_delta(key, MECH, EPS, 2048, block_size=256, state=partial.state)
+    estimator.estimate_delta(key, MECH, EPS, 2048, state=partial.state,
+                             monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
 
 
 def test_streams_by_purpose_are_independent():
   key = jax.random.key(7)
-  estimate = estimator.estimate_delta(key, MECH, EPS, 512, block_size=256)
+  estimate = estimator.estimate_delta(key, MECH, EPS, 512,
+                                      monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   verify = estimator.run_estimate(key, MECH, EPS, 512, block_size=256, purpose='verification')
   assert not np.array_equal(estimate.delta_hat['remove'], verify.delta_hat['remove'])
   # The public estimator cannot read the verification stream (no peeking before verify).
@@ -95,8 +105,10 @@ def test_streams_by_purpose_are_independent():
 def test_histogram_rounds_losses_up():
   key = jax.random.key(8)
   edges = np.linspace(-4.0, 6.0, 41)  # bin width 0.25
-  exact = estimator.estimate_delta(key, MECH, EPS, 4096, block_size=256)
-  binned = estimator.estimate_delta(key, MECH, EPS, 4096, block_size=256, histogram_edges=edges)
+  exact = estimator.estimate_delta(key, MECH, EPS, 4096,
+                                   monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
+  binned = estimator.estimate_delta(key, MECH, EPS, 4096, histogram_edges=edges,
+                                    monte_carlo=jaxacct.MonteCarloOptions(block_size=256))
   np.testing.assert_array_equal(binned.delta_hat['remove'], exact.delta_hat['remove'])
   counts = binned.state.histogram
   assert sum(counts['remove']) == 4096 and sum(counts['add']) == 4096
@@ -148,8 +160,9 @@ def device_runs(per_calls) -> dict:
   runs = {}
   for per_call in per_calls:
     for name, mechanism in (('plain', MECH), ('truncated', TRUNCATED)):
-      result = estimator.estimate_delta(jax.random.key(11), mechanism, EPS, 2300, block_size=256,
-                                        blocks_per_call=per_call)
+      result = estimator.estimate_delta(jax.random.key(11), mechanism, EPS, 2300,
+                                        monte_carlo=jaxacct.MonteCarloOptions(block_size=256),
+                                        run=jaxacct.RunOptions(blocks_per_call=per_call))
       runs[f'{name}{per_call}'] = {d: [float(v).hex() for v in result.delta_hat[d]]
                                    for d in ('remove', 'add')}
   return {'devices': len(jax.devices()), 'runs': runs}

@@ -419,8 +419,10 @@ def test_margin_holds_at_the_production_shape():
 @pytest.mark.parametrize('family', ['cold', 'warm', 'poisson'])  # others: ``_check_margin``
 def test_float32_delta_hat_is_at_least_the_float64_one_on_the_same_draws(family):
   mechanism = FAMILIES[family]
-  runs = [estimator.estimate_delta(jax.random.key(4), mechanism, EPS, 1500, precision=p,
-                                   block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+  runs = [estimator.estimate_delta(jax.random.key(4), mechanism, EPS, 1500,
+                                   monte_carlo=jaxacct.MonteCarloOptions(
+                                       precision=p, block_size=BLOCK_SIZE),
+                                   run=jaxacct.RunOptions(blocks_per_call=BLOCKS_PER_CALL))
           for p in ('float32', 'float64')]
   for d in ('remove', 'add'):
     wide, narrow = runs[1].delta_hat[d], runs[0].delta_hat[d]
@@ -433,8 +435,10 @@ def test_float32_sweep_is_at_least_the_float64_one_on_the_same_draws():
   sigmas = [0.8, 1.0, 1.2]  # K = len(SIGMAS): the margin test's program
   assert len(sigmas) == len(SIGMAS)
   sweeps = [candidates.estimate_delta_for_sigmas(jax.random.key(4), WARM, sigmas, EPS, 1000,
-                                                 precision=p, block_size=BLOCK_SIZE,
-                                                 blocks_per_call=BLOCKS_PER_CALL)
+                                                 monte_carlo=jaxacct.MonteCarloOptions(
+                                                     precision=p, block_size=BLOCK_SIZE),
+                                                 run=jaxacct.RunOptions(
+                                                     blocks_per_call=BLOCKS_PER_CALL))
             for p in ('float32', 'float64')]
   for d in ('remove', 'add'):
     assert np.all(sweeps[0].delta_hat[d] >= sweeps[1].delta_hat[d])
@@ -579,21 +583,24 @@ def test_block_sum_factor_and_rounding_helpers():
 
 def test_precision_names_and_refusals():
   with pytest.raises(ValueError, match="precision must be one of 'auto', 'float32', 'float64'"):
-    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, precision='float16')
-  with pytest.raises(ValueError, match='give dtype or precision, not both'):
-    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, dtype=jnp.float32,
-                             precision='float32')
+    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10,
+                             monte_carlo=jaxacct.MonteCarloOptions(precision='float16'))
+  with pytest.raises(jaxacct.InputTypeError, match='dtype= moved to monte_carlo='):
+    estimator.estimate_delta(jax.random.key(0), COLD, EPS, 10, dtype=np.float32)
   # Every family is served now; a run of 2¹⁹ rounds or more is not (the participation
   # draft's error bound needs fewer).
   long = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.2, iterations=1 << 19,
                                                  min_sep=8), BandedToeplitz([1.0, 0.5]), 1.0)
   with pytest.raises(ValueError, match='needs iterations < 524288'):
-    estimator.estimate_delta(jax.random.key(0), long, EPS, 10, precision='float32')
+    estimator.estimate_delta(jax.random.key(0), long, EPS, 10,
+                             monte_carlo=jaxacct.MonteCarloOptions(precision='float32'))
   with pytest.raises(ValueError, match='needs iterations < 524288'):
-    jaxacct.verify(jax.random.key(0), [long], epsilon=1.0, delta=1e-3, precision='float32')
+    jaxacct.verify(jax.random.key(0), [long], epsilon=1.0, delta=1e-3,
+                   monte_carlo=jaxacct.MonteCarloOptions(precision='float32'))
   with pytest.raises(ValueError, match='precision must be one of'):
     jaxacct.calibrate_noise_multiplier(COLD.scheme, COLD.matrix, epsilon=1.0, delta=1e-3,
-                                       key=jax.random.key(0), precision='fp32')
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(precision='fp32'))
   assert precision.choose('auto', long).precision == 'float64'
   assert 'iterations < 524288' in precision.choose('auto', long).reason
   assert precision.choose('float64', long).reason == 'requested'
@@ -606,21 +613,22 @@ def test_precision_names_and_refusals():
 def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
   from test_checkpoint_and_ledger import Stop
   from test_checkpoint_and_ledger import _stop_after as stop_after
-  run = dict(precision='float32', block_size=BLOCK_SIZE, blocks_per_call=2,
-             checkpoint_interval=1e-9)
-  reference = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, precision='float32',
-                                       block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+  options = jaxacct.MonteCarloOptions(precision='float32', block_size=BLOCK_SIZE)
+  run = jaxacct.RunOptions(blocks_per_call=2, checkpoint_interval=1e-9, checkpoint=tmp_path)
+  reference = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, monte_carlo=options,
+                                       run=jaxacct.RunOptions(blocks_per_call=BLOCKS_PER_CALL))
   with pytest.raises(Stop):  # 10 blocks per direction, two per call: stop in "add"
-    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
-                             progress=stop_after(7), **run)
-  resumed = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
-                                     **run)
+    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, monte_carlo=options,
+                             run=dataclasses.replace(run, progress=stop_after(7)))
+  resumed = estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, monte_carlo=options,
+                                     run=run)
   for d in ('remove', 'add'):
     assert resumed.delta_hat[d].tolist() == reference.delta_hat[d].tolist()
   from jaxacct.montecarlo import checkpoint as checkpoint_lib
   with pytest.raises(checkpoint_lib.CheckpointError, match='precision'):
-    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640, checkpoint=tmp_path,
-                             precision='float64', block_size=BLOCK_SIZE)
+    estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640,
+                             monte_carlo=dataclasses.replace(options, precision='float64'),
+                             run=jaxacct.RunOptions(checkpoint=tmp_path))
 
 
 # The device check's families: the file's own where it has them (their programs are compiled
@@ -645,8 +653,9 @@ def device_runs() -> dict:
   runs = {}
   for name, mechanism in DEVICE_FAMILIES.items():
     estimate = estimator.estimate_delta(jax.random.key(11), mechanism, EPS, 2300,
-                                        precision='float32', block_size=BLOCK_SIZE,
-                                        blocks_per_call=BLOCKS_PER_CALL)
+                                        monte_carlo=jaxacct.MonteCarloOptions(
+                                            precision='float32', block_size=BLOCK_SIZE),
+                                        run=jaxacct.RunOptions(blocks_per_call=BLOCKS_PER_CALL))
     run = runs[name] = {d: [float(v).hex() for v in estimate.delta_hat[d]]
                         for d in ('remove', 'add')}
     # Truncated's K σ path is the shared per-σ wrapper: the estimate suffices. Cyclic's and
@@ -656,7 +665,8 @@ def device_runs() -> dict:
       continue
     sweep = candidates.sweep_sigmas(jax.random.key(11), mechanism, list(SIGMAS), EPS, 700,
                                     purpose='verification', precision='float32',
-                                    block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+                                    block_size=BLOCK_SIZE,
+                                    run=jaxacct.RunOptions(blocks_per_call=BLOCKS_PER_CALL))
     for d in ('remove', 'add'):
       run[d] += ([float(v).hex() for v in sweep.delta_hat[d].ravel()]
                  + [float(v).hex() for v in sweep.sums.margins[d]])
@@ -701,10 +711,12 @@ def test_quickstart_calibrates_alike_in_both_precisions_and_the_float32_release_
   cal = raw['calibration']
   # Two precisions of one mechanism are two attempts: each compared run keeps its own
   # (in-memory) ledger, so both are first attempts with the same N.
-  results = {p: jaxacct.calibrate_noise_multiplier(
-      scheme, matrix, epsilon=cal['epsilon'], delta=cal['delta'], key=jax.random.key(0),
-      grid_ratio=cal['grid_ratio'], precision=p,
-      run=jaxacct.RunOptions(ledger=jaxacct.montecarlo.ledger.VerificationLedger()))
+  results = {p: jaxacct.calibrate_noise_multiplier(scheme, matrix, epsilon=cal['epsilon'],
+                                                   delta=cal['delta'], key=jax.random.key(0),
+                                                   monte_carlo=jaxacct.MonteCarloOptions(
+                                                       grid_ratio=cal['grid_ratio'], precision=p),
+                                                   run=jaxacct.RunOptions(
+                                                       ledger=jaxacct.montecarlo.ledger.VerificationLedger()))
       for p in ('float32', 'float64')}
   sigma32 = results['float32'].guarantee.noise_multiplier
   sigma64 = results['float64'].guarantee.noise_multiplier

@@ -118,7 +118,8 @@ def test_float32_is_refused_and_auto_falls_back_when_the_self_test_fails(monkeyp
     precision.choose('float32', POISSON)
   assert isinstance(raised.value, InputError)
   with pytest.raises(selftest32.Float32SelfTestError):
-    precision.from_arguments(jnp.float32, None, POISSON)  # the legacy dtype, same program
+    jaxacct.estimate_delta(jax.random.key(0), POISSON, [1.0], 10,  # a driver, before compute
+                           monte_carlo=jaxacct.MonteCarloOptions(precision='float32'))
   choice = precision.choose('auto', POISSON)
   assert choice.precision == 'float64'
   assert choice.reason.startswith('auto: the float32 self-test failed on cpu')

@@ -216,8 +216,10 @@ def test_float32_estimate_of_a_truncated_scheme_is_close_to_float64_and_carries_
   agree within Monte Carlo error; at ε = 60 every exact term is 0, and the float32 δ̂ is the
   certified law error it adds to every term (``SchemeKernel.law_error``)."""
   grid = EPS + [60.0]
-  runs = [jaxacct.estimate_delta(jax.random.key(4), T_POISSON, grid, 2048, precision=p,
-                                 block_size=BLOCK_SIZE, blocks_per_call=BLOCKS_PER_CALL)
+  runs = [jaxacct.estimate_delta(jax.random.key(4), T_POISSON, grid, 2048,
+                                 monte_carlo=jaxacct.MonteCarloOptions(
+                                     precision=p, block_size=BLOCK_SIZE),
+                                 run=jaxacct.RunOptions(blocks_per_call=BLOCKS_PER_CALL))
           for p in ('float32', 'float64')]
   params = _kernel32(T_POISSON).params(T_POISSON)
   law_error = _kernel32(T_POISSON).law_error(params)

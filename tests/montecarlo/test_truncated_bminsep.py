@@ -287,7 +287,8 @@ def test_one_round_estimate_matches_exact_delta():
   mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), 0.7)
   eps = [0.2, 0.6]
   # 49 blocks per call: 4 calls cover the 196 blocks (the default call holds 1,024).
-  result = jaxacct.estimate_delta(jax.random.key(8), mech, eps, 200_000, blocks_per_call=49)
+  result = jaxacct.estimate_delta(jax.random.key(8), mech, eps, 200_000,
+                                  run=jaxacct.RunOptions(blocks_per_call=49))
   for direction in ('remove', 'add'):
     for i, e in enumerate(eps):
       exact = _one_round_delta(e, direction, dataset=20, p=0.3, batch=5, sigma=0.7)
@@ -308,12 +309,15 @@ def test_shared_draws_sweep_equals_the_estimator():
   mech = PIPELINE
   num_samples = 2 * sampling.default_block_size(mech.iterations) + 600  # a partial last block
   sweep = candidates.estimate_delta_for_sigmas(jax.random.key(9), mech, [0.8, 1.5], [0.5, 1.0],
-                                               num_samples, blocks_per_call=PIPELINE_BLOCKS_PER_CALL)
+                                               num_samples,
+                                               run=jaxacct.RunOptions(
+                                                   blocks_per_call=PIPELINE_BLOCKS_PER_CALL))
   for j, sigma in enumerate([0.8, 1.5]):
     single = estimator.estimate_delta(jax.random.key(9),
-                                      dataclasses.replace(mech, noise_multiplier=sigma),
-                                      [0.5, 1.0], num_samples,
-                                      blocks_per_call=PIPELINE_BLOCKS_PER_CALL)
+                                      dataclasses.replace(mech, noise_multiplier=sigma), [0.5, 1.0],
+                                      num_samples,
+                                      run=jaxacct.RunOptions(
+                                          blocks_per_call=PIPELINE_BLOCKS_PER_CALL))
     for direction in ('remove', 'add'):
       np.testing.assert_allclose(sweep.delta_hat[direction][j], single.delta_hat[direction],
                                  rtol=1e-10, atol=1e-14)

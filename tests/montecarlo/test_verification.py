@@ -92,7 +92,8 @@ def _candidates(sigmas, scheme=POISSON, matrix=IDENTITY):
 def test_verify_end_to_end_and_refuses_reruns(ledger):
   sigma_up = pld.unamplified_sigma(POISSON, IDENTITY, epsilon=1.0, delta=5e-4)
   cands = _candidates([1.2, 1.7, 2.0, sigma_up])
-  result = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
+  result = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3,
+                          run=jaxacct.RunOptions(ledger=ledger))
   # PLD σ at δ_b = 5e-4 is 1.6005 (dp_accounting): 1.2 must fail, 1.7 and 2.0 pass.
   assert result.accepted == (False, True, True, True) and result.index == 1
   g = result.guarantee
@@ -101,19 +102,25 @@ def test_verify_end_to_end_and_refuses_reruns(ledger):
   assert g.delta == pytest.approx(jaxacct.overall_delta(g.num_samples, 5e-4)) and g.delta <= 1e-3
   # The same run reproduces; another key, or other candidates or N for the same mechanism
   # and (ε, δ), without declaring the attempt is refused.
-  again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
+  again = jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3,
+                         run=jaxacct.RunOptions(ledger=ledger))
   assert again.delta_hat == result.delta_hat and again.guarantee.attempts == 1
   with pytest.raises(ValueError, match='attempt=2'):
-    jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3, ledger=ledger)
+    jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3,
+                   run=jaxacct.RunOptions(ledger=ledger))
   with pytest.raises(ValueError, match='attempt=2'):
-    jaxacct.verify(jax.random.key(100), cands[1:], epsilon=1.0, delta=1e-3, ledger=ledger)
+    jaxacct.verify(jax.random.key(100), cands[1:], epsilon=1.0, delta=1e-3,
+                   run=jaxacct.RunOptions(ledger=ledger))
   with pytest.raises(ValueError, match='attempt=2'):
-    jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3, num_samples=200_000,
-                   base_delta=5e-4, ledger=ledger)
+    jaxacct.verify(jax.random.key(100), cands, epsilon=1.0, delta=1e-3,
+                   monte_carlo=jaxacct.MonteCarloOptions(num_samples=200_000, base_delta=5e-4),
+                   run=jaxacct.RunOptions(ledger=ledger))
   # A declared second attempt is charged a union bound: the first run (N = g.num_samples) could
   # back this claim and is charged at its own N, which costs more than 2·q at N = 200,000.
   second = jaxacct.verify(jax.random.key(101), cands, epsilon=1.0, delta=1e-3,
-                          num_samples=200_000, base_delta=5e-4, attempt=2, ledger=ledger)
+                          monte_carlo=jaxacct.MonteCarloOptions(
+                              num_samples=200_000, base_delta=5e-4, attempt=2),
+                          run=jaxacct.RunOptions(ledger=ledger))
   assert second.guarantee.attempts == 2
   assert second.guarantee.delta == evr.overall_delta(200_000, 5e-4, attempts=2,
                                                      earlier=[(g.num_samples, 5e-4)])
@@ -141,10 +148,10 @@ def test_verify_bad_input():
                    epsilon=1.0, delta=1e-3)
   with pytest.raises(ValueError, match='at least 588622 samples are needed'):
     jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3,
-                   num_samples=1000, base_delta=8e-4)
+                   monte_carlo=jaxacct.MonteCarloOptions(num_samples=1000, base_delta=8e-4))
   with pytest.raises(ValueError, match='base_delta must be < delta'):
     jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1e-3,
-                   base_delta=2e-3)
+                   monte_carlo=jaxacct.MonteCarloOptions(base_delta=2e-3))
   with pytest.raises(ValueError, match='delta must be in'):
     jaxacct.verify(jax.random.key(0), _candidates([1.0, sigma_up]), epsilon=1.0, delta=1.5)
   with pytest.raises(TypeError, match='key must be a JAX PRNG key'):
@@ -165,7 +172,8 @@ def test_calibration_matches_pld_for_poisson_dpsgd(poisson_pld_sigma):
   calls = []
   result = jaxacct.calibrate_noise_multiplier(
       POISSON, IDENTITY, epsilon=1.0, delta=1e-3, key=jax.random.key(2),
-      progress=lambda done, total, stage: calls.append((done, total, stage)))
+      run=jaxacct.RunOptions(progress=lambda done, total, stage: calls.append((done, total,
+                                                                               stage))))
   assert result.guarantee.method == 'verified_mc'
   assert reference / 1.03 <= result.mechanism.noise_multiplier <= reference * 1.03
   assert result.guarantee.delta <= 1e-3 and result.candidates[-1] > result.mechanism.noise_multiplier
@@ -196,7 +204,8 @@ def test_bminsep_needs_less_noise_than_poisson(poisson_pld_sigma):
 def test_calibration_bad_input():
   with pytest.raises(ValueError, match='grid_ratio'):
     jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=1e-3,
-                                       key=jax.random.key(0), grid_ratio=1.0)
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(grid_ratio=1.0))
   with pytest.raises(ValueError, match='delta must be in'):
     jaxacct.calibrate_noise_multiplier(POISSON, IDENTITY, epsilon=1.0, delta=0.0,
                                        key=jax.random.key(0))
@@ -245,8 +254,9 @@ def test_released_fallback_names_its_accountant():
   assert result.guarantee.method == 'fallback'
   assert result.guarantee.accountant == verification.DEFAULT_FALLBACK == 'unamplified_gaussian'
   # A verified Monte Carlo candidate is proven by no deterministic accountant.
-  passed = jaxacct.verify(jax.random.key(7), _candidates([3.0, sigma_up]), epsilon=1.0,
-                          delta=1e-1, attempt=2)  # other candidates: a second attempt
+  passed = jaxacct.verify(jax.random.key(7), _candidates([3.0, sigma_up]), epsilon=1.0, delta=1e-1,
+                          monte_carlo=jaxacct.MonteCarloOptions(
+                              attempt=2))  # other candidates: a second attempt
   assert passed.guarantee.method == 'verified_mc' and passed.guarantee.accountant is None
 
 
@@ -275,14 +285,14 @@ def test_pld_fallback_proves_a_smaller_last_candidate(monkeypatch):
   with pytest.raises(ValueError, match=r"deterministic accountant \(fallback='unamplified_gauss"):
     jaxacct.verify(jax.random.key(7), _candidates([0.1, last]), epsilon=1.0, delta=1e-1)
   for fallback in ('pld', pld_accountant):
-    result = jaxacct.verify(jax.random.key(7), _candidates([0.1, last]), epsilon=1.0,
-                            delta=1e-1, fallback=fallback)
+    result = jaxacct.verify(jax.random.key(7), _candidates([0.1, last]), epsilon=1.0, delta=1e-1,
+                            monte_carlo=jaxacct.MonteCarloOptions(fallback=fallback))
     assert result.accepted == (False, True) and result.guarantee.accountant == 'pld'
     assert result.guarantee.noise_multiplier == last
   # Below the PLD σ, the error gives the σ that the fallback proves.
   with pytest.raises(ValueError, match=f'must be >= {sigma_pld}'):
-    jaxacct.verify(jax.random.key(7), _candidates([0.1, 0.99 * sigma_pld]), epsilon=1.0,
-                   delta=1e-1, fallback='pld')
+    jaxacct.verify(jax.random.key(7), _candidates([0.1, 0.99 * sigma_pld]), epsilon=1.0, delta=1e-1,
+                   monte_carlo=jaxacct.MonteCarloOptions(fallback='pld'))
   assert len(searched) == 1  # verify asked for the σ of the same (scheme, C, ε, δ_b)
 
 
@@ -291,14 +301,19 @@ def test_fallback_bad_input():
   sigma_up = pld.unamplified_sigma(bins, IDENTITY, epsilon=1.0, delta=5e-2)
   cands = [jaxacct.MatrixMechanism(bins, IDENTITY, s) for s in (1.0, sigma_up)]
   with pytest.raises(ValueError, match="fallback accountant 'pld' cannot prove"):
-    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback='pld')
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1,
+                   monte_carlo=jaxacct.MonteCarloOptions(fallback='pld'))
   with pytest.raises(ValueError, match='unknown deterministic accountant'):
-    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback='gaussian')
-  with pytest.raises(TypeError, match='fallback must be a deterministic accountant'):
-    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1, fallback=3)
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1,
+                   monte_carlo=jaxacct.MonteCarloOptions(fallback='gaussian'))
+  with pytest.raises(TypeError,
+                     match='fallback must be a registered accountant name or a deterministic accountant'):
+    jaxacct.verify(jax.random.key(0), cands, epsilon=1.0, delta=1e-1,
+                   monte_carlo=jaxacct.MonteCarloOptions(fallback=3))
   with pytest.raises(ValueError, match="fallback accountant 'pld' cannot prove"):
     jaxacct.calibrate_noise_multiplier(bins, IDENTITY, epsilon=1.0, delta=1e-1,
-                                       key=jax.random.key(0), fallback='pld')
+                                       key=jax.random.key(0),
+                                       monte_carlo=jaxacct.MonteCarloOptions(fallback='pld'))
 
 
 @pytest.mark.slow
@@ -312,8 +327,9 @@ def test_calibration_with_pld_fallback_records_it():
   # Two blocks per call (performance only): the runs need one or two blocks; a call of the
   # default size computes 51.
   result = jaxacct.calibrate_noise_multiplier(scheme, IDENTITY, epsilon=1.0, delta=1e-1,
-                                              key=jax.random.key(4), fallback='pld',
-                                              num_candidates=2,
+                                              key=jax.random.key(4),
+                                              monte_carlo=jaxacct.MonteCarloOptions(
+                                                  fallback='pld', num_candidates=2),
                                               run=jaxacct.RunOptions(blocks_per_call=2))
   record = result.record
   assert record.fallback_accountant == 'pld' and record['fallback_accountant'] == 'pld'
