@@ -30,7 +30,7 @@ import numpy as np
 from scipy import special
 
 import jaxacct
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import kernels, margin, noise, plan, program32, sharding
 
 U = 2.0**-24

@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 import jaxacct
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import candidates, kernels, keys, program32, sampling, sharding
 
 

@@ -406,7 +406,7 @@ def floor_us(rates: dict[str, float], n: int, bands: int, normal: str = 'normal_
 
 def kernel_layout() -> str:
   """'time' if the library's kernels take (n, N) arrays, 'batch' if (N, n) (probed, not assumed)."""
-  from jaxacct.matrices import sliding_dot_products
+  from jaxacct.strategies.banded_toeplitz import sliding_dot_products
   with jax.enable_x64(True):
     probe = np.zeros((3, 5))
     probe[1, 2] = 1.0
@@ -428,7 +428,7 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
   ``sample_privacy_losses`` for ``chunk`` samples (whatever its internals).
   """
   from jaxacct.conventions import Stream
-  from jaxacct.matrices import balls_in_bins_modes, sliding_dot_products
+  from jaxacct.strategies.banded_toeplitz import balls_in_bins_modes, sliding_dot_products
   from jaxacct.montecarlo import keys as keys_lib
   from jaxacct.montecarlo import kernels, noise, sampling
   from jaxacct.montecarlo.kernels import balls_in_bins as bib_kernel
@@ -522,7 +522,7 @@ def variants(chunk: int, log=print) -> dict[str, float]:
     transpose of ℓ before the recursion.
   """
   from jaxacct.conventions import Stream
-  from jaxacct.matrices import balls_in_bins_modes, sliding_dot_products
+  from jaxacct.strategies.banded_toeplitz import balls_in_bins_modes, sliding_dot_products
   from jaxacct.montecarlo import keys as keys_lib
   from jaxacct.montecarlo import kernels, noise, sampling
   from jaxacct.montecarlo import sharding as sharding_lib

@@ -28,7 +28,7 @@ import numpy as np
 
 import jaxacct
 from jaxacct.deterministic import base
-from jaxacct.matrices import square_root_coefficients
+from jaxacct import square_root_coefficients
 
 DELTA = 1e-6
 MC_DELTA = 1e-5

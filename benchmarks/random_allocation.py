@@ -26,7 +26,7 @@ import jax
 
 import jaxacct
 from jaxacct.deterministic import base
-from jaxacct.matrices import square_root_coefficients
+from jaxacct import square_root_coefficients
 
 DELTA = 1e-5
 

@@ -41,7 +41,7 @@ def worker(args) -> None:
     jax.distributed.initialize(coordinator_address=args.coordinator,
                                num_processes=args.processes, process_id=args.process_id)
   import jaxacct
-  from jaxacct.matrices import square_root_coefficients
+  from jaxacct import square_root_coefficients
   scheme = jaxacct.BMinSep(sampling_prob=0.03, iterations=7200, min_sep=256, warm_start=True)
   mechanism = jaxacct.MatrixMechanism(
       scheme, jaxacct.BandedToeplitz(square_root_coefficients(256)), 0.47)

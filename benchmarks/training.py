@@ -94,7 +94,7 @@ def noise(dims, bands_list) -> None:
   for d in dims:
     params = {'w': jnp.zeros((d,), jnp.float32)}
     for bands in bands_list:
-      c_col = jnp.asarray(jaxacct.matrices.square_root_coefficients(bands), jnp.float32)
+      c_col = jnp.asarray(jaxacct.square_root_coefficients(bands), jnp.float32)
       state = noise_lib.init_noise_state((bands, 1), params)
 
       @jax.jit
@@ -132,7 +132,7 @@ def train_step(repeats: int) -> None:
   optimizer = optax.sgd(0.5, momentum=0.9)
   print('\ntraining step, digits MLP 64-64-10 (4,810 parameters), batch shape 136 (64 real):')
   for bands in (1, 8):
-    c_col = jnp.asarray(jaxacct.matrices.square_root_coefficients(bands), jnp.float32)
+    c_col = jnp.asarray(jaxacct.square_root_coefficients(bands), jnp.float32)
     state = step_lib.init_state(params, optimizer, (bands, 1))
     traced = dict(training_key=jax.random.key(1), c_col=c_col, inverse_band=jnp.ones(1, jnp.float32),
                   noise_scale=jnp.float32(1.0),

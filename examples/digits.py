@@ -38,7 +38,7 @@ import numpy as np
 import optax
 
 import jaxacct
-from jaxacct.matrices import optimize_banded_toeplitz
+from jaxacct import optimize_banded_toeplitz
 from jaxacct.training.task import TrainingTask, fixed_batch_size, train_task
 
 NUM_CLASSES = 10

@@ -45,8 +45,6 @@ from jaxacct.montecarlo.sampling import sample_truncated_privacy_losses as sampl
 from jaxacct import schemes as schemes
 from jaxacct.schemes import *  # every registered scheme family (Poisson, BMinSep, …)  # noqa: F401,F403
 from jaxacct import strategies as strategies
-from jaxacct import lower_triangular as lower_triangular  # the old module paths (aliases)
-from jaxacct import matrices as matrices
 from jaxacct.strategies import *  # every strategy module's EXPORTED names  # noqa: F401,F403
 
 __all__ = [
@@ -98,6 +96,8 @@ if _TYPE_CHECKING:  # type checkers and IDEs see them as attributes
 def __getattr__(name: str):
   if name in _LAZY_SUBPACKAGES:
     return _importlib.import_module(f'{__name__}.{name}')  # also sets it on this module
+  if name in strategies.OLD_PATHS:  # deprecated; warns at every read
+    return strategies.old_path(name)
   raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 

@@ -27,7 +27,7 @@ from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base as deterministic
 from jaxacct.errors import InputError, InputTypeError
 from jaxacct.guarantee import Guarantee
-from jaxacct.mechanism import MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.montecarlo import evr, verification
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import ledger as ledger_lib
@@ -196,8 +196,7 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
     Dong & Ganesh, arXiv 2602.09338v2, App. A (Algorithm 5); the deterministic accountants'
     own papers (``jaxacct.deterministic``).
   """
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  check_mechanism(mechanism)
   if epsilon is None and delta is None:
     raise InputError('account needs epsilon (for δ(ε)), delta (for ε(δ)) or both')
   if epsilon is not None:

@@ -1,8 +1,9 @@
-"""``jaxacct.lower_triangular`` is ``jaxacct.strategies.lower_triangular`` (its name before the strategies
-package): the same module object, so every name and patch of either path is shared."""
+"""Deprecated: ``jaxacct.lower_triangular`` is ``jaxacct.strategies.lower_triangular`` (its name
+before the strategies package), the same module object; importing it warns
+(``strategies.old_path``)."""
 
 import sys
 
-from jaxacct.strategies import lower_triangular as _module
+from jaxacct import strategies
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = strategies.old_path('lower_triangular')

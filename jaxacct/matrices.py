@@ -1,8 +1,8 @@
-"""``jaxacct.matrices`` is ``jaxacct.strategies.banded_toeplitz`` (its name before the strategies
-package): the same module object, so every name and patch of either path is shared."""
+"""Deprecated: ``jaxacct.matrices`` is ``jaxacct.strategies.banded_toeplitz`` (its name before the
+strategies package), the same module object; importing it warns (``strategies.old_path``)."""
 
 import sys
 
-from jaxacct.strategies import banded_toeplitz as _module
+from jaxacct import strategies
 
-sys.modules[__name__] = _module
+sys.modules[__name__] = strategies.old_path('matrices')

@@ -80,3 +80,10 @@ class MatrixMechanism:
   @property
   def iterations(self) -> int:
     return self.scheme.iterations
+
+
+def check_mechanism(value, argument: str = 'mechanism') -> MatrixMechanism:
+  """``value`` if it is a ``MatrixMechanism``; a TypeError naming ``argument`` otherwise."""
+  if not isinstance(value, MatrixMechanism):
+    raise InputTypeError(f'{argument} must be a jaxacct.MatrixMechanism, got {value!r}')
+  return value

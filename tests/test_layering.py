@@ -101,6 +101,5 @@ def test_every_strategy_module_is_found_and_exported():
     for exported in module.EXPORTED:
       assert getattr(jaxacct, exported) is getattr(module, exported)
       assert exported in jaxacct.__all__
-  # Old paths, as attributes too (``jaxacct.matrices.square_root_coefficients``).
-  assert jaxacct.matrices is importlib.import_module('jaxacct.strategies.banded_toeplitz')
-  assert jaxacct.lower_triangular is importlib.import_module('jaxacct.strategies.lower_triangular')
+  # The old paths (jaxacct.matrices, jaxacct.lower_triangular) are deprecated aliases:
+  # tests/test_matrices.py::test_the_old_module_paths_are_deprecated_aliases.

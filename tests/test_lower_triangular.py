@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct import lower_triangular as lt
+from jaxacct.strategies import lower_triangular as lt
 from jaxacct.deterministic import pld
 from jaxacct.montecarlo import sampling
 from oracles import brute_force, chi_square

@@ -1,4 +1,5 @@
-"""Tests for jaxacct.matrices against NumPy brute force and reference values.
+"""Tests for jaxacct.strategies.banded_toeplitz (``matrices`` here, its old name) against NumPy
+brute force and reference values.
 
 Oracles: dense NumPy matrices built entry by entry from the definition
 C[i + k, i] = c[k] (never via the code under test), ``np.linalg.solve`` for
@@ -10,8 +11,10 @@ in float64). Nothing here changes global JAX config; the ``x64`` fixture sets
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
+import sys
 
 import chex
 import jax
@@ -20,8 +23,8 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct import matrices
-from jaxacct.matrices import BandedToeplitz
+from jaxacct import BandedToeplitz
+from jaxacct.strategies import banded_toeplitz as matrices
 
 # reference-values.md §12: (n, bands, loss(FHU), loss(optimised)).
 _REFERENCE_LOSSES = [
@@ -494,3 +497,24 @@ def test_strategies_are_config_keys_registered_by_their_modules(monkeypatch, tmp
     config.matrix_from(raw, 8)
   with pytest.raises(jaxacct.InputError, match="'flat_bands' is already registered"):
     strategy.config_key('flat_bands', 'count')(flat)
+
+
+@pytest.mark.parametrize('old, new', [('matrices', 'banded_toeplitz'),
+                                      ('lower_triangular', 'lower_triangular')])
+def test_the_old_module_paths_are_deprecated_aliases(old, new):
+  # Issue 44: jaxacct.matrices / jaxacct.lower_triangular, read or imported, are the same module
+  # objects after a DeprecationWarning saying where their names are now.
+  module = importlib.import_module(f'jaxacct.strategies.{new}')
+  message = (rf'jaxacct\.{old} is deprecated: import .+ from jaxacct, other names from '
+             rf'{module.__name__}')
+  def forget():  # an import caches the alias (and then never warns again in this process)
+    sys.modules.pop(f'jaxacct.{old}', None)
+    vars(jaxacct).pop(old, None)
+  forget()
+  try:
+    with pytest.warns(DeprecationWarning, match=message):
+      assert getattr(jaxacct, old) is module
+    with pytest.warns(DeprecationWarning, match=message):
+      assert importlib.import_module(f'jaxacct.{old}') is module
+  finally:
+    forget()

@@ -3,6 +3,7 @@
 import pytest
 
 import jaxacct
+from jaxacct.mechanism import check_mechanism
 
 
 def _bminsep(min_sep=3):
@@ -69,3 +70,14 @@ def test_wrong_kinds():
     jaxacct.MatrixMechanism('poisson', jaxacct.BandedToeplitz([1.0]), 1.0)
   with pytest.raises(TypeError, match='matrix'):
     jaxacct.MatrixMechanism(_bminsep(), [1.0], 1.0)
+
+
+def test_check_mechanism_names_the_argument():
+  # The one check behind account, train, noise_transformation, the accountants and the samplers.
+  mechanism = jaxacct.MatrixMechanism(_bminsep(), jaxacct.BandedToeplitz([1.0]), 1.0)
+  assert check_mechanism(mechanism) is mechanism
+  with pytest.raises(jaxacct.InputTypeError,
+                     match=r'^mechanism must be a jaxacct\.MatrixMechanism, got 0\.5$'):
+    check_mechanism(0.5)
+  with pytest.raises(TypeError, match=r'^candidates\[1\] must be a jaxacct\.MatrixMechanism, got '):
+    check_mechanism(_bminsep(), 'candidates[1]')

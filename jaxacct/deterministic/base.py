@@ -53,7 +53,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from jaxacct import _validate
 from jaxacct.conventions import ADJACENCIES, DIRECTIONS, Adjacency, Direction, Method
 from jaxacct.guarantee import Guarantee
-from jaxacct.mechanism import MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
 
@@ -72,13 +72,6 @@ class CurveTooLargeError(InputError):
 
 
 # ---------------------------------------------------------------- argument checks
-def check_mechanism(mechanism) -> MatrixMechanism:
-  """A ``MatrixMechanism`` (TypeError otherwise)."""
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
-  return mechanism
-
-
 def check_epsilon(epsilon) -> float:
   """ε: a finite real ≥ 0."""
   value = _validate.real_number('epsilon', epsilon)

@@ -57,8 +57,7 @@ from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic import base
 from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
                                         PrivacyCurve, register)
-from jaxacct.mechanism import MatrixMechanism
-from jaxacct.errors import InputTypeError
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 
 DEFAULT_DISCRETIZATION = 1e-4
 _SCOPE = ('poisson and cyclic_poisson schemes (and bminsep with min_sep = 1) with a banded '
@@ -208,8 +207,7 @@ def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
     Ganesh, arXiv 2508.15089, Thms 3.1, 3.3, 3.4 (truncation); Choquette-Choo et al., NeurIPS
     2023 (cyclic Poisson); Dong & Ganesh, arXiv 2602.09338v2, §3.
   """
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  check_mechanism(mechanism)
   adjacency = _validate.one_of('adjacency', adjacency, truncated_poisson.ADJACENCIES)
   d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)
   plan = _plan(mechanism, Adjacency(adjacency).value)

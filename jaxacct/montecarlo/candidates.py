@@ -160,20 +160,13 @@ class _Sweep:
   programs: list
   state: stream.StreamState
 
-  def projected_seconds(self) -> float:
-    """Wall time of what is left, from one timed call of its first program (whose compile
-    the run then reuses)."""
-    remaining = self.state.blocks_remaining(num_samples=self.num_samples, first_block=0,
-                                            block_size=self.block_size,
-                                            num_programs=len(self.programs))
-    return plan_lib.program_seconds(self.programs[0], self.mesh, self.block_size, remaining,
-                                    self.blocks_per_call)
-
   def refuse_over_budget(self, run: str, max_seconds: float | None) -> None:
     """``plan.OverBudgetError`` before any compute when the rest is projected over
-    ``max_seconds`` (None: nothing is timed or refused)."""
-    if max_seconds is not None:
-      plan_lib.refuse_over_budget(run, self.projected_seconds(), max_seconds)
+    ``max_seconds`` (None: nothing is timed or refused; ``plan.refuse_projected``)."""
+    plan_lib.refuse_projected(run, max_seconds, self.programs[0], self.mesh, self.state,
+                              num_samples=self.num_samples, block_size=self.block_size,
+                              blocks_per_call=self.blocks_per_call,
+                              num_programs=len(self.programs))
 
 
 @scoped_x64

@@ -402,13 +402,10 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
   run_state = phase.start(stream.StreamState(totals))
   program = stream.one_sigma_program(mechanism, kernel, block_size, mesh)
-  if max_seconds is not None:
-    remaining = run_state.blocks_remaining(num_samples=num_samples, first_block=first_block,
-                                           block_size=block_size)
-    plan_lib.refuse_over_budget(
-        f'the Monte Carlo estimate of {num_samples:,} samples per direction',
-        plan_lib.program_seconds(program, mesh, block_size, remaining, run.blocks_per_call),
-        max_seconds)
+  plan_lib.refuse_projected(f'the Monte Carlo estimate of {num_samples:,} samples per direction',
+                            max_seconds, program, mesh, run_state, num_samples=num_samples,
+                            block_size=block_size, blocks_per_call=run.blocks_per_call,
+                            first_block=first_block)
   stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction),
                     program, run_state,
                     num_samples=num_samples, first_block=first_block, block_size=block_size,

@@ -225,6 +225,22 @@ def program_seconds(program, mesh: SampleMesh, block_size: int, blocks: int,
   return calls_per_direction * per_call
 
 
+def refuse_projected(run: str, max_seconds: float | None, program, mesh: SampleMesh,
+                     state: stream.StreamState, *, num_samples: int, block_size: int,
+                     blocks_per_call: int | None, first_block: int = 0,
+                     num_programs: int = 1) -> None:
+  """``OverBudgetError`` naming ``run`` before any compute when what ``state`` has left of a
+  run of ``num_programs`` programs over [first_block, ⌈num_samples/block_size⌉) is projected
+  over ``max_seconds`` (None: nothing is timed or refused). The projection times one call of
+  ``program`` (the first), whose compile the run then reuses (``program_seconds``)."""
+  if max_seconds is None:
+    return
+  remaining = state.blocks_remaining(num_samples=num_samples, first_block=first_block,
+                                     block_size=block_size, num_programs=num_programs)
+  refuse_over_budget(run, program_seconds(program, mesh, block_size, remaining, blocks_per_call),
+                     max_seconds)
+
+
 @scoped_x64
 def seconds_per_sample(mechanism: MatrixMechanism, dtype: np.dtype, num_candidates: int = 1,
                        devices=None, calls: int = _TIMED_CALLS, statistic=np.median, *,

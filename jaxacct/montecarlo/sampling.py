@@ -38,7 +38,7 @@ from jax import lax
 from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import DIRECTIONS, Purpose, Stream, signed_loss
-from jaxacct.mechanism import MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct import options
 from jaxacct.montecarlo import kernels, noise, program32
@@ -214,12 +214,6 @@ def loss_of_outputs(y, info, params, sigma, view, *, kernel: SchemeKernel, direc
   """
   return log_ratio(kernel, y.astype(kernel.dtype), params, sigma, view, info,
                    direction).astype(jnp.float64)
-
-
-def check_mechanism(mechanism) -> MatrixMechanism:
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
-  return mechanism
 
 
 @scoped_x64

@@ -10,7 +10,8 @@ its module alone:
 
 A module lists in ``EXPORTED`` the names ``jaxacct`` exports at the top level; its
 ``@strategy.config_key`` functions become config keys when it is imported here.
-(``jaxacct.matrices`` and ``jaxacct.lower_triangular`` remain as the same module objects.)
+(``jaxacct.matrices`` and ``jaxacct.lower_triangular``, the old paths, are deprecated aliases of
+the same module objects: ``old_path``.)
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
@@ -21,6 +22,8 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import types
+import warnings
 
 __all__: list[str] = []
 for _module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
@@ -29,3 +32,16 @@ for _module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name)
     globals()[_name] = getattr(_module, _name)
     __all__.append(_name)
 del _module_info, _module, _name
+
+# The modules' paths before this package: deprecated aliases of the same module objects, read
+# as ``jaxacct.matrices`` (``jaxacct.__getattr__``) or imported (``jaxacct/matrices.py``).
+OLD_PATHS = {'matrices': 'banded_toeplitz', 'lower_triangular': 'lower_triangular'}
+
+
+def old_path(name: str) -> types.ModuleType:
+  """The module once named ``jaxacct.<name>``, after a ``DeprecationWarning`` naming where its
+  names are now, at the line that read or imported it (past the import machinery's frames)."""
+  module = importlib.import_module(f'{__name__}.{OLD_PATHS[name]}')
+  warnings.warn(f'jaxacct.{name} is deprecated: import {", ".join(module.EXPORTED)} from jaxacct, '
+                f'other names from {module.__name__}', DeprecationWarning, stacklevel=3)
+  return module

@@ -61,7 +61,7 @@ from jaxacct.strategy import RoundingShape, Strategy, config_key
 from jaxacct.errors import InputError, InputTypeError
 
 # The names ``jaxacct`` exports at the top level (``strategies/__init__.py``).
-EXPORTED = ('BandedToeplitz',)
+EXPORTED = ('BandedToeplitz', 'optimize_banded_toeplitz', 'square_root_coefficients')
 
 __all__ = [
     'BandedToeplitz',

@@ -20,7 +20,7 @@ from jaxacct import _validate
 from jaxacct.batching.iterators import BatchIterator
 from jaxacct.guarantee import Guarantee
 from jaxacct.individual import tracking as tracking_lib
-from jaxacct.mechanism import MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.strategy import check_strategy
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.montecarlo import sharding
@@ -56,8 +56,7 @@ class TrainResult:
 
 
 def _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise: bool) -> int:
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  check_mechanism(mechanism)
   if not isinstance(batch_iterator, BatchIterator):
     raise InputTypeError(f'batch_iterator must come from jaxacct.batching.batches, got '
                     f'{batch_iterator!r}')

@@ -37,7 +37,7 @@ import optax
 
 from jaxacct import _validate
 from jaxacct.errors import InputError, InputTypeError
-from jaxacct.mechanism import MatrixMechanism
+from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.montecarlo import keys as keys_lib
 from jaxacct.strategy import check_strategy
 
@@ -246,8 +246,7 @@ def noise_transformation(mechanism: MatrixMechanism, *, key: jax.Array, clip_nor
     matrix factorization", NeurIPS 2023, arXiv 2306.08153, §2 (C⁻¹Z generated online for
     banded C); Kalinin, Lampert, arXiv 2505.12128 (banded C⁻¹, BISR).
   """
-  if not isinstance(mechanism, MatrixMechanism):
-    raise InputTypeError(f'mechanism must be a jaxacct.MatrixMechanism, got {mechanism!r}')
+  check_mechanism(mechanism)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
   noise_scale = mechanism.noise_multiplier * _validate.positive_finite('clip_norm', clip_norm)
   normalizer = 1.0 if normalizer is None else _validate.positive_finite('normalizer', normalizer)

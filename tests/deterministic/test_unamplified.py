@@ -6,7 +6,7 @@ import pytest
 
 import jaxacct
 from jaxacct.deterministic import base, pld
-from jaxacct.matrices import square_root_coefficients
+from jaxacct import square_root_coefficients
 
 from accountant_contract import AccountantContract, Calibration, Case, mechanism
 

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.matrices import square_root_coefficients
+from jaxacct import square_root_coefficients
 from oracles import brute_force, chi_square, truncated_brute_force
 
 jax_privacy = pytest.importorskip('jax_privacy')

@@ -380,6 +380,8 @@ class KernelContract:
   def test_case_builds_the_declared_kernel(self):
     kernel = kernels.kernel_for(self.mechanism(), FLOAT64)
     assert type(kernel) is self.kernel and self.kernel in kernels.registered(), type(kernel)
+    # A kernel class builds itself: the class that accepts the scheme is the built kernel's.
+    assert type(kernel) is kernels.kernel_class(self.mechanism().scheme), type(kernel)
     assert (kernel.iterations, kernel.dtype) == (self.iterations, 'float64')
     again = dataclasses.replace(kernel)  # a static jit argument: equal and hashed by value
     assert kernel == again and hash(kernel) == hash(again)

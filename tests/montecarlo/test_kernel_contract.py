@@ -90,7 +90,7 @@ class TestBallsInBinsKernel(KernelContract):
 
 
 class TestMultiAttributionKernel(KernelContract):
-  # Theorem 6.1 with k_u = 2 examples per user (k_u = 1 builds the b-min-sep kernel).
+  # Theorem 6.1 with k_u = 2 examples per user (k_u = 1 is the b-min-sep kernel's).
   kernel = kernels.multi_attribution.MultiAttributionKernel
   iterations = 3
 

@@ -6,13 +6,15 @@ rounds are empty) from its definition, with a dense C. Tolerance
 1e-10·max(1, |L|) (observed ≤ 1e-14).
 """
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
 
 import jaxacct
 from jaxacct.deterministic import pld
-from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo import kernels, sampling
 from oracles import brute_force, chi_square
 from oracles import multi_attribution as oracle
 
@@ -46,6 +48,48 @@ def test_one_example_per_user_equals_the_example_level_engine():
   for direction in ('remove', 'add'):
     np.testing.assert_array_equal(jaxacct.sample_privacy_losses(key, multi, 500, direction),
                                   jaxacct.sample_privacy_losses(key, plain, 500, direction))
+
+
+# Pinned before MultiAttributionKernel.build stopped returning the b-min-sep kernel (issue 44):
+# sample_privacy_losses(key(5), _mechanism(1, 2, [1.0, 0.6], n=6), 6, direction, dtype) at
+# commit 6191ea9, as float.hex.
+ONE_EXAMPLE_PER_USER_LOSSES = {
+    ('float64', 'remove'): ['0x1.4ecf88224e532p+0', '-0x1.08542827e7c70p+0',
+                            '-0x1.bd399fa880ed6p-3', '-0x1.e37e3a2b8199dp-2',
+                            '-0x1.fabba979050ddp-2', '-0x1.1d8a1e6c84c54p-3'],
+    ('float64', 'add'): ['0x1.53a64eebf325ep-1', '0x1.996c1c5c9aa4ap+0', '0x1.b5ba582bea3d1p-1',
+                         '-0x1.22feb7ea54e57p+0', '0x1.3426820d3e816p+0', '0x1.9e52aebc3fc02p+0'],
+    ('float32', 'remove'): ['0x1.4ecf900000000p+0', '-0x1.08542a0000000p+0',
+                            '-0x1.bd39800000000p-3', '-0x1.e37e300000000p-2',
+                            '-0x1.fabba60000000p-2', '-0x1.1d8a280000000p-3'],
+    ('float32', 'add'): ['0x1.53a6500000000p-1', '0x1.996c1e0000000p+0', '0x1.b5ba580000000p-1',
+                         '-0x1.22feb60000000p+0', '0x1.3426800000000p+0', '0x1.9e52b00000000p+0'],
+}
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'float32'])
+def test_one_example_per_user_draws_are_pinned(dtype):
+  # k_u = 1 is served by the b-min-sep kernel of its cold-start chain (Theorem 6.1): the same
+  # kernel, so the same streams and bits, as before and as BMinSep(warm_start=False).
+  multi = _mechanism(1, 2, [1.0, 0.6], n=6)
+  kernel = kernels.kernel_for(multi, np.dtype(dtype))
+  assert kernel == kernels.bminsep.BMinSepKernel(6, 2, False, dtype)
+  assert kernels.kernel_class(multi.scheme) is kernels.bminsep.BMinSepKernel
+  for direction in ('remove', 'add'):
+    losses = jaxacct.sample_privacy_losses(jax.random.key(5), multi, 6, direction, dtype=dtype)
+    assert [float(v).hex() for v in np.asarray(losses)] == ONE_EXAMPLE_PER_USER_LOSSES[
+        dtype, direction]
+
+
+def test_one_example_per_user_keeps_the_conjecture_refusal():
+  scheme = jaxacct.MultiAttributionBMinSep(sampling_prob=0.2, iterations=8, min_sep=2,
+                                           max_examples_per_user=1, exclusion='participated')
+  with pytest.raises(ValueError, match='unproven Conjecture 6.2'):
+    kernels.kernel_class(scheme)
+  accepted = dataclasses.replace(scheme, accept_conjecture_6_2=True)
+  assert kernels.kernel_class(accepted) is kernels.bminsep.BMinSepKernel
+  assert kernels.kernel_class(dataclasses.replace(accepted, max_examples_per_user=2)) is (
+      kernels.multi_attribution.MultiAttributionKernel)
 
 
 @pytest.mark.parametrize('k, b', [(2, 2), (3, 1)])

@@ -20,7 +20,7 @@ import pytest
 from scipy import special
 
 import jaxacct
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import (candidates, estimator, kernels, keys, margin, noise, precision,
                                 program32, sampling, sharding)
 from jaxacct.montecarlo.kernels import _common, bminsep

@@ -20,7 +20,7 @@ from jax import lax
 import jaxacct
 from jaxacct import _files
 from jaxacct.errors import InputError
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import margin, precision, selftest32
 
 POISSON = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=64),

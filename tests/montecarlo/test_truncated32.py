@@ -20,7 +20,7 @@ from scipy import stats
 
 import jaxacct
 from jaxacct.conventions import Stream
-from jaxacct.matrices import BandedToeplitz, square_root_coefficients
+from jaxacct import BandedToeplitz, square_root_coefficients
 from jaxacct.montecarlo import binomial32, kernels, keys, noise, program32, sampling
 from jaxacct.montecarlo.kernels import _common, bminsep, truncated
 

@@ -8,7 +8,7 @@ import pytest
 
 import jaxacct
 from jaxacct.deterministic import pld
-from jaxacct.matrices import square_root_coefficients
+from jaxacct import square_root_coefficients
 from jaxacct.montecarlo import evr, verification
 from oracles import brute_force
 

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip('sklearn')
 
 from jaxacct import cli  # noqa: E402
-from jaxacct.matrices import BandedToeplitz, optimize_banded_toeplitz  # noqa: E402
+from jaxacct import BandedToeplitz, optimize_banded_toeplitz  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs'

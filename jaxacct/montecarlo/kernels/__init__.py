@@ -7,11 +7,12 @@ this package), so a new family's kernel is one new module:
 ==================================  =================================================
 module                              schemes
 ==================================  =================================================
-``bminsep``                         ``Poisson``, ``BMinSep`` (untruncated)
+``bminsep``                         ``Poisson``, ``BMinSep`` (untruncated),
+                                    ``MultiAttributionBMinSep`` with k_u = 1
 ``truncated``                       ``Poisson``, ``BMinSep`` with truncation (App. D)
 ``cyclic_poisson``                  ``CyclicPoisson``
 ``balls_in_bins``                   ``BallsInBins``
-``multi_attribution``               ``MultiAttributionBMinSep`` (Theorem 6.1)
+``multi_attribution``               ``MultiAttributionBMinSep`` with k_u ≥ 2 (Theorem 6.1)
 ==================================  =================================================
 
 ``history32`` (the 32-bit warm-start history of ``truncated``) and ``_common`` are helpers.

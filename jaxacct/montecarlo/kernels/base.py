@@ -189,7 +189,8 @@ def _kernels_of(scheme) -> list[type[SchemeKernel]]:
 
 
 def kernel_class(scheme) -> type[SchemeKernel]:
-  """The kernel class that accounts ``scheme``; ValueError with the reasons if none does."""
+  """The kernel class that accounts ``scheme``; ValueError with the reasons (each once: the
+  kernels of one family may share one) if none does."""
   kernels = _kernels_of(scheme)
   reasons = []
   for kernel in kernels:
@@ -197,7 +198,7 @@ def kernel_class(scheme) -> type[SchemeKernel]:
     if reason is None:
       return kernel
     reasons.append(reason)
-  raise InputError('; '.join(reasons))
+  raise InputError('; '.join(dict.fromkeys(reasons)))
 
 
 def kernel_for(mechanism, dtype: np.dtype) -> SchemeKernel:

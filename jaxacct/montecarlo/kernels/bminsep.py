@@ -5,7 +5,8 @@ renewal process (§4.1); loss: the suffix recursion of Eq. (1), Theorem 5.1 (col
 warm-start corollary (§5), in the linear domain with exact power-of-two rescaling and a
 per-sample log-space fallback (``log_ratio``). With a dense ``LowerTriangular`` C the strategy
 view charges each round the App. B bound for the direction asked (upper for ``remove``, lower
-for ``add``), and the same recursion computes the bound.
+for ``add``), and the same recursion computes the bound. Multi-attribution b-min-sep with one
+example per user (k_u = 1) is exactly the users' cold-start chain (Theorem 6.1) and is drawn here.
 
 Random sub-streams of a sample key (``conventions.Stream``): ``TRIALS`` (geometric gaps,
 or the per-round Bernoulli trials when b = 1), ``START`` (the warm-start state).
@@ -588,17 +589,44 @@ def sampling_prob_params(mechanism) -> SamplingProbParams:
   return SamplingProbParams(jnp.asarray(float(mechanism.scheme.sampling_prob), jnp.float64))
 
 
+def chain_of(scheme) -> tuple[int, bool]:
+  """(b, warm start) of the b-min-sep chain that draws ``scheme``'s participation rounds.
+
+  Multi-attribution is accounted as the cold-start chain of its users (Dong & Ganesh (2026)
+  §6.2, Theorem 6.1). With b = 1 warm and cold start coincide (every example is always
+  eligible).
+  """
+  warm = not isinstance(scheme, schemes.MultiAttributionBMinSep) and scheme.warm_start
+  return scheme.min_sep, warm and scheme.min_sep > 1
+
+
+def conjecture_refusal(scheme) -> str | None:
+  """Why a multi-attribution ``scheme`` is not accounted: Algorithm 4 without
+  ``accept_conjecture_6_2`` (None otherwise). Both kernels serving the family give it."""
+  if scheme.conjectural and not scheme.accept_conjecture_6_2:
+    return ("accounting Algorithm 4 (exclusion='participated') by Theorem 6.1's model rests on "
+            'the unproven Conjecture 6.2 of Dong & Ganesh (2026); pass '
+            'accept_conjecture_6_2=True to accept '
+            "it (results are then labelled 'conjectural'), or use Algorithm 3 "
+            "(exclusion='sampled')")
+  return None
+
+
 @register
 @dataclasses.dataclass(frozen=True)
 class BMinSepKernel(SchemeKernel):
   """Untruncated b-min-sep (b = 1: Poisson); exact with banded C, App. B bounds with dense C.
+
+  It also serves multi-attribution with one example per user (k_u = 1): Theorem 6.1's model
+  is then exactly the users' cold-start b-min-sep with p (``chain_of``), and this kernel
+  avoids the one-term mixture's transcendentals.
 
   Attributes:
     iterations: n. min_sep: b. warm_start: Algorithm 2 (False when b = 1, where the two
     starts coincide). dtype: kernel arithmetic.
   """
 
-  schemes = (schemes.Poisson, schemes.BMinSep)
+  schemes = (schemes.Poisson, schemes.BMinSep, schemes.MultiAttributionBMinSep)
 
   iterations: int
   min_sep: int
@@ -609,14 +637,17 @@ class BMinSepKernel(SchemeKernel):
   def refusal(cls, scheme) -> str | None:
     if scheme.truncates:
       return 'truncating schemes are accounted by the truncated b-min-sep kernel'
+    if isinstance(scheme, schemes.MultiAttributionBMinSep):
+      reason = conjecture_refusal(scheme)
+      if reason is None and scheme.max_examples_per_user > 1:
+        return ('multi-attribution with max_examples_per_user > 1 is accounted by the '
+                'multi-attribution kernel (the multiplicity mixture of Theorem 6.1)')
+      return reason
     return None
 
   @classmethod
   def build(cls, mechanism, dtype: np.dtype) -> 'BMinSepKernel':
-    scheme = mechanism.scheme
-    b = scheme.min_sep
-    # With b = 1 warm and cold start coincide (every example is always eligible).
-    warm = scheme.warm_start and b > 1
+    b, warm = chain_of(mechanism.scheme)
     return cls(mechanism.iterations, b, warm, dtype.name)
 
 

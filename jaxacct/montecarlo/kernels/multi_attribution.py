@@ -1,4 +1,5 @@
-"""Kernel of multi-attribution b-min-sep sampling (``MultiAttributionBMinSep``), user level.
+"""Kernel of multi-attribution b-min-sep sampling (``MultiAttributionBMinSep``), user level, with
+k_u ≥ 2 examples per user (k_u = 1 is cold-start b-min-sep: the ``bminsep`` kernel's).
 
 Theorem 6.1 of Dong & Ganesh (2026): after contribution bounding a user's participation vector is
 dominated by x with x_i ~ Binomial(k_u, p) when none of the previous b − 1 rounds is positive,
@@ -215,8 +216,8 @@ def log_ratio_with_margin(d: jax.Array, norms: jax.Array, params: Params32, kapp
 @register
 @dataclasses.dataclass(frozen=True)
 class MultiAttributionKernel(SchemeKernel):
-  """User-level b-min-sep by Theorem 6.1 (cold start). Attributes: iterations n, min_sep b,
-  multiplicity k_u, dtype."""
+  """User-level b-min-sep by Theorem 6.1 (cold start), k_u ≥ 2 (k_u = 1: ``bminsep``).
+  Attributes: iterations n, min_sep b, multiplicity k_u, dtype."""
 
   schemes = (schemes.MultiAttributionBMinSep,)
 
@@ -227,21 +228,16 @@ class MultiAttributionKernel(SchemeKernel):
 
   @classmethod
   def refusal(cls, scheme) -> str | None:
-    if scheme.conjectural and not scheme.accept_conjecture_6_2:
-      return ("accounting Algorithm 4 (exclusion='participated') by Theorem 6.1's model rests on "
-              'the unproven Conjecture 6.2 of Dong & Ganesh (2026); pass '
-              'accept_conjecture_6_2=True to accept '
-              "it (results are then labelled 'conjectural'), or use Algorithm 3 "
-              "(exclusion='sampled')")
-    return None
+    reason = bminsep.conjecture_refusal(scheme)
+    if reason is None and scheme.max_examples_per_user == 1:
+      # The model is then exactly cold-start b-min-sep with p (Theorem 6.1).
+      return ('multi-attribution with max_examples_per_user = 1 is accounted by the b-min-sep '
+              'kernel (Theorem 6.1: cold-start b-min-sep of the users)')
+    return reason
 
   @classmethod
-  def build(cls, mechanism, dtype: np.dtype) -> SchemeKernel:
+  def build(cls, mechanism, dtype: np.dtype) -> 'MultiAttributionKernel':
     scheme = mechanism.scheme
-    if scheme.max_examples_per_user == 1:
-      # k_u = 1: the model is exactly cold-start b-min-sep with p (Theorem 6.1), whose kernel
-      # avoids the one-term mixture's transcendentals and gives the same draws.
-      return bminsep.BMinSepKernel(mechanism.iterations, scheme.min_sep, False, dtype.name)
     return cls(mechanism.iterations, scheme.min_sep, scheme.max_examples_per_user, dtype.name)
 
 

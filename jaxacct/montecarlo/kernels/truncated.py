@@ -584,9 +584,8 @@ class TruncatedBMinSepKernel(SchemeKernel):
 
   @classmethod
   def build(cls, mechanism, dtype: np.dtype) -> 'TruncatedBMinSepKernel':
-    scheme = mechanism.scheme
-    b = scheme.min_sep
-    return cls(mechanism.iterations, b, scheme.warm_start and b > 1, dtype.name)
+    b, warm = bminsep.chain_of(mechanism.scheme)
+    return cls(mechanism.iterations, b, warm, dtype.name)
 
 
   serves_32bit = True
