@@ -118,23 +118,25 @@ def training() -> None:
     tracking = None if accountant is None else tracking_lib.bind(accountant, mechanism, m)
     state = [step_lib.init_state(params, optimizer, (1, 1),
                                  None if tracking is None else tracking.init())]
-    traced = dict(training_key=jax.random.key(1), c_col=jnp.ones(1), inverse_band=jnp.ones(1),
-                  noise_scale=jnp.float32(1.0), clip_norm=jnp.float32(1.0),
-                  normalizer=jnp.float32(batch))
+    noise = step_lib.NoiseArgs(training_key=jax.random.key(1), c_col=jnp.ones(1),
+                               inverse_band=jnp.ones(1), noise_scale=jnp.float32(1.0),
+                               clip_norm=jnp.float32(1.0), normalizer=jnp.float32(batch))
+    spec = step_lib.StepSpec(loss, optimizer, None if tracking is None else tracking.spec)
+    tracked_args = step_lib.TrackingArgs()
     if tracking is not None:
-      traced.update(tracking.traced(), tracking=tracking.spec,
-                    indices=jnp.arange(batch, dtype=jnp.int32) % m)
+      tracked_args = step_lib.TrackingArgs(indices=jnp.arange(batch, dtype=jnp.int32) % m,
+                                           **tracking.traced())
       if not tracking.full_batch:
-        traced['tracked'] = (jnp.asarray(data.x_train[tracking.tracked]),
-                             jnp.asarray(data.y_train[tracking.tracked]))
+        tracked_args = tracked_args._replace(tracked=(
+            jnp.asarray(data.x_train[tracking.tracked]), jnp.asarray(data.y_train[tracking.tracked])))
     x = jnp.asarray(data.x_train[np.arange(batch) % m])
     y = jnp.asarray(data.y_train[np.arange(batch) % m])
     mask = jnp.ones(batch, bool)
 
     def run():
       start = time.perf_counter()
-      state[0] = step_lib.train_step(state[0], x, y, mask, loss_fn=loss, optimizer=optimizer,
-                                     **traced)
+      state[0] = step_lib.train_step(state[0], x, y, mask, spec=spec, noise=noise,
+                                     tracking=tracked_args)
       jax.block_until_ready(state[0].params)
       return time.perf_counter() - start
 

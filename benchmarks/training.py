@@ -134,10 +134,11 @@ def train_step(repeats: int) -> None:
   for bands in (1, 8):
     c_col = jnp.asarray(jaxacct.square_root_coefficients(bands), jnp.float32)
     state = step_lib.init_state(params, optimizer, (bands, 1))
-    traced = dict(training_key=jax.random.key(1), c_col=c_col, inverse_band=jnp.ones(1, jnp.float32),
-                  noise_scale=jnp.float32(1.0),
-                  clip_norm=jnp.float32(1.0), normalizer=jnp.float32(64.0))
-    fn = lambda s: step_lib.train_step(s, x, y, mask, loss_fn=loss, optimizer=optimizer, **traced)
+    noise = step_lib.NoiseArgs(training_key=jax.random.key(1), c_col=c_col,
+                               inverse_band=jnp.ones(1, jnp.float32), noise_scale=jnp.float32(1.0),
+                               clip_norm=jnp.float32(1.0), normalizer=jnp.float32(64.0))
+    spec = step_lib.StepSpec(loss, optimizer)
+    fn = lambda s: step_lib.train_step(s, x, y, mask, spec=spec, noise=noise)
     t = _min_time(fn, state, repeats=repeats)
     print(f'  with noise generator, {bands} band(s): {1 / t:9.1f} steps/s ({t * 1e3:.3f} ms)')
 

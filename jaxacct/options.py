@@ -254,29 +254,48 @@ _RUN_FIELDS = frozenset(field.name for field in dataclasses.fields(RunOptions))
 _MONTE_CARLO_FIELDS = frozenset(field.name for field in dataclasses.fields(MonteCarloOptions))
 
 
-def moved(function):
-  """Refuses the keywords that left ``function`` for ``MonteCarloOptions`` / ``RunOptions``
-  (and ``dtype``, now ``monte_carlo.precision``), naming the new place (CHANGELOG 0.2.0).
+def moved_to(*, run: str = 'jaxacct.RunOptions', fields=_RUN_FIELDS, monte_carlo: bool = True,
+             positional: str | None = None):
+  """A decorator refusing the keywords that left a function for its options objects, naming the
+  new place (CHANGELOG 0.2.0): ``fields`` moved to ``run=<run>(...)``, and with ``monte_carlo``
+  the ``MonteCarloOptions`` fields (and ``dtype``, now ``monte_carlo.precision``); a keyword the
+  function does not take, where it has ``accountant_options``, is named as one of those; more
+  positional arguments than it takes get ``positional`` (what they became) as the message.
   ``inspect.signature`` shows the new signature only."""
-  parameters = inspect.signature(function).parameters
+  fields = frozenset(fields)
 
-  @functools.wraps(function)
-  def wrapper(*args, **kwargs):
-    for name in kwargs:
-      if name in parameters:
-        continue
-      if name == 'dtype':
-        raise InputTypeError(f'{function.__name__}: dtype= moved to monte_carlo='
-                             f'jaxacct.MonteCarloOptions(precision=\'float32\' or \'float64\') '
-                             f'(CHANGELOG 0.2.0)')
-      for fields, place in ((_MONTE_CARLO_FIELDS, 'monte_carlo=jaxacct.MonteCarloOptions'),
-                            (_RUN_FIELDS, 'run=jaxacct.RunOptions')):
-        if name in fields:
-          raise InputTypeError(f'{function.__name__}: {name}= moved to {place}({name}=...) '
-                               f'(CHANGELOG 0.2.0)')
-      if 'accountant_options' in parameters:  # the deterministic accountants' **options
-        raise InputTypeError(f'{function.__name__}: {name}= is not an argument; a '
-                             f'deterministic accountant\'s option goes in accountant_options='
-                             f'{{{name!r}: ...}} (CHANGELOG 0.2.0)')
-    return function(*args, **kwargs)
-  return wrapper
+  def decorate(function):
+    parameters = inspect.signature(function).parameters
+    most = sum(1 for p in parameters.values()
+               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+      if positional is not None and len(args) > most:
+        raise InputTypeError(f'{function.__name__} takes {most} positional arguments, got '
+                             f'{len(args)}: {positional} (CHANGELOG 0.2.0)')
+      for name in kwargs:
+        if name in parameters:
+          continue
+        if monte_carlo and name == 'dtype':
+          raise InputTypeError(f'{function.__name__}: dtype= moved to monte_carlo='
+                               f'jaxacct.MonteCarloOptions(precision=\'float32\' or '
+                               f'\'float64\') (CHANGELOG 0.2.0)')
+        places = ((fields, f'run={run}'),) + (
+            ((_MONTE_CARLO_FIELDS, 'monte_carlo=jaxacct.MonteCarloOptions'),) if monte_carlo
+            else ())
+        for moved_fields, place in places:
+          if name in moved_fields:
+            raise InputTypeError(f'{function.__name__}: {name}= moved to {place}({name}=...) '
+                                 f'(CHANGELOG 0.2.0)')
+        if 'accountant_options' in parameters:  # the deterministic accountants' **options
+          raise InputTypeError(f'{function.__name__}: {name}= is not an argument; a '
+                               f'deterministic accountant\'s option goes in accountant_options='
+                               f'{{{name!r}: ...}} (CHANGELOG 0.2.0)')
+      return function(*args, **kwargs)
+    return wrapper
+  return decorate
+
+
+# The drivers of Monte Carlo accounting: RunOptions and MonteCarloOptions fields moved.
+moved = moved_to()

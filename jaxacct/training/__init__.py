@@ -12,12 +12,17 @@ The worked example, scikit-learn's digits with DP-SGD vs DP-BandMF at equal (ε,
 
 from __future__ import annotations
 
+from jaxacct.training.loop import TrainOptions as TrainOptions
 from jaxacct.training.loop import TrainResult as TrainResult
+from jaxacct.training.loop import TrainingData as TrainingData
 from jaxacct.training.loop import train as train
 from jaxacct.training.noise import NoiseCoefficients as NoiseCoefficients
 from jaxacct.training.noise import NoiseState as NoiseState
 from jaxacct.training.noise import NoiseTransformationState as NoiseTransformationState
 from jaxacct.training.noise import noise_transformation as noise_transformation
+from jaxacct.training.step import NoiseArgs as NoiseArgs
+from jaxacct.training.step import StepSpec as StepSpec
+from jaxacct.training.step import TrackingArgs as TrackingArgs
 from jaxacct.training.step import TrainState as TrainState
 from jaxacct.training.step import clipped_gradient_sum as clipped_gradient_sum
 from jaxacct.training.step import train_step as train_step
@@ -25,8 +30,9 @@ from jaxacct.training.task import TrainingTask as TrainingTask
 from jaxacct.training.task import load_task as load_task
 from jaxacct.training.task import train_task as train_task
 
-__all__ = ['NoiseCoefficients', 'NoiseState', 'NoiseTransformationState', 'TrainResult',
-           'TrainState', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
+__all__ = ['NoiseArgs', 'NoiseCoefficients', 'NoiseState', 'NoiseTransformationState',
+           'StepSpec', 'TrackingArgs', 'TrainOptions', 'TrainResult', 'TrainState',
+           'TrainingData', 'TrainingTask', 'clipped_gradient_sum', 'load_task',
            'noise_transformation', 'train', 'train_step', 'train_task']
 
 

@@ -8,7 +8,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ import optax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jaxacct import _validate
+from jaxacct import options as options_lib
 from jaxacct.batching.iterators import BatchIterator
 from jaxacct.guarantee import Guarantee
 from jaxacct.individual import tracking as tracking_lib
@@ -124,13 +125,53 @@ def _placement(devices, batch_size: int, state, traced):
           jax.device_put(state, replicated), jax.device_put(traced, replicated))
 
 
+class TrainingData(NamedTuple):
+  """What a run trains on: the ``batch_iterator`` of the accounted scheme
+  (``jaxacct.batching.batches(mechanism.scheme, m, rng, batch_size=K)``) and the ``inputs`` /
+  ``labels`` arrays (or pytrees) with the m examples on the leading axis."""
+
+  batch_iterator: BatchIterator
+  inputs: Any
+  labels: Any
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TrainOptions:
+  """How a training run executes (``train``'s ``run=``).
+
+  Attributes:
+    noise: False trains without noise (a non-private baseline; no guarantee).
+    state: resume from this ``TrainState`` (its ``step`` must be 0 unless the iterator is
+      replayed from the same seed: the loop skips the first ``step`` batches).
+    on_step: called with the state after every step (host; e.g. checkpointing).
+    devices: devices to shard the batch axis over (default: all local devices; the batch shape
+      must be a multiple of their number). Per-example gradients are computed where their
+      examples live and summed across devices; parameters, optimiser and noise state are
+      replicated (the noise is drawn from the same key on every device, so it is identical).
+      The sum order differs between device counts, so results agree to float rounding, not
+      bitwise.
+  """
+
+  noise: bool = True
+  state: step_lib.TrainState | None = None
+  on_step: Callable[[step_lib.TrainState], None] | None = None
+  devices: Any = None
+
+  def __post_init__(self):
+    _validate.boolean('noise', self.noise)
+    if self.on_step is not None and not callable(self.on_step):
+      raise InputTypeError(f'on_step must be callable (state) -> None, got {self.on_step!r}')
+
+
+@options_lib.moved_to(run='jaxacct.training.TrainOptions',
+                      fields=('noise', 'state', 'on_step', 'devices'), monte_carlo=False,
+                      positional='batch_iterator, inputs, labels became one argument, '
+                                 'jaxacct.training.TrainingData(batch_iterator, inputs, labels)')
 def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformation,
-          mechanism: MatrixMechanism, batch_iterator: BatchIterator, inputs: Any, labels: Any, *,
-          clip_norm: float, key: jax.Array, guarantee: Guarantee | None = None,
-          noise: bool = True, state: step_lib.TrainState | None = None,
-          on_step: Callable[[step_lib.TrainState], None] | None = None,
-          devices=None, individual: tracking_lib.IndividualAccountant | None = None
-          ) -> TrainResult:
+          mechanism: MatrixMechanism, data: TrainingData, *, clip_norm: float, key: jax.Array,
+          guarantee: Guarantee | None = None,
+          individual: tracking_lib.IndividualAccountant | None = None,
+          run: TrainOptions | None = None) -> TrainResult:
   """Trains with DP-BandMF on ``batch_iterator``'s batches with the mechanism's σ and C.
 
   Every step gathers the batch (fixed shape, mask), clips per example to
@@ -144,30 +185,19 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
       no batch axis).
     params: initial parameters (pytree).
     optimizer: any optax transformation.
-    mechanism: the accounted mechanism, e.g. ``calibrate_noise_multiplier(...).mechanism``.
-    batch_iterator: ``jaxacct.batching.batches(mechanism.scheme, m, rng, batch_size=K)``.
-    inputs, labels: arrays (or pytrees) with the m examples on the leading axis.
+    mechanism: the accounted mechanism, e.g. ``jaxacct.calibrate(...).mechanism``.
+    data: ``TrainingData(batch_iterator, inputs, labels)``.
     clip_norm: κ > 0.
     key: JAX key of the run, which must be secret (e.g. from OS entropy): the noise
       is its "training" stream, and whoever knows the key can remove it.
     guarantee: the statement returned with the result (e.g. the calibration's).
-    noise: False trains without noise (a non-private baseline; no guarantee).
-    state: resume from this state (its ``step`` must be 0 unless the iterator
-      is replayed from the same seed: the loop skips the first ``step`` batches).
-    on_step: called with the state after every step (host; e.g. checkpointing).
-    devices: devices to shard the batch axis over (default: all local devices;
-      the batch shape must be a multiple of their number). Per-example
-      gradients are computed where their examples live and summed across
-      devices; parameters, optimiser and noise state are replicated (the noise
-      is drawn from the same key on every device, so it is identical). The sum
-      order differs between device counts, so results agree to float rounding,
-      not bitwise.
     individual: an ``jaxacct.individual.IndividualAccountant`` (Koskela et al. (2022)):
       records every example's clipped-norm ratios (full batch: from the step's own gradients,
       optionally running the individual GDP filter; Poisson p < 1: a norm pass over the
       tracked examples every step) in ``state.individual``, which resumes bitwise with the
       state.
       DP-SGD / DP-GD only (one-band C, untruncated Poisson).
+    run: ``TrainOptions`` (noise on or off, a state to resume, a per-step callback, devices).
 
   Returns:
     ``TrainResult``.
@@ -180,6 +210,14 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
     Dong, Ganesh, arXiv 2602.09338v2, §2–3 (DP-BandMF with b-min-sep batches);
     Choquette-Choo et al., NeurIPS 2023 (banded matrix factorisation).
   """
+  if not isinstance(data, TrainingData):
+    raise InputTypeError('data must be a jaxacct.training.TrainingData(batch_iterator, inputs, '
+                         f'labels), got {type(data).__name__}')
+  run = TrainOptions() if run is None else run
+  if not isinstance(run, TrainOptions):
+    raise InputTypeError(f'run must be a jaxacct.training.TrainOptions, got {run!r}')
+  batch_iterator, inputs, labels = data
+  noise, state, on_step, devices = run.noise, run.state, run.on_step, run.devices
   m = _check(mechanism, guarantee, batch_iterator, inputs, clip_norm, noise)
   step_lib.check_per_example_loss(loss_fn, params, inputs, labels)
   normalizer = mechanism.scheme.expected_participation_rate * m
@@ -199,18 +237,21 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
                                 None if tracking is None else tracking.init())
   _check_resumed(state, band_lengths, mechanism.iterations, tracking)
   training_key = keys_lib.purpose_key(keys_lib.canonicalize_key(key), 'training')
-  traced = dict(training_key=training_key, c_col=c_col, inverse_band=inverse_band,
-                noise_scale=jnp.asarray(np.float64(mechanism.noise_multiplier * clip_norm
-                                                   if noise else 0.0)),
-                clip_norm=jnp.asarray(clip_norm, jnp.float32),
-                normalizer=jnp.asarray(np.float64(normalizer)))
+  noise_args = step_lib.NoiseArgs(
+      training_key=training_key, c_col=c_col, inverse_band=inverse_band,
+      noise_scale=jnp.asarray(np.float64(mechanism.noise_multiplier * clip_norm
+                                         if noise else 0.0)),
+      clip_norm=jnp.asarray(clip_norm, jnp.float32),
+      normalizer=jnp.asarray(np.float64(normalizer)))
+  tracking_args = step_lib.TrackingArgs()
   if tracking is not None:
-    traced.update(tracking.traced())
+    tracking_args = step_lib.TrackingArgs(**tracking.traced())
     if not tracking.full_batch:  # the tracked examples' norm pass (replicated over devices)
-      traced['tracked'] = jax.tree_util.tree_map(lambda a: jnp.asarray(a[tracking.tracked]),
-                                                 (inputs, labels))
-  place_batch, state, traced = _placement(devices, batch_iterator.batch_size, state, traced)
-  spec = None if tracking is None else tracking.spec
+      tracking_args = tracking_args._replace(tracked=jax.tree_util.tree_map(
+          lambda a: jnp.asarray(a[tracking.tracked]), (inputs, labels)))
+  place_batch, state, (noise_args, tracking_args) = _placement(
+      devices, batch_iterator.batch_size, state, (noise_args, tracking_args))
+  spec = step_lib.StepSpec(loss_fn, optimizer, None if tracking is None else tracking.spec)
   skip = int(state.step)
   for i, batch in enumerate(batch_iterator):
     if i < skip:
@@ -218,9 +259,10 @@ def train(loss_fn: Callable, params: Any, optimizer: optax.GradientTransformatio
     take = jax.tree_util.tree_map(lambda a: a[batch.indices], (inputs, labels))
     inputs_b, labels_b, mask_b, indices_b = place_batch(
         (*take, batch.mask, batch.indices.astype(np.int32)))
-    state = step_lib.train_step(state, inputs_b, labels_b, mask_b, loss_fn=loss_fn,
-                                optimizer=optimizer, tracking=spec,
-                                indices=None if spec is None else indices_b, **traced)
+    state = step_lib.train_step(
+        state, inputs_b, labels_b, mask_b, spec=spec, noise=noise_args,
+        tracking=tracking_args if spec.tracking is None else tracking_args._replace(
+            indices=indices_b))
     if on_step is not None:
       on_step(state)
   return TrainResult(state, guarantee if noise else None, mechanism, float(normalizer),

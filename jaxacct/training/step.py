@@ -102,25 +102,58 @@ def init_state(params: Any, optimizer: optax.GradientTransformation,
                     jnp.zeros((), jnp.int32), individual)
 
 
-@functools.partial(jax.jit, static_argnames=('loss_fn', 'optimizer', 'tracking'))
-def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
-               loss_fn: Callable, optimizer: optax.GradientTransformation,
-               training_key: jax.Array, c_col: jax.Array, inverse_band: jax.Array,
-               noise_scale: jax.Array, clip_norm: jax.Array, normalizer: jax.Array,
-               tracking: tracking_lib.DeviceSpec | None = None, indices: jax.Array | None = None,
-               tracked: tuple[Any, Any] | None = None,
-               charge_factor: jax.Array | None = None,
-               ratio_grid: jax.Array | None = None) -> TrainState:
-  """One DP-BandMF step (module docstring); ``noise_scale`` = σ·κ (0 turns noise off).
+class StepSpec(NamedTuple):
+  """What a step computes, static under ``jit`` (a new spec compiles a new program): the
+  per-example ``loss_fn(params, x, y)``, the optax ``optimizer`` and the individual
+  accounting's ``tracking`` spec (``jaxacct.individual.tracking.DeviceSpec``; None: off)."""
 
-  ``c_col`` / ``inverse_band``: the band of C (with ``inverse_band = (1,)``) or of
+  loss_fn: Callable
+  optimizer: optax.GradientTransformation
+  tracking: tracking_lib.DeviceSpec | None = None
+
+
+class NoiseArgs(NamedTuple):
+  """The step's traced noise and clipping inputs (a pytree: a new σ, κ or band of the same
+  length does not recompile): the run's ``training_key``, the bands ``c_col`` /
+  ``inverse_band`` (``noise.correlated_noise``), ``noise_scale`` = σ·κ (0 turns noise off),
+  ``clip_norm`` κ and the public ``normalizer`` B̄."""
+
+  training_key: jax.Array
+  c_col: jax.Array
+  inverse_band: jax.Array
+  noise_scale: jax.Array
+  clip_norm: jax.Array
+  normalizer: jax.Array
+
+
+class TrackingArgs(NamedTuple):
+  """The traced inputs of individual accounting (``jaxacct.individual.tracking``): the slots'
+  dataset ``indices`` (full batch), the ``tracked`` (inputs, labels) of the norm pass
+  (Poisson p < 1), the ``charge_factor`` and the float32 ``ratio_grid``
+  (``IndividualAccountant.traced``). Unused fields stay None."""
+
+  indices: jax.Array | None = None
+  tracked: tuple[Any, Any] | None = None
+  charge_factor: jax.Array | None = None
+  ratio_grid: jax.Array | None = None
+
+
+@functools.partial(jax.jit, static_argnames=('spec',))
+def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
+               spec: StepSpec, noise: NoiseArgs,
+               tracking: TrackingArgs = TrackingArgs()) -> TrainState:
+  """One DP-BandMF step (module docstring): ``spec`` (static: loss, optimiser, tracking spec),
+  ``noise`` (traced: ``NoiseArgs``; ``noise_scale`` = σ·κ, 0 turns noise off) and
+  ``tracking`` (traced: ``TrackingArgs``).
+
+  ``noise.c_col`` / ``noise.inverse_band``: the band of C (with ``inverse_band = (1,)``) or of
   C⁻¹ (with ``c_col = (1,)``); see ``noise.correlated_noise``. The clipped sum is privatised
   and divided by ``normalizer`` by ``noise.privatize``, the update of
   ``noise.noise_transformation``, so a user's own optax loop adds the same noise.
 
-  Individual accounting (``tracking``, Koskela et al. (2022); ``jaxacct.individual.tracking``):
-  full batch charges every example its clipped-norm ratio from this step's own per-example
-  gradients (``indices`` = the slots' dataset ids) and, with a filter, masks the dropped ones
+  Individual accounting (``spec.tracking``, Koskela et al. (2022);
+  ``jaxacct.individual.tracking``): full batch charges every example its clipped-norm ratio
+  from this step's own per-example gradients (``tracking.indices`` = the slots' dataset ids) and, with a filter, masks the dropped ones
   out of the sum before the noise; under Poisson p < 1 a separate norm pass over the
   ``tracked`` (inputs, labels) at the same parameters counts every tracked example's ratio
   bucket.
@@ -134,24 +167,27 @@ def train_step(state: TrainState, inputs: Any, labels: Any, mask: jax.Array, *,
     2602.09338v2, §2 (the released G + C⁻¹Z); Koskela, Tobaben & Honkela,
     arXiv 2209.15596, Alg. 1 (the individual GDP filter).
   """
+  loss_fn, optimizer, device_spec = spec
+  clip_norm = noise.clip_norm
   grads, norms = per_example_gradients(loss_fn, state.params, inputs, labels)
   individual = state.individual
-  if tracking is not None and tracking.full_batch:
+  if device_spec is not None and device_spec.full_batch:
     individual, mask = tracking_lib.full_batch_update(
-        tracking, individual, state.step, indices, mask,
-        tracking_lib.clipped_ratios(norms, clip_norm), charge_factor)
-  elif tracking is not None:
-    _, tracked_norms = per_example_gradients(loss_fn, state.params, *tracked)
+        device_spec, individual, state.step, tracking.indices, mask,
+        tracking_lib.clipped_ratios(norms, clip_norm), tracking.charge_factor)
+  elif device_spec is not None:
+    _, tracked_norms = per_example_gradients(loss_fn, state.params, *tracking.tracked)
     individual = tracking_lib.bucket_update(
-        individual, tracking_lib.clipped_ratios(tracked_norms, clip_norm), ratio_grid)
+        individual, tracking_lib.clipped_ratios(tracked_norms, clip_norm), tracking.ratio_grid)
   total = masked_clipped_sum(grads, norms, mask, clip_norm)
   # The update of jaxacct.training.noise_transformation on the traced bands and scales (a new
   # σ or band does not recompile); TrainState keeps the step and history, not the key.
   grad, noise_state = noise_lib.privatize(
       total, noise_lib.NoiseTransformationState(
-          state.step, state.noise, jax.random.key_data(training_key),
-          noise_lib.NoiseCoefficients(c_col, inverse_band, noise_scale, normalizer)),
-      key_impl=jax.random.key_impl(training_key))
+          state.step, state.noise, jax.random.key_data(noise.training_key),
+          noise_lib.NoiseCoefficients(noise.c_col, noise.inverse_band, noise.noise_scale,
+                                      noise.normalizer)),
+      key_impl=jax.random.key_impl(noise.training_key))
   updates, opt_state = optimizer.update(grad, state.opt_state, state.params)
   return TrainState(optax.apply_updates(state.params, updates), opt_state, noise_state.noise,
                     noise_state.step, individual)

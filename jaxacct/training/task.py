@@ -36,7 +36,7 @@ from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.guarantee import Guarantee
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.training.loop import train
+from jaxacct.training.loop import TrainOptions, TrainingData, train
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -133,10 +133,10 @@ def train_task(task: TrainingTask, mechanism: MatrixMechanism, guarantee: Guaran
     history.record(state)
     if progress is not None:
       progress(int(state.step), scheme.iterations, 'training')
-  result = train(task.per_example_loss, params, _sgd(learning_rate, momentum),
-                 mechanism, iterator, task.x_train, task.y_train, clip_norm=clip_norm,
-                 key=key, guarantee=guarantee, noise=noise, individual=individual,
-                 on_step=on_step)
+  result = train(task.per_example_loss, params, _sgd(learning_rate, momentum), mechanism,
+                 TrainingData(iterator, task.x_train, task.y_train), clip_norm=clip_norm,
+                 key=key, guarantee=guarantee, individual=individual,
+                 run=TrainOptions(noise=noise, on_step=on_step))
   g = result.guarantee
   individual_summary = (None if result.tracking is None else tracking_lib.summary(
       result.tracking, result.state.individual, int(result.state.step)))

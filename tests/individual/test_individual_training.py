@@ -39,8 +39,10 @@ def _run(scheme, accountant, seed=3, **options):
   x, y = _data()
   mechanism = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), SIGMA)
   return jaxacct.training.train(_loss, PARAMS, optax.sgd(0.2), mechanism,
-                                batches(scheme, M, seed, batch_size=M), x, y, clip_norm=CLIP,
-                                key=jax.random.key(seed), individual=accountant, **options)
+                                jaxacct.training.TrainingData(batches(scheme, M, seed,
+                                                                      batch_size=M), x, y),
+                                clip_norm=CLIP, key=jax.random.key(seed), individual=accountant,
+                                run=jaxacct.training.TrainOptions(**options))
 
 
 def _host_ratios(params_before, examples):
@@ -108,10 +110,14 @@ def test_a_dropped_example_contributes_exactly_zero():
   state = state._replace(params=params, opt_state=optimizer.init(params))
   def step(inputs, labels):
     return step_lib.train_step(
-        state, inputs, labels, jnp.ones(M, bool), loss_fn=_loss, optimizer=optimizer,
-        training_key=jax.random.key(0), c_col=jnp.ones(1), inverse_band=jnp.ones(1),
-        noise_scale=jnp.float32(0.0), clip_norm=jnp.float32(CLIP), normalizer=jnp.float32(M),
-        tracking=tracking.spec, indices=jnp.arange(M, dtype=jnp.int32), **tracking.traced())
+        state, inputs, labels, jnp.ones(M, bool),
+        spec=step_lib.StepSpec(_loss, optimizer, tracking.spec),
+        noise=step_lib.NoiseArgs(
+            training_key=jax.random.key(0), c_col=jnp.ones(1), inverse_band=jnp.ones(1),
+            noise_scale=jnp.float32(0.0), clip_norm=jnp.float32(CLIP),
+            normalizer=jnp.float32(M)),
+        tracking=step_lib.TrackingArgs(indices=jnp.arange(M, dtype=jnp.int32),
+                                       **tracking.traced()))
 
   new = step(x, y)
   # whatever the dropped examples hold (even NaN) the update is bitwise the same
@@ -181,8 +187,9 @@ def test_refusals_name_the_reason():
   def train(scheme, matrix, acc=accountant):
     mechanism = jaxacct.MatrixMechanism(scheme, matrix, SIGMA)
     return jaxacct.training.train(_loss, PARAMS, optax.sgd(0.1), mechanism,
-                                  batches(scheme, M, 0, batch_size=M), x, y, clip_norm=CLIP,
-                                  key=jax.random.key(0), individual=acc)
+                                  jaxacct.training.TrainingData(batches(scheme, M, 0,
+                                                                        batch_size=M), x, y),
+                                  clip_norm=CLIP, key=jax.random.key(0), individual=acc)
 
   with pytest.raises(ValueError, match='independent noise'):
     train(jaxacct.Poisson(sampling_prob=0.5, iterations=4), jaxacct.BandedToeplitz([1.0, 0.5]))
@@ -222,10 +229,11 @@ for name, scheme, accountant in (
      individual.IndividualAccountant(delta=1e-5, tracked=(0, 3, 7, 20), grid_size=20))):
   mech = jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), 2.0)
   for count in (1, 2):
-    result = jaxacct.training.train(loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
-                                    batches(scheme, 24, 1, batch_size=24), x, y, clip_norm=1.0,
-                                    key=jax.random.key(2), devices=jax.devices()[:count],
-                                    individual=accountant)
+    result = jaxacct.training.train(
+        loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
+        jaxacct.training.TrainingData(batches(scheme, 24, 1, batch_size=24), x, y), clip_norm=1.0,
+        key=jax.random.key(2), individual=accountant,
+        run=jaxacct.training.TrainOptions(devices=jax.devices()[:count]))
     state = result.state.individual
     out[f'{name} {count}'] = [np.asarray(leaf).tolist() for leaf in state]
 print(json.dumps({'devices': len(jax.devices()), 'out': out}))
@@ -251,5 +259,6 @@ def test_low_precision_parameters_are_refused():
     jaxacct.training.train(
         _loss, {'w': jnp.zeros(3, jnp.bfloat16), 'b': jnp.zeros((), jnp.bfloat16)},
         optax.sgd(0.1), jaxacct.MatrixMechanism(scheme, jaxacct.BandedToeplitz([1.0]), SIGMA),
-        batches(scheme, M, 0, batch_size=M), *_data(), clip_norm=CLIP,
+        jaxacct.training.TrainingData(batches(scheme, M, 0, batch_size=M), *_data()),
+        clip_norm=CLIP,
         key=jax.random.key(0), individual=individual.IndividualAccountant(delta=1e-5))

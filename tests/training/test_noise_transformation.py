@@ -81,10 +81,13 @@ def test_adds_bit_for_bit_the_noise_train_adds(form):
   zero_loss = lambda p, a, b: 0.0 * (jnp.dot(p['w'], a) + p['b'] - b)  # noqa: E731
   params = {'w': jnp.zeros(3, jnp.float32), 'b': jnp.zeros((), jnp.float32)}
   recorded = []
-  result = jaxacct.training.train(
-      zero_loss, params, _recorder(), mechanism, batches(mechanism.scheme, M, 1, batch_size=20),
-      x, y, clip_norm=CLIP, key=jax.random.key(7),
-      on_step=lambda s: recorded.append(jax.tree_util.tree_map(np.asarray, s.opt_state)))
+  result = jaxacct.training.train(zero_loss, params, _recorder(), mechanism,
+                                  jaxacct.training.TrainingData(batches(mechanism.scheme, M, 1,
+                                                                        batch_size=20), x, y),
+                                  clip_norm=CLIP, key=jax.random.key(7),
+                                  run=jaxacct.training.TrainOptions(
+                                      on_step=lambda s: recorded.append(
+                                          jax.tree_util.tree_map(np.asarray, s.opt_state))))
   # B̄ = p₀·m, p₀ = p/(1 + (b − 1)p) under warm-start b-min-sep: 40·0.15/1.3 ≈ 4.615, not a
   # power of two, so a division rounded differently would show.
   assert result.normalizer == pytest.approx(M * 0.15 / 1.3, rel=1e-12)

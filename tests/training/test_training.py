@@ -106,11 +106,13 @@ def test_noise_off_step_is_sgd_on_the_clipped_mean():
   optimizer = optax.sgd(0.1)
   state = step_lib.init_state(params, optimizer, (3, 1))
   mask = jnp.array([True, True, True, False])
-  new = step_lib.train_step(state, x, y, mask, loss_fn=_linear_loss, optimizer=optimizer,
-                            training_key=jax.random.key(0), c_col=jnp.asarray(C_COL, jnp.float32),
-                            inverse_band=jnp.ones(1, jnp.float32),
-                            noise_scale=jnp.float32(0.0), clip_norm=jnp.float32(1.0),
-                            normalizer=jnp.float32(2.5))
+  new = step_lib.train_step(state, x, y, mask, spec=step_lib.StepSpec(_linear_loss, optimizer),
+                            noise=step_lib.NoiseArgs(training_key=jax.random.key(0),
+                                                     c_col=jnp.asarray(C_COL, jnp.float32),
+                                                     inverse_band=jnp.ones(1, jnp.float32),
+                                                     noise_scale=jnp.float32(0.0),
+                                                     clip_norm=jnp.float32(1.0),
+                                                     normalizer=jnp.float32(2.5)))
   total = step_lib.clipped_gradient_sum(_linear_loss, params, x, y, mask, 1.0)
   for leaf in ('w', 'b'):
     np.testing.assert_allclose(new.params[leaf], params[leaf] - 0.1 * total[leaf] / 2.5,
@@ -132,14 +134,18 @@ def test_dense_strategies_train_only_when_their_inverse_is_banded():
   kwargs = dict(clip_norm=1.0, key=jax.random.key(0))
   bisr = jaxacct.MatrixMechanism(scheme, jaxacct.banded_inverse_square_root(6, 2), 1.0)
   result = jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), bisr,
-                                  batches(scheme, 40, 0, batch_size=20), x, y, **kwargs)
+                                  jaxacct.training.TrainingData(batches(scheme, 40, 0,
+                                                                        batch_size=20), x, y),
+                                  **kwargs)
   assert int(result.state.step) == 6
   dense = np.tril(np.ones((6, 6))) + np.diag(np.arange(1.0, 7.0))  # not Toeplitz: no band
   assert jaxacct.LowerTriangular(dense).inverse_band() is None
   other = jaxacct.MatrixMechanism(scheme, jaxacct.LowerTriangular(dense), 1.0)
   with pytest.raises(TypeError, match='banded'):
     jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), other,
-                           batches(scheme, 40, 0, batch_size=20), x, y, **kwargs)
+                           jaxacct.training.TrainingData(batches(scheme, 40, 0, batch_size=20), x,
+                                                         y),
+                           **kwargs)
 
 
 def test_loop_checks_its_inputs():
@@ -150,21 +156,25 @@ def test_loop_checks_its_inputs():
   other = jaxacct.BMinSep(sampling_prob=0.2, iterations=5, min_sep=2)
   with pytest.raises(ValueError, match='disagree'):
     jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), mechanism,
-                           batches(other, 40, 0, batch_size=20), x, y, **kwargs)
-  with pytest.raises(ValueError, match='40 examples|dataset_size'):
-    jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), mechanism, it, x[:30], y[:30],
+                           jaxacct.training.TrainingData(batches(other, 40, 0, batch_size=20), x,
+                                                         y),
                            **kwargs)
+  with pytest.raises(ValueError, match='40 examples|dataset_size'):
+    jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), mechanism,
+                           jaxacct.training.TrainingData(it, x[:30], y[:30]), **kwargs)
   with pytest.raises(ValueError, match='clip_norm'):
-    jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), mechanism, it, x, y,
-                           clip_norm=0.0, key=jax.random.key(0))
+    jaxacct.training.train(_linear_loss, params, optax.sgd(0.1), mechanism,
+                           jaxacct.training.TrainingData(it, x, y), clip_norm=0.0,
+                           key=jax.random.key(0))
   with pytest.raises(ValueError, match='per-example'):
-    jaxacct.training.train(lambda p, a, b: a * p['w'], params, optax.sgd(0.1), mechanism, it,
-                           x, y, **kwargs)
+    jaxacct.training.train(lambda p, a, b: a * p['w'], params, optax.sgd(0.1), mechanism,
+                           jaxacct.training.TrainingData(it, x, y), **kwargs)
   with pytest.raises(ValueError, match='below one example'):
     tiny = jaxacct.BMinSep(sampling_prob=0.01, iterations=5, min_sep=2)
     jaxacct.training.train(_linear_loss, params, optax.sgd(0.1),
                            jaxacct.MatrixMechanism(tiny, mechanism.matrix, 1.0),
-                           batches(tiny, 40, 0, batch_size=20), x, y, **kwargs)
+                           jaxacct.training.TrainingData(batches(tiny, 40, 0, batch_size=20), x, y),
+                           **kwargs)
 
 
 def test_resumed_run_reproduces_the_uninterrupted_one():
@@ -172,27 +182,35 @@ def test_resumed_run_reproduces_the_uninterrupted_one():
   params = {'w': jnp.zeros(3), 'b': jnp.zeros(())}
   run = dict(clip_norm=1.0, key=jax.random.key(3))
   full = jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
-                                batches(scheme, 40, 9, batch_size=20), x, y, **run)
+                                jaxacct.training.TrainingData(batches(scheme, 40, 9,
+                                                                      batch_size=20), x, y),
+                                **run)
   saved = []
   jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
-                         batches(scheme, 40, 9, batch_size=20), x, y,
-                         on_step=lambda s: saved.append(s) if int(s.step) == 2 else None, **run)
+                         jaxacct.training.TrainingData(batches(scheme, 40, 9, batch_size=20), x, y),
+                         **run,
+                         run=jaxacct.training.TrainOptions(
+                             on_step=lambda s: saved.append(s) if int(s.step) == 2 else None))
   resumed = jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
-                                   batches(scheme, 40, 9, batch_size=20), x, y, state=saved[0],
-                                   **run)
+                                   jaxacct.training.TrainingData(batches(scheme, 40, 9,
+                                                                         batch_size=20), x, y),
+                                   **run, run=jaxacct.training.TrainOptions(state=saved[0]))
   for leaf in ('w', 'b'):
     np.testing.assert_array_equal(np.asarray(full.state.params[leaf]),
                                   np.asarray(resumed.state.params[leaf]))
   # Resuming on the same iterator object replays its batches (no mixing of two runs).
   it = batches(scheme, 40, 9, batch_size=20)
-  cut = jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism, it, x, y,
-                               state=saved[0], **run)
+  cut = jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
+                               jaxacct.training.TrainingData(it, x, y), **run,
+                               run=jaxacct.training.TrainOptions(state=saved[0]))
   np.testing.assert_array_equal(np.asarray(cut.state.params['w']), np.asarray(full.state.params['w']))
   wrong = saved[0]._replace(noise=saved[0].noise._replace(
       w_history=jax.tree_util.tree_map(lambda h: h[:0], saved[0].noise.w_history)))
   with pytest.raises(ValueError, match='bands'):
     jaxacct.training.train(_linear_loss, params, optax.adam(0.05), mechanism,
-                           batches(scheme, 40, 9, batch_size=20), x, y, state=wrong, **run)
+                           jaxacct.training.TrainingData(batches(scheme, 40, 9, batch_size=20), x,
+                                                         y),
+                           **run, run=jaxacct.training.TrainOptions(state=wrong))
 
 
 _DEVICE_SCRIPT = r'''
@@ -205,9 +223,10 @@ x, y = rng.normal(size=(40, 3)).astype(np.float32), rng.normal(size=40).astype(n
 loss = lambda p, a, b: 0.5 * jnp.square(jnp.dot(p['w'], a) - b)
 out = {}
 for count in (1, 2):
-  result = jaxacct.training.train(loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
-                                  batches(scheme, 40, 1, batch_size=20), x, y, clip_norm=1.0,
-                                  key=jax.random.key(2), devices=jax.devices()[:count])
+  result = jaxacct.training.train(
+      loss, {'w': jnp.zeros(3)}, optax.sgd(0.1), mech,
+      jaxacct.training.TrainingData(batches(scheme, 40, 1, batch_size=20), x, y), clip_norm=1.0,
+      key=jax.random.key(2), run=jaxacct.training.TrainOptions(devices=jax.devices()[:count]))
   out[count] = np.asarray(result.state.params['w']).tolist()
   out[f'{count} used'] = len(result.state.params['w'].sharding.device_set)
 print(json.dumps({'devices': len(jax.devices()), 'w': out}))
