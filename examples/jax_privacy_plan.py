@@ -35,9 +35,9 @@ unit-norm band, so the two scales coincide numerically in this example.
 
 Both accountants discretise the privacy-loss distribution on the same pessimistic grid,
 ``pld_grid`` = 10⁻³ (dp_accounting's and jaxacct's default is 10⁻⁴: ~7–10× slower here, and σ
-changes by less than 0.01 %). ``calibrated_plan(..., compare=True)`` would also put
-jax_privacy's σ in ``.comparison``, but always with dp_accounting's default ``PLDAccountant``
-(grid 10⁻⁴), not the config's accountant; to time each accountant on its own, this script
+changes by less than 0.01 %). ``calibrated_plan(..., plan=PlanOptions(compare=True))`` would
+also put jax_privacy's σ in ``.comparison``, but always with dp_accounting's default
+``PLDAccountant`` (grid 10⁻⁴), not the config's accountant; to time each accountant on its own, this script
 calibrates jax_privacy's plan itself (``config.plan``) and reads σ_jp off its ``dp_event``.
 
 Every plan is calibrated once (the Monte Carlo σ is verified once). A training seed changes the
@@ -235,7 +235,8 @@ def jaxacct_run(name: str, config: execution_plan.BandMFExecutionPlanConfig, sam
   result = jaxacct_jp.calibrated_plan(
       batch_selection_strategy=sampler, strategy=config, epsilon=settings.epsilon,
       delta=settings.delta, dataset_size=dataset_size,
-      key=jax.random.key(settings.calibration_seed), compare=False, **options)
+      key=jax.random.key(settings.calibration_seed),
+      plan=jaxacct_jp.PlanOptions(compare=False), accountant_options=options)
   seconds = time.perf_counter() - started
   g = result.guarantee
   if g.num_samples:

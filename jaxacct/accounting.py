@@ -346,8 +346,8 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
     key: a JAX key or an int seed, required for Monte Carlo (never a default key).
     accountant: ``"auto"``, ``"monte_carlo"`` or a registered deterministic accountant.
     adjacency: the neighbouring relation (Monte Carlo: zero-out only).
-    accountant_options: the deterministic accountant's options (e.g. ``{'tolerance': 1e-5}``,
-      pld's ``value_discretization_interval``).
+    accountant_options: the deterministic accountant's options (e.g. pld's
+      ``value_discretization_interval``) and its σ search's ``tolerance``.
     monte_carlo, run: ``MonteCarloOptions`` and ``RunOptions`` (``jaxacct/options.py``).
 
   Returns:
@@ -360,11 +360,17 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
   if not isinstance(options, dict):
     raise InputTypeError(f'accountant_options must be a dict of the deterministic '
                          f'accountant\'s options, got {accountant_options!r}')
+  # The σ search's own option (calibrate_deterministic's), not the accountant's.
+  search = {name: options[name] for name in _SEARCH_OPTIONS if name in options}
+  options = {name: value for name, value in options.items() if name not in search}
   choice = choose(probe, accountant, adjacency=adjacency, accountant_options=options)
   if choice.monte_carlo:
+    if search:
+      raise InputError(f'accountant_options: {", ".join(search)} is an option of a '
+                       'deterministic σ search, not of Monte Carlo calibration')
     if key is None:
-      raise InputError('Monte Carlo calibration needs key= (a JAX key or an int seed; never a '
-                       'default key)')
+      raise InputError(f'key: Monte Carlo calibration ({choice.reason}) needs key=, a JAX key '
+                       'or an int seed; there is no default key')
     result = calibrate_noise_multiplier(scheme, strategy, epsilon=epsilon, delta=delta,
                                         key=_key(key), monte_carlo=monte_carlo, run=run)
     return dataclasses.replace(result, choice=choice)
@@ -383,11 +389,15 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
                        f'accountant={accountant!r}; drop it, or use accountant=\'monte_carlo\'')
   mechanism, guarantee = deterministic_functions.calibrate_deterministic(
       scheme, strategy, epsilon=epsilon, delta=delta, accountant=choice.name,
-      adjacency=adjacency, progress=run.progress, **options)
-  curve_options = {k: v for k, v in options.items() if k != 'tolerance'}
+      adjacency=adjacency, progress=run.progress, **search, **options)
   curve = deterministic_functions.privacy_curve(mechanism, accountant=choice.name,
-                                                adjacency=adjacency, **curve_options)
+                                                adjacency=adjacency, **options)
   return Calibration(mechanism, guarantee, (), None, choice=choice, curve=curve)
+
+
+# Options of the deterministic σ search (``calibrate_deterministic``) that ``calibrate`` takes in
+# ``accountant_options`` beside the accountant's own.
+_SEARCH_OPTIONS = ('tolerance',)
 
 
 def _key(key):

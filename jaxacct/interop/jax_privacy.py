@@ -123,10 +123,8 @@ from jaxacct import _validate, schemes
 from jaxacct import accounting as accounting_lib
 from jaxacct._version import __version__ as _JAXACCT_VERSION
 from jaxacct.conventions import Adjacency
-from jaxacct.deterministic import accountant as deterministic_lib
 from jaxacct.guarantee import Guarantee
-from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import calibration as calibration_lib
+from jaxacct import options as options_lib
 from jaxacct.options import RunOptions
 from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
@@ -487,8 +485,6 @@ _RELATIONS = {Adjacency.ZERO_OUT.value: 'REPLACE_SPECIAL',
               Adjacency.ADD_REMOVE.value: 'ADD_OR_REMOVE_ONE'}
 # Seeds become ``jax.random.key(seed)``; with 64-bit types off it keeps only the low 32 bits.
 _SEED_LIMIT = 2**32
-# The options a Monte Carlo calibration takes (``calibrate_noise_multiplier``'s, whole).
-_MONTE_CARLO_OPTIONS = frozenset({'monte_carlo', 'run'})
 # BandMFExecutionPlanConfig's defaults for the clipped sum (jax_privacy 2.0.0).
 _CLIP_DEFAULTS = {'l2_clip_norm': 1.0, 'rescale_to_unit_norm': True, 'normalize_by': 1.0,
                   'dtype': np.float32}
@@ -597,8 +593,8 @@ class CalibratedPlan:
     scheme, strategy: the jaxacct scheme and strategy that were accounted.
     sensitivity: Δ, the clipped sum's L2 sensitivity as jax_privacy computes it.
     noise_stddev: the privatizer's stddev, σ·Δ.
-    calibration: ``calibrate_noise_multiplier``'s ``Calibration`` when Monte Carlo ran (its
-      search record), else None.
+    calibration: ``jaxacct.calibrate``'s ``Calibration`` (its ``choice`` says which accountant
+      answered and why; the Monte Carlo search record, or the deterministic curve at σ).
   """
 
   plan: Any
@@ -786,42 +782,52 @@ def _comparison(source, coefficients, column_normalize, *, sigma, name, epsilon,
                              f'jax_privacy {event_name}')
 
 
-def _calibrate(scheme, matrix, *, epsilon, delta, accountant, adjacency, key, options):
-  """(Guarantee, Calibration or None, what answered): σ as ``account``/the CLI choose it."""
-  probe = MatrixMechanism(scheme, matrix, 1.0)
-  choice = accounting_lib.choose_accountant(probe, accountant, adjacency=adjacency)
-  if choice == accounting_lib.MONTE_CARLO:
-    extra = sorted(set(options) - _MONTE_CARLO_OPTIONS)
-    if extra:
-      raise InputError(f'{", ".join(extra)}: not options of the Monte Carlo calibration '
-                       '(calibrate_noise_multiplier), which accounts this mechanism')
-    result = calibration_lib.calibrate_noise_multiplier(
-        scheme, matrix, epsilon=epsilon, delta=delta, key=_monte_carlo_key(key), **options)
-    return result.guarantee, result, accounting_lib.MONTE_CARLO
-  options = dict(options)
-  run = options.pop('run', None)
-  if run is not None and not isinstance(run, RunOptions):
-    raise InputTypeError(f'run must be a jaxacct RunOptions, got {run!r}')
-  monte_carlo_only = sorted(set(options) & (_MONTE_CARLO_OPTIONS - {'progress'}))
-  if monte_carlo_only:
-    raise InputError(
-        f'{", ".join(monte_carlo_only)}: options of the Monte Carlo calibration, but '
-        f'accountant={accountant!r} calibrates this mechanism with the deterministic '
-        f'accountant {choice!r}; pass accountant="monte_carlo" for Monte Carlo')
-  if 'progress' not in options and run is not None and run.progress:
-    options['progress'] = run.progress
-  _, guarantee = deterministic_lib.calibrate_deterministic(
-      scheme, matrix, epsilon=epsilon, delta=delta, accountant=choice, adjacency=adjacency,
-      **options)
-  return guarantee, None, guarantee.accountant
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlanOptions:
+  """How ``calibrated_plan`` builds the plan's clipped sum, and whether it compares σ.
+
+  Attributes:
+    l2_clip_norm, rescale_to_unit_norm, normalize_by, dtype: of ``clipped_grad`` (and dtype of
+      the privatizer); None: the config's when ``strategy`` is a config, else jax_privacy's
+      defaults (1.0, True, 1.0, float32).
+    compare: also calibrate jax_privacy's own σ for the configuration where it has an
+      accountant (``PlanComparison``).
+  """
+
+  l2_clip_norm: float | None = None
+  rescale_to_unit_norm: bool | None = None
+  normalize_by: float | None = None
+  dtype: Any = None
+  compare: bool = True
+
+  def __post_init__(self):
+    if not isinstance(self.compare, bool):
+      raise InputTypeError(f'compare must be True or False, got {self.compare!r}')
+
+
+# What calibrated_plan forwards to jaxacct.calibrate, verbatim.
+_REQUEST = ('accountant', 'adjacency', 'accountant_options', 'monte_carlo', 'run')
+
+
+def _check_request(request: dict) -> None:
+  """Refuses a keyword ``calibrated_plan`` does not forward, naming where it went (CHANGELOG
+  0.2.0): ``PlanOptions``, ``MonteCarloOptions``, ``RunOptions`` or ``accountant_options``."""
+  plan_fields = {f.name for f in dataclasses.fields(PlanOptions)}
+  monte_carlo = {f.name for f in dataclasses.fields(options_lib.MonteCarloOptions)}
+  run = {f.name for f in dataclasses.fields(RunOptions)}
+  for name in request:
+    if name in _REQUEST:
+      continue
+    place = (f'plan=jaxacct.interop.jax_privacy.PlanOptions({name}=...)' if name in plan_fields
+             else f'monte_carlo=jaxacct.MonteCarloOptions({name}=...)' if name in monte_carlo
+             else f'run=jaxacct.RunOptions({name}=...)' if name in run
+             else f'accountant_options={{{name!r}: ...}}')
+    raise InputTypeError(f'calibrated_plan: {name}= moved to {place} (CHANGELOG 0.2.0)')
 
 
 def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
-                    noise_seed: int | None = None, key=None, accountant: str = 'auto',
-                    adjacency: str = Adjacency.ZERO_OUT.value, dataset_size: int | None = None,
-                    l2_clip_norm: float | None = None, rescale_to_unit_norm: bool | None = None,
-                    normalize_by: float | None = None, dtype=None, compare: bool = True,
-                    **options) -> CalibratedPlan:
+                    noise_seed: int | None = None, key=None, dataset_size: int | None = None,
+                    plan: PlanOptions | None = None, **request) -> CalibratedPlan:
   """A jax_privacy ``DPExecutionPlan`` whose noise multiplier jaxacct calibrated at (ε, δ).
 
   σ is jaxacct's, chosen as ``jaxacct.account`` and configs choose (``accountant="auto"``:
@@ -865,22 +871,16 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
       ``noise_seed`` when ``strategy`` is a config and this is None). Never an unseeded key.
     key: a typed JAX key or an integer seed for the Monte Carlo calibration; required when
       Monte Carlo runs, unused otherwise. Never a default.
-    accountant: ``"auto"`` (default), ``"monte_carlo"`` or a deterministic accountant's name
-      (``jaxacct.accounting.accountant_choices()``).
-    adjacency: ``"zero_out"`` (default) or ``"add_remove"`` (deterministic accountants that
-      cover it); ``"replace_one"`` is refused (the factor 2 is counted differently).
     dataset_size: the ``num_examples`` of ``batch_iterator``; required for truncated
       strategies (public then, as in ``to_scheme``).
-    l2_clip_norm, rescale_to_unit_norm, normalize_by, dtype: of ``clipped_grad`` (and dtype of
-      the privatizer); None: the config's when ``strategy`` is a config, else jax_privacy's
-      defaults.
-    compare: also calibrate jax_privacy's own σ for the configuration where it has an
-      accountant (``PlanComparison``).
-    **options: of the calibration that runs. Monte Carlo: ``calibrate_noise_multiplier``'s
-      ``monte_carlo=jaxacct.MonteCarloOptions(...)`` and ``run=jaxacct.RunOptions(...)``.
-      Deterministic: ``calibrate_deterministic``'s (``tolerance``, the accountant's own
-      options) and ``run`` (its ``progress`` only). An option of the other kind is refused,
-      naming it.
+    plan: ``PlanOptions`` (the clipped sum's fields and ``compare``).
+    **request: forwarded verbatim to ``jaxacct.calibrate``, which chooses and runs the
+      calibration: ``accountant`` (``"auto"`` default, ``"monte_carlo"`` or a deterministic
+      accountant's name), ``adjacency`` (``"zero_out"`` default or ``"add_remove"``;
+      ``"replace_one"`` is refused here: the factor 2 is counted differently),
+      ``accountant_options`` (e.g. ``{'tolerance': 1e-7}``), ``monte_carlo``
+      (``MonteCarloOptions``) and ``run`` (``RunOptions``). Any other keyword is refused naming
+      its new place.
 
   Returns:
     ``CalibratedPlan`` (``.plan``, ``.guarantee``, ``.comparison``, ``.summary()``).
@@ -898,8 +898,14 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
     2023, arXiv 2306.08153 (BandMF, Alg. 9 streams C⁻¹); jax_privacy 2.0.0
     ``experimental.execution_plan.BandMFExecutionPlanConfig.plan`` (the construction followed).
   """
+  _check_request(request)
+  plan = PlanOptions() if plan is None else plan
+  if not isinstance(plan, PlanOptions):
+    raise InputTypeError(f'plan must be a jaxacct.interop.jax_privacy.PlanOptions, got {plan!r}')
   jax_privacy = _jax_privacy()
   epsilon, delta = _target(epsilon, delta)
+  accountant = request.get('accountant', accounting_lib.AUTO)
+  adjacency = request.get('adjacency', Adjacency.ZERO_OUT.value)
   if accountant not in accounting_lib.accountant_choices():
     raise InputError(f'accountant must be one of '
                      f'{", ".join(accounting_lib.accountant_choices())}, got {accountant!r}')
@@ -914,13 +920,10 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
                      "(jax_privacy draws an unseeded key without one); pass noise_seed=")
   noise_seed = _seed('noise_seed', noise_seed)
   clip = {}
-  for field, value in (('l2_clip_norm', l2_clip_norm),
-                       ('rescale_to_unit_norm', rescale_to_unit_norm),
-                       ('normalize_by', normalize_by), ('dtype', dtype)):
+  for field in ('l2_clip_norm', 'rescale_to_unit_norm', 'normalize_by', 'dtype'):
+    value = getattr(plan, field)
     clip[field] = value if value is not None else (
         getattr(config, field) if config is not None else _CLIP_DEFAULTS[field])
-  if not isinstance(compare, bool):
-    raise InputTypeError(f'compare must be True or False, got {compare!r}')
   scheme = to_scheme(batch_selection_strategy, dataset_size=dataset_size)
   try:
     accounted = to_strategy(strategy, scheme=scheme)
@@ -945,9 +948,10 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
                      f'finite and > 0, got {sensitivity} (l2_clip_norm={clip["l2_clip_norm"]}, '
                      f'normalize_by={clip["normalize_by"]})')
 
-  guarantee, calibration, name = _calibrate(scheme, accounted, epsilon=epsilon, delta=delta,
-                                            accountant=accountant, adjacency=adjacency,
-                                            key=key, options=options)
+  calibration = accounting_lib.calibrate(scheme, accounted, epsilon=epsilon, delta=delta,
+                                         key=None if key is None else _monte_carlo_key(key),
+                                         **request)
+  guarantee, name = calibration.guarantee, calibration.choice.name
   sigma = float(guarantee.noise_multiplier)
   stddev = sigma * sensitivity
   privatizer = jax_privacy.noise_addition.matrix_factorization_privatizer(
@@ -958,15 +962,15 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
       adjacency=str(guarantee.adjacency), num_samples=int(guarantee.num_samples),
       scheme=repr(scheme), strategy=f'{accounted.summary} (fingerprint {accounted.fingerprint})',
       jaxacct_version=_JAXACCT_VERSION)
-  plan = importlib.import_module('jax_privacy.experimental.execution_plan').DPExecutionPlan(
+  dp_plan = importlib.import_module('jax_privacy.experimental.execution_plan').DPExecutionPlan(
       clipped_grad=clipped_grad_transform, batch_selection_strategy=batch_selection_strategy,
       noise_addition_transform=privatizer, dp_event=event)
   comparison = None
-  if compare:
+  if plan.compare:
     comparison = _comparison(batch_selection_strategy, coefficients, column_normalize,
                              sigma=sigma, name=str(guarantee.accountant or name),
                              epsilon=epsilon, delta=delta, adjacency=adjacency,
                              dataset_size=dataset_size, jax_privacy=jax_privacy)
-  return CalibratedPlan(plan=plan, guarantee=guarantee, comparison=comparison, scheme=scheme,
+  return CalibratedPlan(plan=dp_plan, guarantee=guarantee, comparison=comparison, scheme=scheme,
                         strategy=accounted, sensitivity=sensitivity, noise_stddev=stddev,
                         calibration=calibration)

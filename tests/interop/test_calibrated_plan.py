@@ -33,7 +33,9 @@ from jaxacct.interop import jax_privacy as interop  # noqa: E402
 COEFS = np.array([1.0, 0.4])
 BALLS = bs.BallsInBinsSampling(iterations=8, cycle_length=2)
 # A closed-form accountant that supports every scheme: the plan's pieces, not σ, are tested.
-QUICK = dict(accountant='unamplified_gaussian', compare=False)
+QUICK = dict(accountant='unamplified_gaussian', plan=interop.PlanOptions(compare=False))
+CLIPPED = interop.PlanOptions(l2_clip_norm=3.0, rescale_to_unit_norm=False, normalize_by=2.0,
+                              compare=False)
 # Whitening test: d coordinates are d independent draws of the n-step noise sequence.
 DIMENSION = 8192
 # 6 standard errors: a sample std's relative s.e. is 1/√(2d), a sample correlation's 1/√d.
@@ -75,8 +77,8 @@ def balls_auto():
 # ------------------------------------------------------------------------------ the plan
 def test_plan_pieces_and_noise_of_a_banded_toeplitz_strategy():
   result = interop.calibrated_plan(batch_selection_strategy=BALLS, strategy=COEFS, epsilon=2.0,
-                                   delta=1e-5, noise_seed=11, l2_clip_norm=3.0,
-                                   rescale_to_unit_norm=False, normalize_by=2.0, **QUICK)
+                                   delta=1e-5, noise_seed=11, accountant='unamplified_gaussian',
+                                   plan=CLIPPED)
   plan = result.plan
   assert isinstance(plan, execution_plan.DPExecutionPlan)
   assert plan.batch_selection_strategy is BALLS
@@ -88,12 +90,12 @@ def test_plan_pieces_and_noise_of_a_banded_toeplitz_strategy():
   white = _assert_white(result, steps=8)
   # The same seed gives the same noise; another seed other noise.
   again = interop.calibrated_plan(batch_selection_strategy=BALLS, strategy=COEFS, epsilon=2.0,
-                                  delta=1e-5, noise_seed=11, l2_clip_norm=3.0,
-                                  rescale_to_unit_norm=False, normalize_by=2.0, **QUICK)
+                                  delta=1e-5, noise_seed=11, accountant='unamplified_gaussian',
+                                  plan=CLIPPED)
   np.testing.assert_array_equal(_noise(again.plan, 2), _noise(plan, 2))
   other = dataclasses.replace(result, plan=interop.calibrated_plan(
       batch_selection_strategy=BALLS, strategy=COEFS, epsilon=2.0, delta=1e-5, noise_seed=12,
-      l2_clip_norm=3.0, rescale_to_unit_norm=False, normalize_by=2.0, **QUICK).plan)
+      accountant='unamplified_gaussian', plan=CLIPPED).plan)
   assert not np.array_equal(_noise(other.plan, 2), _noise(plan, 2))
   assert white.shape == (8, DIMENSION)
 
@@ -124,7 +126,8 @@ def test_sigma_is_jaxaccts_deterministic_calibration_bit_for_bit(balls_auto):
       epsilon=2.0, delta=1e-5)
   assert balls_auto.guarantee == direct
   assert balls_auto.guarantee.noise_multiplier == mechanism.noise_multiplier
-  assert balls_auto.guarantee.method == 'deterministic' and balls_auto.calibration is None
+  assert balls_auto.guarantee.method == 'deterministic' and balls_auto.calibration.record is None
+  assert balls_auto.calibration.choice.name == 'auto'
   assert balls_auto.comparison.jax_privacy_sigma is None
   assert 'no accountant for balls-in-bins' in balls_auto.comparison.reason
   text = balls_auto.summary()
@@ -166,7 +169,7 @@ def test_comparison_on_cyclic_poisson_reads_jax_privacys_own_plan():
   sampler = bs.CyclicPoissonSampling(sampling_prob=0.5, iterations=16, cycle_length=2)
   result = interop.calibrated_plan(batch_selection_strategy=sampler, strategy=COEFS,
                                    epsilon=2.0, delta=1e-2, noise_seed=9, accountant='pld',
-                                   tolerance=1e-7)
+                                   accountant_options={'tolerance': 1e-7})
   c = result.comparison
   assert c.reason is None and c.jaxacct_accountant == 'pld' == result.guarantee.accountant
   assert np.isfinite(c.jaxacct_sigma) and np.isfinite(c.jax_privacy_sigma)
@@ -265,8 +268,14 @@ REFUSALS = {
         sampling_prob=0.5, iterations=8, cycle_length=2, truncated_batch_size=4)),
                                        'dataset_size'),
     'monte_carlo_option_to_deterministic': (
-        dict(monte_carlo=jaxacct.MonteCarloOptions(num_samples=100)), 'monte_carlo: '),
-    'clip_norm_zero': (dict(l2_clip_norm=0.0, rescale_to_unit_norm=False), 'l2_clip_norm'),
+        dict(monte_carlo=jaxacct.MonteCarloOptions(num_samples=100)),
+        'calibrate: monte_carlo is for Monte Carlo calibration'),
+    'clip_norm_zero': (dict(plan=interop.PlanOptions(l2_clip_norm=0.0,
+                                                      rescale_to_unit_norm=False)),
+                       'l2_clip_norm'),
+    'moved_clip_keyword': (dict(l2_clip_norm=2.0), r'l2_clip_norm= moved to plan=jaxacct\.interop'),
+    'moved_monte_carlo_keyword': (dict(num_samples=10), 'num_samples= moved to monte_carlo='),
+    'moved_accountant_option': (dict(tolerance=1e-6), r"accountant_options=\{'tolerance'"),
     'config_iterations': (dict(strategy=execution_plan.BandMFExecutionPlanConfig(
         iterations=6, strategy=COEFS, noise_multiplier=1.0, epsilon=None, delta=None)),
                           'iterations=6'),
