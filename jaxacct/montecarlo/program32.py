@@ -63,14 +63,9 @@ MAX_ITERATIONS = 1 << 19
 
 
 def refusal(mechanism, kernel: SchemeKernel) -> str | None:
-  """None when the 32-bit program serves ``mechanism``, else the reason."""
-  if not kernel.serves_32bit:
-    scheme = mechanism.scheme
-    name = ('truncated ' if scheme.truncates else '') + type(scheme).__name__
-    return (f'the 32-bit program (float32 with a certified margin) does not serve {name} yet; '
-            'it serves Poisson and BMinSep (cold and warm start, truncated or not), '
-            'CyclicPoisson, BallsInBins and MultiAttributionBMinSep, with BandedToeplitz or '
-            'LowerTriangular; run this scheme in float64')
+  """None when the 32-bit program serves ``mechanism`` (every registered family does), else the
+  reason."""
+  del kernel  # every kernel has the 32-bit program; the limit is the run's length
   if mechanism.iterations >= MAX_ITERATIONS:
     return (f'the 32-bit program needs iterations < {MAX_ITERATIONS} (its participation draft is '
             f'exact to within two rounds below that), got {mechanism.iterations}')
@@ -78,9 +73,9 @@ def refusal(mechanism, kernel: SchemeKernel) -> str | None:
 
 
 def check_float32_kernel(mechanism, kernel: SchemeKernel) -> None:
-  """ValueError when a float32 kernel has neither the 32-bit program for ``mechanism`` nor the
-  older mixed float32 kernels (a kernel that ``serves_32bit`` has only the 32-bit program)."""
-  if kernel.dtype != 'float32' or not kernel.serves_32bit:
+  """``InputError`` when a float32 kernel's mechanism is one the 32-bit program does not serve
+  (float32 is that program only: there is no float32 arithmetic without its margin)."""
+  if kernel.dtype != 'float32':
     return
   reason = refusal(mechanism, kernel)
   if reason is not None:

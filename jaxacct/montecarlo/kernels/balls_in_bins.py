@@ -142,7 +142,6 @@ class BallsInBinsKernel(SchemeKernel):
     return cls(mechanism.iterations, mechanism.scheme.cycle_length, dtype.name)
 
 
-  serves_32bit = True
 
   def params(self, mechanism) -> NoParams | Params32:
     return NoParams() if self.dtype == 'float64' else params32(mechanism)

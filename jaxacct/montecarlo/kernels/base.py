@@ -58,11 +58,6 @@ class SchemeKernel(abc.ABC):
   iterations: int
   dtype: str
 
-  serves_32bit: ClassVar[bool] = False
-  """True when the kernel has the 32-bit program (``precision="float32"``, certified margin):
-  ``params`` of a float32 kernel are then 32-bit host arrays and ``log_ratio_with_margin``
-  returns (L̂, η)."""
-
   releases_batch_sizes: ClassVar[bool] = False
   """True when the outputs include the other examples' batch sizes (truncation, App. D)."""
 
@@ -116,14 +111,16 @@ class SchemeKernel(abc.ABC):
                 direction: str) -> jax.Array:
     """ln P(y)/Q(y) (N,) from d = Cᵀy (N, n); bounds for inexact views (per ``direction``)."""
 
+  @abc.abstractmethod
   def log_ratio_with_margin(self, d: jax.Array, params, noise_multiplier: jax.Array,
                             kappa: jax.Array, view, info, direction: str,
                             product_error: jax.Array) -> tuple[jax.Array, jax.Array]:
     """32-bit program: (L̂, η) with |L̂ − L(y)| ≤ η per sample (``montecarlo/margin.py``).
+    Every kernel has it (``precision="float32"`` is this program only; with a float32 kernel,
+    ``params`` are 32-bit host arrays).
 
     ``kappa`` ≥ 1/(2σ²); ``product_error`` ≥ max_i |d̂_i − d_i| per sample.
     """
-    raise NotImplementedError(f'{type(self).__name__} has no 32-bit program')
 
   def log_ratios_for_sigmas_with_margin(self, mean_products: jax.Array | None,
                                         noise_products: jax.Array, params, noise_multipliers,

@@ -651,7 +651,6 @@ class BMinSepKernel(SchemeKernel):
     return cls(mechanism.iterations, b, warm, dtype.name)
 
 
-  serves_32bit = True
 
   def params(self, mechanism) -> SamplingProbParams | Params32:
     if self.dtype == 'float64':

@@ -149,7 +149,6 @@ class CyclicPoissonKernel(SchemeKernel):
     return cls(mechanism.iterations, scheme.cycle_length, scheme.partition, dtype.name)
 
 
-  serves_32bit = True
 
   def params(self, mechanism) -> SamplingProbParams | Params32:
     if self.dtype == 'float64':

@@ -241,7 +241,6 @@ class MultiAttributionKernel(SchemeKernel):
     return cls(mechanism.iterations, scheme.min_sep, scheme.max_examples_per_user, dtype.name)
 
 
-  serves_32bit = True
 
   def params(self, mechanism) -> bminsep.SamplingProbParams | Params32:
     if self.dtype == 'float64':

@@ -588,7 +588,6 @@ class TruncatedBMinSepKernel(SchemeKernel):
     return cls(mechanism.iterations, b, warm, dtype.name)
 
 
-  serves_32bit = True
 
   def params(self, mechanism) -> TruncatedParams | TruncatedParams32:
     scheme = mechanism.scheme
