@@ -1,6 +1,9 @@
 """Scheme configuration: validation, participation rates, constructors (seed 000 §2, §4)."""
 
+import ast
 import dataclasses
+import pathlib
+import sys
 
 import jax
 import numpy as np
@@ -8,6 +11,11 @@ import pytest
 
 import jaxacct
 from jaxacct import schemes
+from jaxacct.montecarlo import kernels
+
+import family_examples
+
+SCHEMES = pathlib.Path(__file__).resolve().parents[1] / 'jaxacct' / 'schemes'
 
 
 def test_schemes_are_frozen_keyword_only():
@@ -92,21 +100,84 @@ def test_non_integer_fields_and_unknown_partition():
 
 
 def test_every_scheme_implements_the_interface():
-  for scheme in [jaxacct.Poisson(sampling_prob=0.5, iterations=3),
-                 jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=2),
-                 jaxacct.BallsInBins(iterations=3, cycle_length=2),
-                 jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=3, cycle_length=2)]:
+  for scheme in [e for examples in family_examples.EXAMPLES.values() for e in examples]:
     assert isinstance(scheme, schemes.SamplingScheme)
     assert 0 < scheme.expected_participation_rate <= 1
 
 
 # ------------------------------------------------------------- one registration per family
+def registering_modules(folder: pathlib.Path) -> dict[str, str]:
+  """Config name -> module, for each module of ``folder`` with a class decorated
+  ``@register('<name>')`` / ``@base.register('<name>')`` (read with ``ast``)."""
+  found = {}
+  for path in sorted(folder.glob('*.py')):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, ast.ClassDef):
+        for decorator in node.decorator_list:
+          if (isinstance(decorator, ast.Call) and decorator.args
+              and isinstance(decorator.args[0], ast.Constant)
+              and getattr(decorator.func, 'attr', getattr(decorator.func, 'id', None))
+              == 'register'):
+            found[decorator.args[0].value] = path.stem
+  return found
+
+
+def kernel_contract_classes() -> list[type]:
+  """The ``KernelContract`` test classes (``tests/montecarlo``), imported if not yet."""
+  folder = str(pathlib.Path(__file__).resolve().parent / 'montecarlo')
+  if folder not in sys.path:
+    sys.path.append(folder)
+  import kernel_contract  # pylint: disable=import-outside-toplevel
+  import test_kernel_contract  # pylint: disable=import-outside-toplevel,unused-import
+  return kernel_contract.contract_classes()
+
+
+def family_gaps(names, examples, contracts) -> list[str]:
+  """What each family of ``names`` lacks: its registration, examples (``family_examples``), a
+  registered Monte Carlo kernel, a kernel contract class for one of its kernels."""
+  gaps = []
+  for name in names:
+    family = schemes.families().get(name)
+    if family is None:
+      gaps.append(f'{name}: not registered by importing jaxacct.schemes')
+      continue
+    if not examples.get(name) or not all(type(e) is family for e in examples[name]):
+      gaps.append(f'{name}: no examples in tests/family_examples.py (or wrong family)')
+    served = [k for k in kernels.registered() if family in k.schemes]
+    if not served:
+      gaps.append(f'{name}: no Monte Carlo kernel (jaxacct/montecarlo/kernels/)')
+    elif not {c.kernel for c in contracts} & set(served):
+      gaps.append(f'{name}: no KernelContract class for its kernels')
+  return gaps
+
+
+def test_every_family_module_has_examples_a_kernel_and_a_contract_class():
+  """The families are the modules of ``jaxacct/schemes/`` that register one (none listed here):
+  each is registered under its config name, has examples, a kernel and a contract class."""
+  names = registering_modules(SCHEMES)
+  assert set(names) == set(schemes.families())
+  assert names['bminsep'] == 'bminsep'
+  assert family_gaps(names, family_examples.EXAMPLES, kernel_contract_classes()) == []
+
+
+def test_a_family_without_examples_or_kernel_is_named(every_other_round, tmp_path):
+  """The negative case: one more family module (registered, but with no examples, kernel or
+  contract class) is named; so is one whose module registers nothing at import."""
+  del every_other_round
+  (tmp_path / 'every_other_round.py').write_text(
+      "@base.register('every_other_round')\nclass EveryOtherRound:\n  pass\n")
+  (tmp_path / 'helper.py').write_text('class Helper:\n  pass\n')
+  (tmp_path / 'ghost.py').write_text("@register('ghost')\nclass Ghost:\n  pass\n")
+  names = registering_modules(tmp_path)
+  assert names == {'every_other_round': 'every_other_round', 'ghost': 'ghost'}
+  assert family_gaps(names, family_examples.EXAMPLES, kernel_contract_classes()) == [
+      'every_other_round: no examples in tests/family_examples.py (or wrong family)',
+      'every_other_round: no Monte Carlo kernel (jaxacct/montecarlo/kernels/)',
+      'ghost: not registered by importing jaxacct.schemes']
+
+
 def test_every_family_is_registered_once_with_its_config_name():
   families = schemes.families()
-  assert families == {'balls_in_bins': jaxacct.BallsInBins, 'bminsep': jaxacct.BMinSep,
-                      'cyclic_poisson': jaxacct.CyclicPoisson,
-                      'multi_attribution': jaxacct.MultiAttributionBMinSep,
-                      'poisson': jaxacct.Poisson}
   for name, family in families.items():
     assert family.config_name == name and getattr(jaxacct, family.__name__) is family
   # The config keys are the dataclass fields and the from_expected_batch_size parameters.

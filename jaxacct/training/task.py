@@ -302,7 +302,7 @@ def load_task(spec: str, options: dict | None = None,
                               "install -e '.[train]')") from None
   else:
     try:
-      module = importlib.import_module(where)
+      module = importlib.import_module(where)  # layering: user module
     except ImportError as error:
       raise InputError(f'training.task: cannot import {where!r} ({error})') from None
   factory = getattr(module, factory_name, None)

@@ -1,7 +1,9 @@
 """The accountant registry, ``accountant="auto"``, and the config/CLI choice of accountant."""
 
+import ast
 import json
 import pathlib
+import sys
 import typing
 
 import pytest
@@ -18,8 +20,29 @@ TRUNCATED_POISSON = jaxacct.Poisson(sampling_prob=0.1, iterations=6, truncated_b
                                     dataset_size=200)
 COARSE = {'value_discretization_interval': 1e-3}
 
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / 'jaxacct' / 'deterministic'
+
+
+def registered_names(package: pathlib.Path) -> tuple[str, ...]:
+  """The accountant names the modules imported by ``package/__init__.py`` register, in import
+  order (read with ``ast``: each ``@register``-ed class's ``name = '...'``)."""
+  names = []
+  for node in ast.parse((package / '__init__.py').read_text()).body:
+    if isinstance(node, ast.ImportFrom) and node.module:
+      for alias in node.names:
+        path = package / f'{alias.name}.py'
+        for cls in ast.parse(path.read_text()).body if path.exists() else ():
+          if isinstance(cls, ast.ClassDef) and any(
+              isinstance(d, (ast.Name, ast.Attribute)) and
+              getattr(d, 'id', getattr(d, 'attr', None)) == 'register'
+              for d in cls.decorator_list):
+            names += [s.value.value for s in cls.body if isinstance(s, ast.Assign) and
+                      [getattr(t, 'id', None) for t in s.targets] == ['name']]
+  return tuple(names)
+
+
 # The package's accountants, in registration order (``jaxacct/deterministic/__init__.py``).
-REGISTERED = ('pld', 'unamplified_gaussian', 'renyi', 'conditional_composition', 'mmcc')
+REGISTERED = registered_names(PACKAGE)
 
 
 @typing.final
@@ -48,6 +71,52 @@ def test_registered_accountants_in_order():
   assert base.available() == REGISTERED
   assert [a.name for a in base.accountants()] == list(base.available())
   assert base.get('pld') is base.get('pld')
+
+
+def test_registered_names_are_read_from_the_package(tmp_path):
+  """The negative case: a module the package imports that registers one more accountant is
+  named, in its place; a registered class in a module not imported is not."""
+  assert REGISTERED[:2] == ('pld', 'unamplified_gaussian')
+  (tmp_path / '__init__.py').write_text(
+      'from jaxacct.deterministic import extra as extra\n'
+      'from jaxacct.deterministic import mmcc as mmcc\n')
+  registered = '@register\n@typing.final\nclass Extra(base.DeterministicAccountant):\n' \
+               '  name = {!r}\n'
+  (tmp_path / 'extra.py').write_text(registered.format('extra'))
+  (tmp_path / 'mmcc.py').write_text(registered.format('mmcc'))
+  (tmp_path / 'other.py').write_text(registered.format('other'))
+  assert registered_names(tmp_path) == ('extra', 'mmcc')
+
+
+def contract_classes() -> dict[str, list[str]]:
+  """The ``AccountantContract`` test classes of the imported test modules, by accountant name."""
+  from accountant_contract import AccountantContract  # pylint: disable=import-outside-toplevel
+  found, pending = {}, [AccountantContract]
+  while pending:
+    for subclass in pending.pop().__subclasses__():
+      pending.append(subclass)
+      if subclass.name:
+        found.setdefault(subclass.name, []).append(subclass.__qualname__)
+  return found
+
+
+def missing_contracts(names, classes) -> list[str]:
+  """The accountants of ``names`` without a collected (``Test…``) contract class."""
+  return [n for n in names if not any(c.startswith('Test') for c in classes.get(n, ()))]
+
+
+def test_every_registered_accountant_has_a_contract_test_class():
+  """Each registered accountant runs ``accountant_contract.AccountantContract``: its test module
+  (``test_<module>.py`` beside this one) defines the class. The modules are imported here so the
+  check does not depend on which files this run collected."""
+  import importlib  # pylint: disable=import-outside-toplevel
+  here = pathlib.Path(__file__).resolve().parent
+  for path in sorted(here.glob('test_*.py')):
+    if 'AccountantContract)' in path.read_text() and path.stem not in sys.modules:
+      importlib.import_module(path.stem)
+  assert missing_contracts(base.available(), contract_classes()) == []
+  # The negative case: an accountant without its class is named.
+  assert missing_contracts(('pld', 'extra'), contract_classes()) == ['extra']
 
 
 def test_registry_refuses_collisions_reserved_names_and_non_accountants():
