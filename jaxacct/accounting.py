@@ -140,14 +140,22 @@ def choose(mechanism: MatrixMechanism, accountant: str = AUTO, *,
                      f'{adjacency!r}')
   taken = {**options, 'adjacency': adjacency}
   if name == AUTO:
-    chosen = deterministic_functions.chosen_accountants(mechanism, AUTO, taken, at_sigma=False)
+    try:
+      chosen = deterministic_functions.chosen_accountants(mechanism, AUTO, taken,
+                                                          at_sigma=False)  # σ: a placeholder
+    except InputError as error:  # none supports it: every accountant's reason
+      raise type(error)(f'accountant: auto: {error}') from None
     return AccountantChoice(accountant, name, (
         f'{deterministic.superseding_monte_carlo(mechanism)} supersedes Monte Carlo for '
         f'{type(mechanism.scheme).__name__}; the tightest of '
         f'{", ".join(a.name for a, _ in chosen)} answers'), adjacency)
-  refusal = deterministic.get(name).supports(mechanism, **taken)
+  try:
+    refusal = deterministic.get(name).supports(mechanism, **taken)
+  except (TypeError, ValueError) as error:  # an option it does not take, or a value it refuses
+    kind = InputTypeError if isinstance(error, TypeError) else InputError
+    raise kind(f'accountant_options: {error}') from None
   if refusal is not None:
-    raise InputError(f'accountant {name!r} cannot account this mechanism: {refusal}')
+    raise InputError(f'accountant: {refusal}')
   return AccountantChoice(accountant, name, 'requested', adjacency)
 
 

@@ -39,8 +39,6 @@ import yaml
 
 from jaxacct import accounting, schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
-from jaxacct.conventions import Adjacency
-from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base as deterministic
 from jaxacct import strategy as strategy_lib  # keys registered by the strategy modules
 from jaxacct.mechanism import MatrixMechanism
@@ -752,26 +750,11 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}'
                       + _did_you_mean(adjacency, ADJACENCIES))
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  try:
-    choice = accounting.choose_accountant(probe, choice, adjacency=adjacency)
+  try:  # the library's one resolution (accounting.choose); its refusals name the argument
+    return accounting.choose(probe, choice, adjacency=adjacency,
+                             accountant_options=options).name
   except InputError as error:
-    raise ConfigError(str(error)) from None
-  if choice == MONTE_CARLO:
-    return choice
-  if choice == AUTO:
-    try:
-      deterministic_functions.chosen_accountants(probe, AUTO, {'adjacency': adjacency},
-                                                 at_sigma=False)  # σ: a placeholder
-    except ValueError as error:  # none supports it: every accountant's reason
-      raise ConfigError(f'accountant: auto: {_in_config_terms(error)}') from None
-    return choice
-  try:
-    reason = deterministic.get(choice).supports(probe, adjacency=adjacency, **options)
-  except (TypeError, ValueError) as error:  # an option the accountant does not take / refuses
-    raise ConfigError(f'accountant_options: {error}') from None
-  if reason is not None:
-    raise ConfigError(f'accountant: {_in_config_terms(reason)}')
-  return choice
+    raise ConfigError(_in_config_terms(error)) from None
 
 
 def _in_config_terms(message) -> str:

@@ -18,6 +18,7 @@ from typing import Callable
 import jax
 import numpy as np
 
+from jaxacct import accounting
 from jaxacct import config as config_lib
 from jaxacct import progress as progress_lib
 from jaxacct import report
@@ -31,7 +32,6 @@ from jaxacct.montecarlo import ledger as ledger_lib
 from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo import sharding
-from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
 from jaxacct.options import MonteCarloOptions, RunOptions
 
 
@@ -573,24 +573,26 @@ def _check_retry(ledger, raw, mechanism) -> None:
 
 
 def calibrated(args, raw, scheme, matrix) -> tuple:
-  """(mechanism, guarantee, payload, EVR record or None) at the config's (ε, δ)."""
+  """(mechanism, guarantee, payload, EVR record or the deterministic curve) at the config's
+  (ε, δ): ``jaxacct.calibrate`` with the config's request; the CLI adds its context (seed,
+  seconds, ledger file, precision reason) to the result's own ``to_dict``."""
   cal = calibration_section(raw)
   started = time.perf_counter()
   name = config_lib.accountant_from(raw, scheme, matrix)
+  request = dict(epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+                 accountant=raw.get('accountant', config_lib.AUTO),
+                 adjacency=config_lib.setting(raw, 'adjacency'))
   if name != config_lib.MONTE_CARLO:
     options = config_lib.accountant_options(raw)
-    mechanism, g = deterministic.calibrate_deterministic(
-        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        accountant=name, adjacency=config_lib.setting(raw, 'adjacency'),
-        progress=reporter(args, unit='probes'),
-        **options)
+    result = accounting.calibrate(scheme, matrix, **request, accountant_options=options,
+                                  run=RunOptions(progress=reporter(args, unit='probes')))
+    g = result.guarantee
     # auto: every accountant's ε at the calibrated σ, so the report shows which ran and why
     # the named one was chosen
-    curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=g.adjacency,
-                                        **options)
     payload = {**g.to_dict(), 'accountant_options': options,
-               'explanation': curve.explain(g.delta), 'seconds': time.perf_counter() - started}
-    return mechanism, g, payload, curve
+               'explanation': result.explain()['curve'],
+               'seconds': time.perf_counter() - started}
+    return result.mechanism, g, payload, result.curve
   seed = int(config_lib.setting(raw, 'calibration.seed'))
   options = config_lib.library_keywords(raw, 'calibration', (
       'num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
@@ -599,9 +601,8 @@ def calibrated(args, raw, scheme, matrix) -> tuple:
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)
   with declared_in_config():
-    result = calibrate_noise_multiplier(
-        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        key=jax.random.key(seed),
+    result = accounting.calibrate(
+        scheme, matrix, **request, key=seed,
         monte_carlo=MonteCarloOptions(precision=choice.precision, **options),
         run=run_options(args, reporter(args), ledger=ledger_lib.ledger_from(ledger)))
   # The config's seed replaces the guarantee's key words (those of jax.random.key(seed)).
