@@ -108,7 +108,7 @@ class AccountantChoice:
     return dataclasses.asdict(self)
 
 
-def choose(mechanism: MatrixMechanism, accountant: str = AUTO, *,
+def choose(mechanism: MatrixMechanism, accountant: str | AccountantChoice = AUTO, *,
            adjacency: str = Adjacency.ZERO_OUT.value,
            accountant_options: dict | None = None) -> AccountantChoice:
   """The one place ``accountant`` is resolved for a mechanism (σ is not read), with the reason;
@@ -117,13 +117,20 @@ def choose(mechanism: MatrixMechanism, accountant: str = AUTO, *,
   ``"auto"``: the deterministic accountants where one supersedes Monte Carlo for the mechanism
   (``DeterministicAccountant.supersedes_monte_carlo``), and then one of them must support it
   under ``adjacency`` and ``accountant_options``; else verified Monte Carlo. A named
-  deterministic accountant must support the mechanism (its refusal is the error's text).
+  deterministic accountant must support the mechanism (its refusal is the error's text). An
+  ``AccountantChoice`` (made earlier in the same run, e.g. by the CLI before its plan) is
+  returned as is: ``auto`` is resolved once per run.
 
   Raises:
     InputError: an unknown accountant or adjacency; Monte Carlo under an adjacency other than
       zero-out; a deterministic choice that does not support the mechanism (with its reason).
     InputTypeError: an option no chosen accountant takes.
   """
+  if isinstance(accountant, AccountantChoice):  # made once per run by its caller
+    if accountant.adjacency != adjacency:
+      raise InputError(f'adjacency: {adjacency} differs from the choice\'s '
+                       f'{accountant.adjacency}')
+    return accountant
   options = {} if accountant_options is None else dict(accountant_options)
   name = choose_accountant(mechanism, accountant, adjacency=adjacency)
   if name == MONTE_CARLO:
@@ -333,7 +340,7 @@ def _phase_runs(run: RunOptions) -> tuple[RunOptions, RunOptions]:
 
 @options_lib.moved
 def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
-              accountant: str = AUTO, adjacency: str = Adjacency.ZERO_OUT.value,
+              accountant: str | AccountantChoice = AUTO, adjacency: str = Adjacency.ZERO_OUT.value,
               accountant_options: dict | None = None,
               monte_carlo: MonteCarloOptions | None = None,
               run: RunOptions | None = None) -> Calibration:
@@ -352,7 +359,8 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
     scheme, strategy: the sampling scheme and the strategy matrix C.
     epsilon, delta: the target (δ is the overall δ for Monte Carlo).
     key: a JAX key or an int seed, required for Monte Carlo (never a default key).
-    accountant: ``"auto"``, ``"monte_carlo"`` or a registered deterministic accountant.
+    accountant: ``"auto"``, ``"monte_carlo"`` or a registered deterministic accountant (or
+      the ``AccountantChoice`` of ``choose``, made once per run).
     adjacency: the neighbouring relation (Monte Carlo: zero-out only).
     accountant_options: the deterministic accountant's options (e.g. pld's
       ``value_discretization_interval``) and its σ search's ``tolerance``.
@@ -388,13 +396,14 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
     raise InputError(f'monte_carlo.estimate_only: {choice.name} calibrates this mechanism '
                      'deterministically (a guarantee in one search, nothing to estimate); '
                      "drop it, or use accountant='monte_carlo'")
-  if accountant != AUTO:
+  if choice.requested != AUTO:
     unused = [name for name, on in (('key', key is not None),
                                     ('monte_carlo', given != MonteCarloOptions()),
                                     ('run.ledger', run.ledger is not None)) if on]
     if unused:
       raise InputError(f'calibrate: {unused[0]} is for Monte Carlo calibration, not used by '
-                       f'accountant={accountant!r}; drop it, or use accountant=\'monte_carlo\'')
+                       f'accountant={choice.requested!r}; drop it, or use '
+                       'accountant=\'monte_carlo\'')
   mechanism, guarantee = deterministic_functions.calibrate_deterministic(
       scheme, strategy, epsilon=epsilon, delta=delta, accountant=choice.name,
       adjacency=adjacency, progress=run.progress, **search, **options)

@@ -224,7 +224,7 @@ class _RegisteredAccountant(_Choice):
 
 
 class _AccountantName(_Choice):
-  """``accountant``: a non-empty name at load; ``accountant_from`` checks it against the
+  """``accountant``: a non-empty name at load; ``accountant_choice`` checks it against the
   accountants registered by then (naming them)."""
 
   def __init__(self):
@@ -722,9 +722,11 @@ def accountant_options(raw: dict) -> dict:
   return dict(options)
 
 
-def accountant_from(raw: dict, scheme, matrix) -> str:
-  """``"monte_carlo"``, a deterministic accountant's name, or ``"auto"`` for the tightest of the
-  deterministic accountants that support the config (``jaxacct.deterministic.accountant``).
+def accountant_choice(raw: dict, scheme, matrix) -> accounting.AccountantChoice:
+  """The config's ``accountant:`` resolved for its mechanism (``accounting.choose``, once per
+  run: the CLI passes the choice on): its ``name`` is ``"monte_carlo"``, a deterministic
+  accountant's name, or ``"auto"`` for the tightest of the deterministic accountants that
+  support the config (``jaxacct.deterministic.accountant``).
 
   ``auto`` in a config is deterministic when some registered accountant supersedes Monte
   Carlo for the mechanism (``DeterministicAccountant.supersedes_monte_carlo``): truncated
@@ -751,8 +753,7 @@ def accountant_from(raw: dict, scheme, matrix) -> str:
                       + _did_you_mean(adjacency, ADJACENCIES))
   probe = MatrixMechanism(scheme, matrix, 1.0)
   try:  # the library's one resolution (accounting.choose); its refusals name the argument
-    return accounting.choose(probe, choice, adjacency=adjacency,
-                             accountant_options=options).name
+    return accounting.choose(probe, choice, adjacency=adjacency, accountant_options=options)
   except InputError as error:
     raise ConfigError(_in_config_terms(error)) from None
 

@@ -51,12 +51,12 @@ def _calibrate(args, raw) -> dict:
     return _estimate(args, raw)
   calibration_section(raw)  # a config error before the strategy is built
   stand_in, _ = plan_mechanism(raw)  # an optimised band is built after the checks below
-  check_state_files(args, raw, ledger=config_lib.accountant_from(
-      raw, stand_in.scheme, stand_in.matrix) == config_lib.MONTE_CARLO, mechanism=stand_in)
-  projected = check_budget(args, raw)
+  choice = config_lib.accountant_choice(raw, stand_in.scheme, stand_in.matrix)  # once per run
+  check_state_files(args, raw, ledger=choice.monte_carlo, mechanism=stand_in)
+  projected = check_budget(args, raw, choice)
   started = time.perf_counter()  # the run the plan projects: calibration and report curve
   with calibration_lib.planned_by_caller():  # check_budget printed the plan
-    mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw))
+    mechanism, g, payload, found = calibrated(args, raw, *scheme_and_matrix(raw), choice)
   with_prefix_error(mechanism, payload)
   folder = output_dir(args, raw)
   # The released σ and its guarantee first (atomically), the curve and the figures after.
@@ -103,7 +103,7 @@ def _estimate(args, raw) -> dict:
   sweep, an estimate projected over --max-minutes unless --force."""
   cal = calibration_section(raw)
   stand_in, _ = plan_mechanism(raw)
-  name = config_lib.accountant_from(raw, stand_in.scheme, stand_in.matrix)
+  name = config_lib.accountant_choice(raw, stand_in.scheme, stand_in.matrix).name
   if name != config_lib.MONTE_CARLO:
     raise config_lib.ConfigError(
         f'--estimate-only estimates σ by Monte Carlo, and this config is accounted by {name}: '

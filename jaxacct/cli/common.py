@@ -44,19 +44,18 @@ def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_
 DEFAULT_MAX_MINUTES = 30.0
 
 
-def check_budget(args, raw, report: bool = True, then: tuple[str, float] | None = None
-                 ) -> float | None:
+def check_budget(args, raw, choice, report: bool = True,
+                 then: tuple[str, float] | None = None) -> float | None:
   """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
   projected time here) on stderr, and refuse it when the projection exceeds
   ``--max-minutes`` (default 30; ``--force`` lifts only the default). ``report`` False: the
   run draws no report curve and figures of its own (``train``), so they are left out.
   ``then``: (what, seconds) of work after the calibration that the budget covers too
-  (``train``'s training). Returns
+  (``train``'s training). ``choice``: the run's ``AccountantChoice``. Returns
   the projected seconds of the run after the plan, ``then`` included (the calibration's
   share is None without a Monte Carlo calibration), which the report records beside the
   measured ones."""
-  mechanism, _ = plan_mechanism(raw)
-  if config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix) != config_lib.MONTE_CARLO:
+  if not choice.monte_carlo:
     if then is not None:
       refuse_over_budget(args, then[0], then[1], '', accelerator=False)
       return then[1]
@@ -572,17 +571,16 @@ def _check_retry(ledger, raw, mechanism) -> None:
       precision=None if precision == 'auto' else precision, attempt=defaults.attempt)
 
 
-def calibrated(args, raw, scheme, matrix) -> tuple:
+def calibrated(args, raw, scheme, matrix, choice) -> tuple:
   """(mechanism, guarantee, payload, EVR record or the deterministic curve) at the config's
-  (ε, δ): ``jaxacct.calibrate`` with the config's request; the CLI adds its context (seed,
-  seconds, ledger file, precision reason) to the result's own ``to_dict``."""
+  (ε, δ): ``jaxacct.calibrate`` with the config's request and the run's ``choice``
+  (``config.accountant_choice``, made once); the CLI adds its context (seed, seconds, ledger
+  file, precision reason) to the result's own ``to_dict``."""
   cal = calibration_section(raw)
   started = time.perf_counter()
-  name = config_lib.accountant_from(raw, scheme, matrix)
-  request = dict(epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-                 accountant=raw.get('accountant', config_lib.AUTO),
-                 adjacency=config_lib.setting(raw, 'adjacency'))
-  if name != config_lib.MONTE_CARLO:
+  request = dict(epsilon=float(cal['epsilon']), delta=float(cal['delta']), accountant=choice,
+                 adjacency=choice.adjacency)
+  if not choice.monte_carlo:
     options = config_lib.accountant_options(raw)
     result = accounting.calibrate(scheme, matrix, **request, accountant_options=options,
                                   run=RunOptions(progress=reporter(args, unit='probes')))

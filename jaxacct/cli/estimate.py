@@ -83,7 +83,7 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
 
 def _estimate(args, raw) -> dict:
   mechanism = config_lib.mechanism_from(raw)
-  name = config_lib.accountant_from(raw, mechanism.scheme, mechanism.matrix)
+  name = config_lib.accountant_choice(raw, mechanism.scheme, mechanism.matrix).name
   if name != config_lib.MONTE_CARLO:
     return _estimate_deterministic(args, raw, mechanism, name)
   mc = raw.get('monte_carlo', {})

@@ -25,7 +25,7 @@ _PRECISIONS = {'run': (), 'both': ('float64', 'float32'), 'float64': ('float64',
 
 def _plan(args, raw) -> dict:
   stand_in, _ = plan_mechanism(raw)
-  name = config_lib.accountant_from(raw, stand_in.scheme, stand_in.matrix)
+  name = config_lib.accountant_choice(raw, stand_in.scheme, stand_in.matrix).name
   if name != config_lib.MONTE_CARLO:  # before any compile: there is nothing to sample
     raise config_lib.ConfigError(
         f'{args.config} is accounted deterministically ('

@@ -51,10 +51,11 @@ def _train(args, raw) -> dict:
     tracking_lib.bind(individual, MatrixMechanism(scheme, matrix, 1.0), m)
   options = config_lib.library_keywords(raw, 'training', ('clip_norm', 'learning_rate',
                                                           'momentum', 'seed'))
+  choice = None
   if noise:
     probe = MatrixMechanism(scheme, matrix, 1.0)
-    check_state_files(args, raw, ledger=config_lib.accountant_from(
-        raw, scheme, matrix) == config_lib.MONTE_CARLO, mechanism=probe)
+    choice = config_lib.accountant_choice(raw, scheme, matrix)  # once per run
+    check_state_files(args, raw, ledger=choice.monte_carlo, mechanism=probe)
   # The plan: the training's first steps timed (a discarded run, public seed), then the
   # calibration's capacity plan, whose budget covers both.
   training = project_training(task, MatrixMechanism(scheme, matrix, 1.0), noise=noise,
@@ -67,13 +68,13 @@ def _train(args, raw) -> dict:
           f'{training.seconds_per_step * 1e3:.1f} ms per step (timed on {training.timed_steps} '
           f'steps): {format_seconds(then[1])} with {figures} figure(s)', file=sys.stderr)
   if noise:
-    projected = check_budget(args, raw, report=False, then=then)
+    projected = check_budget(args, raw, choice, report=False, then=then)
   else:  # no calibration: the training alone
     refuse_over_budget(args, then[0], then[1], '', accelerator=False)
     projected = then[1]
   started = time.perf_counter()  # the run the plan projects: calibration and training
   if noise:
-    mechanism, g, calibration, _ = calibrated(args, raw, scheme, matrix)
+    mechanism, g, calibration, _ = calibrated(args, raw, scheme, matrix, choice)
   else:
     mechanism, g, calibration = MatrixMechanism(scheme, matrix, 1.0), None, None
   trained = time.perf_counter()

@@ -266,7 +266,8 @@ def test_superseding_monte_carlo(scheme, expected):
 def _accountant_of(name, **changes):
   raw = config_lib.load(CONFIGS / name, [f'{k}={v}' for k, v in changes.items()])
   scheme = config_lib.scheme_from(raw)
-  return config_lib.accountant_from(raw, scheme, config_lib.matrix_from(raw, scheme.iterations))
+  return config_lib.accountant_choice(
+      raw, scheme, config_lib.matrix_from(raw, scheme.iterations)).name
 
 
 def test_config_auto_keeps_the_shipped_configs_choices():
