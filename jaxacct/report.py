@@ -40,7 +40,7 @@ REPORT_SCHEMA = 3
 """Version of the JSON reports' layout (``report_schema`` in every file); bumped when a key
 changes meaning or disappears, or the files move. 2: individual accounting, ``curve`` of
 δ̂(ε), schema field. 3: one folder per command under the report root (``<root>/estimate``,
-``calibrate``, ``calibrate-estimate``, ``plan``, ``train``: ``cli.common.output_dir``), where
+``calibrate``, ``calibrate-estimate``, ``plan``, ``train``: ``cli._folders.output_dir``), where
 2 wrote every command's files into the root itself."""
 
 

@@ -1,6 +1,6 @@
 """Issue 43 item 5: one report folder per command under the config's report root
 (``<root>/estimate``, ``calibrate``, ``calibrate-estimate``, ``plan``, ``train``;
-``cli.common.output_dir``), so no command overwrites another's files and a rerun replaces
+``cli._folders.output_dir``), so no command overwrites another's files and a rerun replaces
 only its own report; a refused or failed run leaves no folder behind (``check_writable``
 probes and removes what it made, ``leaving_no_new_empty_folders`` clears what a run made
 before it stopped).
@@ -18,7 +18,7 @@ import pytest
 import jaxacct
 from jaxacct import cli
 from jaxacct import report
-from jaxacct.cli import common
+from jaxacct.cli import _folders
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / 'configs'
 QUICK = str(CONFIGS / 'quickstart.yaml')
@@ -130,25 +130,25 @@ def test_new_empty_folders_are_removed_when_the_block_raises(tmp_path):
   (existing / 'old').mkdir(parents=True)
   fresh = tmp_path / 'fresh' / 'deep'
   with pytest.raises(RuntimeError):
-    with common.leaving_no_new_empty_folders([existing, fresh]):
+    with _folders.leaving_no_new_empty_folders([existing, fresh]):
       (existing / 'new' / 'inner').mkdir(parents=True)  # new under an existing folder
       (existing / 'kept').mkdir()
       (existing / 'kept' / 'file').write_text('x')
       (fresh / 'a').mkdir(parents=True)
       raise RuntimeError('failed')
   assert _files(tmp_path) == ['existing', 'existing/kept', 'existing/kept/file', 'existing/old']
-  with common.leaving_no_new_empty_folders([tmp_path / 'ok']):  # no failure: nothing removed
+  with _folders.leaving_no_new_empty_folders([tmp_path / 'ok']):  # no failure: nothing removed
     (tmp_path / 'ok').mkdir()
   assert (tmp_path / 'ok').is_dir()
 
 
 def test_the_write_probe_leaves_no_folder(tmp_path):
   target = tmp_path / 'a' / 'b' / 'c'
-  common.check_writable(target, 'the report folder')
+  _folders.check_writable(target, 'the report folder')
   assert not (tmp_path / 'a').exists()
   (tmp_path / 'file').write_text('x')
   with pytest.raises(jaxacct.InputError, match=r'the report folder .*file/sub \(under --out '):
-    common.check_writable(tmp_path / 'file' / 'sub', 'the report folder',
+    _folders.check_writable(tmp_path / 'file' / 'sub', 'the report folder',
                           given=f'under --out {tmp_path / "file"}')
   assert _files(tmp_path) == ['file']
 

@@ -1,7 +1,7 @@
 """``jaxacct calibrate CONFIG``: the smallest σ passing Estimate-Verify-Release
 (``calibrate_noise_multiplier``) at the config's (ε, δ), or a deterministic accountant's
 smallest σ (``calibrate_deterministic``), with its report curve and figures, written to
-``<report root>/calibrate/`` (``common.output_dir``): ``calibration.json`` first (the released
+``<report root>/calibrate/`` (``_folders.output_dir``): ``calibration.json`` first (the released
 σ and its ledger charge), then ``delta_hat.png`` and ``candidates.png`` (Monte Carlo) or
 ``delta.png`` (deterministic).
 
@@ -22,6 +22,7 @@ import time
 
 import jax
 
+from jaxacct import accounting
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.conventions import Purpose
@@ -33,13 +34,12 @@ from jaxacct.montecarlo import plan as plan_lib
 from jaxacct.montecarlo.calibration import CalibrationRecord
 from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.progress import format_seconds
-from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated,
-                                calibration_section, check_budget, check_state_files,
-                                deterministic_curve, keep_only, output_dir, plan_mechanism,
-                                print_deterministic, print_footer, refuse_over_budget,
-                                run_options, run_precision,
-                                say_precision, scheme_and_matrix, with_prefix_error,
-                                write_on_leader)
+from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated, calibration_section,
+                                check_budget, check_state_files, deterministic_curve,
+                                plan_mechanism, print_deterministic, print_footer,
+                                refuse_over_budget, run_options, run_precision, say_precision,
+                                scheme_and_matrix, with_prefix_error)
+from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 # The calibration options of the config that the library takes (as common.calibrated).
 _OPTIONS = ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
@@ -66,20 +66,11 @@ def _calibrate(args, raw) -> dict:
   if isinstance(found, CalibrationRecord):
     # δ̂(ε) at the released σ on a fine ε grid, from the report stream (fresh draws, as many
     # as one estimation sweep): an illustration of the released σ, not part of the guarantee
-    key = keys_lib.purpose_key(jax.random.key(int(config_lib.setting(raw, 'calibration.seed'))),
-                               Purpose.REPORT)
-    curve = estimate_delta(key, mechanism, report.curve_epsilons([g.epsilon]),
-                           found.estimation_samples,
-                           monte_carlo=MonteCarloOptions(precision=g.precision),
-                           run=run_options(args, reporter(args, 'report curve'),
-                                            'report-curve'))
-    payload['curve'] = curve.to_dict()
-    write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,
-                    curve.standard_error,
-                    f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per '
-                    f'direction; verified with N = {g.num_samples:,}',
-                    num_samples=found.estimation_samples,
-                    released=(g.epsilon, g.delta), threshold=g.base_delta)
+    _report_curve(args, raw, folder, payload, mechanism, found.estimation_samples,
+                  g.precision, 'report-curve',
+                  f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per '
+                  f'direction; verified with N = {g.num_samples:,}',
+                  released=(g.epsilon, g.delta), threshold=g.base_delta)
     write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title)
     written = ('calibration.json', 'delta_hat.png', 'candidates.png')
   else:
@@ -96,6 +87,22 @@ def _calibrate(args, raw) -> dict:
   return payload
 
 
+def _report_curve(args, raw, folder, payload: dict, mechanism, samples: int, precision: str,
+                  part: str, title: str, *, released, **plot) -> None:
+  """δ̂(ε) at ``mechanism``'s σ on a fine ε grid around ``released`` ε, from the REPORT stream of
+  the calibration's seed (fresh draws, ``samples`` per direction, as many as one estimation
+  sweep): an illustration of the released (or estimated) σ, not part of any guarantee. Adds
+  ``payload['curve']`` and draws ``delta_hat*.png``; ``part`` is its checkpoint subfolder."""
+  key = keys_lib.purpose_key(jax.random.key(int(config_lib.setting(raw, 'calibration.seed'))),
+                             Purpose.REPORT)
+  curve = estimate_delta(key, mechanism, report.curve_epsilons([released[0]]), samples,
+                         monte_carlo=MonteCarloOptions(precision=precision),
+                         run=run_options(args, reporter(args, 'report curve'), part))
+  payload['curve'] = curve.to_dict()
+  write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,
+                  curve.standard_error, title, num_samples=samples, released=released, **plot)
+
+
 def _estimate(args, raw) -> dict:
   """``--estimate-only``: σ̂, its range and the verification plan, its report curve (δ̂(ε) at
   σ̂ from the report stream, as a verified calibration's) and figures; nothing is verified or
@@ -103,11 +110,11 @@ def _estimate(args, raw) -> dict:
   sweep, an estimate projected over --max-minutes unless --force."""
   cal = calibration_section(raw)
   stand_in, _ = plan_mechanism(raw)
-  name = config_lib.accountant_choice(raw, stand_in.scheme, stand_in.matrix).name
-  if name != config_lib.MONTE_CARLO:
+  accountant = config_lib.accountant_choice(raw, stand_in.scheme, stand_in.matrix)
+  if not accountant.monte_carlo:
     raise config_lib.ConfigError(
-        f'--estimate-only estimates σ by Monte Carlo, and this config is accounted by {name}: '
-        f'`jaxacct calibrate {args.config}` proves its σ directly')
+        f'--estimate-only estimates σ by Monte Carlo, and this config is accounted by '
+        f'{accountant.name}: `jaxacct calibrate {args.config}` proves its σ directly')
   check_state_files(args, raw, ledger=False)
   scheme, matrix = scheme_and_matrix(raw)
   seed = int(config_lib.setting(raw, 'calibration.seed'))
@@ -117,9 +124,9 @@ def _estimate(args, raw) -> dict:
   budget = budget_seconds(args)  # the estimate's own (--force lifts only the default)
   started = time.perf_counter()
   try:
-    result = calibration_lib.calibrate_noise_multiplier(
-        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-        key=jax.random.key(seed), monte_carlo=MonteCarloOptions(
+    result = accounting.calibrate(
+        scheme, matrix, epsilon=float(cal['epsilon']), delta=float(cal['delta']), key=seed,
+        accountant=accountant, adjacency=accountant.adjacency, monte_carlo=MonteCarloOptions(
             precision=choice.precision, estimate_only=True, **options),
         run=run_options(args, reporter(args), max_seconds=budget))
   except plan_lib.OverBudgetError as refusal:  # projected by the library before any sweep
@@ -136,20 +143,13 @@ def _estimate(args, raw) -> dict:
   write_on_leader(report.write_json, folder, 'calibration_estimate.json', payload)
   title = (f'{report.describe(mechanism)}\nestimated σ̂'
            + (', float32 program' if choice.precision == 'float32' else ''))
-  key = keys_lib.purpose_key(jax.random.key(seed), Purpose.REPORT)
-  curve = estimate_delta(key, mechanism, report.curve_epsilons([estimate.epsilon]),
-                         estimate.estimation_samples,
-                         monte_carlo=MonteCarloOptions(precision=choice.precision),
-                         run=run_options(args, reporter(args, 'report curve'),
-                                         'report-curve-estimate'))
-  payload['curve'] = curve.to_dict()
-  write_on_leader(report.plot_delta_hat, folder, curve.epsilons, curve.delta_hat,
-                  curve.standard_error,
-                  f'{title}\nδ̂(ε) from {estimate.estimation_samples:,} fresh samples per '
-                  f'direction; nothing verified', num_samples=estimate.estimation_samples,
-                  released=(estimate.epsilon, float(cal['delta'])),
-                  threshold=estimate.base_delta, point_label='estimated',
-                  name='delta_hat_estimate.png', banner=estimate.label)
+  _report_curve(args, raw, folder, payload, mechanism, estimate.estimation_samples,
+                choice.precision, 'report-curve-estimate',
+                f'{title}\nδ̂(ε) from {estimate.estimation_samples:,} fresh samples per '
+                f'direction; nothing verified',
+                released=(estimate.epsilon, float(cal['delta'])),
+                threshold=estimate.base_delta, point_label='estimated',
+                name='delta_hat_estimate.png', banner=estimate.label)
   write_on_leader(report.plot_candidates, folder, result.record, estimate.noise_multiplier,
                   title, estimate=estimate.to_dict(), name='candidates_estimate.png')
   payload['plan_check'] = {'projected_seconds': estimate.seconds_here,

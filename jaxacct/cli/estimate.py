@@ -1,6 +1,6 @@
 """``jaxacct estimate CONFIG``: the config's δ(ε) — a Monte Carlo estimate (``estimate_delta``,
 both directions with standard errors) or, with a deterministic accountant, the proven δ(ε)
-and ε(δ), written to ``<report root>/estimate/`` (``common.output_dir``): ``estimate.json``
+and ε(δ), written to ``<report root>/estimate/`` (``_folders.output_dir``): ``estimate.json``
 and ``delta_hat.png`` (Monte Carlo) or ``delta.png`` (deterministic)."""
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from jaxacct.montecarlo import precision as precision_lib
 from jaxacct.montecarlo.estimator import estimate_delta
 from jaxacct.options import MonteCarloOptions
 from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
-                                deterministic_curve,
-                                estimate_max_seconds, keep_only, output_dir,
-                                print_deterministic, print_footer, refuse_over_budget,
-                                reporter, run_options,
-                                run_precision, say_precision, write_on_leader)
+                                deterministic_curve, estimate_max_seconds, print_deterministic,
+                                print_footer, refuse_over_budget, reporter, run_options,
+                                run_precision, say_precision)
+from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 
 def _report_queries(args, curve, epsilons, target):

@@ -14,8 +14,8 @@ import argparse
 
 from jaxacct import config as config_lib
 from jaxacct import report
-from jaxacct.cli.common import (Command, capacity_plan, output_dir, plan_mechanism, print_plan,
-                                write_on_leader)
+from jaxacct.cli.common import (Command, capacity_plan, plan_mechanism, print_plan)
+from jaxacct.cli._folders import (output_dir, write_on_leader)
 
 
 # --precision: the precisions timed besides the run's own (which is always timed).

@@ -1,7 +1,7 @@
 """``jaxacct train CONFIG``: calibrate σ as ``calibrate`` does, then train the config's
 training task (``training.task``; ``examples/digits.py``) on batches of the scheme with that
 σ; reports test accuracy with the guarantee (and, with an ``individual:`` section, per-example
-privacy, Koskela et al. (2022)) in ``<report root>/train/`` (``common.output_dir``):
+privacy, Koskela et al. (2022)) in ``<report root>/train/`` (``_folders.output_dir``):
 ``training.json``, ``training.png`` and, with that section, ``individual_epsilons.png``.
 
 References:
@@ -23,10 +23,9 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo import sharding
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_state_files, check_budget, figure_seconds, keep_only,
-                                output_dir, print_footer, refuse_over_budget,
-                                scheme_and_matrix, with_prefix_error,
-                                write_on_leader)
+                                check_state_files, check_budget, figure_seconds, print_footer,
+                                refuse_over_budget, scheme_and_matrix, with_prefix_error)
+from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 
 def _train(args, raw) -> dict:
