@@ -139,16 +139,6 @@ def test_bad_run_options_are_named(fields, message):
     jaxacct.RunOptions(**fields)
 
 
-def _stopping_after(calls: int):
-  seen = []
-
-  def progress(done, total, stage):
-    seen.append(stage)
-    if len(seen) == calls:
-      raise _Stop
-  return progress
-
-
 def test_run_must_be_run_options():
   with pytest.raises(jaxacct.InputTypeError, match='run must be a jaxacct.RunOptions'):
     options_lib.run_options({'devices': None})
