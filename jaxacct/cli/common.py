@@ -188,7 +188,8 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
   cal = calibration_section(raw)
   mechanism, note = plan_mechanism(raw)
   options = config_lib.library_keywords(raw, 'calibration', (
-      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates', 'fallback'))
+      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates', 'fallback',
+      'attempt'))  # N for the declared attempt (the ledger's earlier runs are not read here)
   run = run_precision(raw, mechanism).precision
   # calibrate's report curve after the calibration (its grid: calibrate.py)
   report_epsilons = report.curve_epsilons([float(cal['epsilon'])])
