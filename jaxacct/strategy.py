@@ -11,8 +11,10 @@ places, and each goes through one method of ``Strategy``:
   (``phase_modes``) — whether the resulting loss is exact (``exact``) or a bound
   conservative in the direction asked for (Dong & Ganesh (2026) App. B), and the float32
   rounding of those products (``rounding_shape``, the 32-bit program's margin).
-- **Deterministic bounds** ask for column norms and the worst-case sensitivity of
-  separated participations (``separated_sensitivity_squared``).
+- **Deterministic bounds** ask for column norms, the worst-case sensitivity of
+  separated participations (``separated_sensitivity_squared``), the band of a banded
+  Toeplitz C (``banded_coefficients``, None otherwise) and the fixed-bin phase sums
+  (``phase_sums``).
 - **Training** asks for the bands of the streamed noise C⁻¹Z (``noise_bands``).
 
 A strategy also says which schemes it can be accounted with (``check_scheme``, called by
@@ -158,6 +160,22 @@ class Strategy(abc.ABC):
   def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
     """max (or an upper bound) of ‖C·x‖² over 0/1 patterns x with participations ≥ min_sep
     rounds apart."""
+
+  def banded_coefficients(self) -> np.ndarray | None:
+    """The band c (float64, host) when C is banded Toeplitz (C[i + k, i] = c_k), else None.
+
+    Accountants whose reductions need banded columns (cyclic Poisson's PLD, the tuple chain,
+    MMCC's cheap rows) ask this instead of the strategy's type. Default: None.
+    """
+    return None
+
+  @abc.abstractmethod
+  def phase_sums(self, cycle_length: int, iterations: int) -> np.ndarray:
+    """m_j = Σ_{r ≡ j (mod T)} C[:, r] for j < T = ``cycle_length``: float64 (T, n) (host).
+
+    The slot means of fixed-bin balls-in-bins (Schuchardt & Kalinin (2026) Lemma 2.8), the
+    same modes the Monte Carlo kernel uses.
+    """
 
   @abc.abstractmethod
   def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:

@@ -74,6 +74,7 @@ from scipy import special
 
 from jaxacct import _validate
 from jaxacct.errors import InputError
+from jaxacct.schemes.participation import Cyclic, FixedBins, MinSepChain, UserLevel
 
 DEFAULT_STATE_BUDGET = 2_000_000
 """Multiset states the chain accepts by default (a few hundred MB of tables at α = 3; the
@@ -182,25 +183,24 @@ def cyclic_law(sampling_prob: float, cycle_length: int, bands: int, random_phase
 
 
 def law_for(scheme, bands: int) -> ChainLaw:
-  """The ``ChainLaw`` of a scheme, asked by its attributes (``min_sep_chain``,
-  ``config_name``); refuses (``InputError`` naming ``scheme``) what it does not model."""
-  if getattr(scheme, 'truncates', False):
+  """The ``ChainLaw`` of a scheme's participation model (``scheme.participation``); refuses
+  (``InputError`` naming ``scheme``) what it does not model."""
+  participation = scheme.participation
+  truncation = participation.truncation
+  if truncation is not None and truncation.cuts:
     raise InputError(f'scheme: truncated batches (truncated_batch_size = '
-                     f'{scheme.truncated_batch_size}) are not a product of per-example chains '
+                     f'{truncation.batch_size}) are not a product of per-example chains '
                      '(the released batch sizes couple them, Dong & Ganesh (2026) App. D)')
-  if getattr(scheme, 'conjectural', False) or getattr(scheme, 'needs_graph', False):
-    raise InputError(f'scheme: {type(scheme).__name__} (multi-attribution) has no tuple chain '
-                     'here (Binomial multiplicities per participation)')
-  min_sep = getattr(scheme, 'min_sep_chain', None)
-  if min_sep is not None:
-    return min_sep_law(scheme.sampling_prob, min_sep, bool(getattr(scheme, 'warm_start', False)),
-                       bands)
-  name = getattr(scheme, 'config_name', None)
-  if name == 'cyclic_poisson':
-    return cyclic_law(scheme.sampling_prob, scheme.cycle_length, bands,
-                      scheme.partition == 'independent')
-  if name == 'balls_in_bins':
-    return cyclic_law(1.0, scheme.cycle_length, bands, True)
+  match participation.model:
+    case MinSepChain(sampling_prob=p, min_sep=b, warm_start=warm):
+      return min_sep_law(p, b, warm, bands)
+    case Cyclic(sampling_prob=p, cycle_length=t, partition=partition):
+      return cyclic_law(p, t, bands, partition == 'independent')
+    case FixedBins(cycle_length=t):
+      return cyclic_law(1.0, t, bands, True)
+    case UserLevel():
+      raise InputError(f'scheme: {type(scheme).__name__} (multi-attribution) has no tuple chain '
+                       'here (Binomial multiplicities per participation)')
   raise InputError(f'scheme: no tuple chain for {type(scheme).__name__}')
 
 

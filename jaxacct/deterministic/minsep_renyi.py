@@ -128,6 +128,7 @@ from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import DeterministicAccountant, Option, PrivacyCurve, check_delta
 from jaxacct.errors import InputError
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.schemes.participation import FixedBins
 
 DEFAULT_ALPHA_MAX = tilt_bound.DEFAULT_ALPHA_MAX
 DEFAULT_STATE_BUDGET = tilt_bound.DEFAULT_STATE_BUDGET
@@ -355,10 +356,10 @@ class Plan:
       else:
         orders.append(alpha)
         states[alpha] = count
-    if getattr(scheme, 'config_name', None) == 'balls_in_bins':
+    if isinstance(scheme.participation.model, FixedBins):
       moments = balls_in_bins_moments(scheme, matrix)
     else:
-      coefficients = np.asarray(matrix.c_col, np.float64)
+      coefficients = matrix.banded_coefficients()
       law = minsep_chain.law_for(scheme, coefficients.size)
       moments = reference_moments(law, coefficients, scheme.iterations)
     return cls(scheme, matrix, tuple(orders), skipped, states, moments,

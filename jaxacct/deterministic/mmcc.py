@@ -60,13 +60,13 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special, stats
 
-from jaxacct import _validate, schemes
+from jaxacct import _validate
 from jaxacct.conventions import DIRECTIONS, Adjacency
 from jaxacct.deterministic import _grid, conditional_composition, mixture_pld, pld
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic.base import DeterministicAccountant, Option, register
 from jaxacct.errors import InputError
-from jaxacct.strategies.banded_toeplitz import BandedToeplitz
+from jaxacct.schemes.participation import Cyclic, FixedBins, MinSepChain
 
 DEFAULT_DISCRETIZATION = 1e-3  # Δ₁, the PLD grid
 DEFAULT_SENSITIVITY_STEPS = 100  # Δ₂ = max C / 100 unless given
@@ -388,25 +388,28 @@ def _check_sensitivity_step(value):
 
 
 def _refusal_for_scheme(scheme) -> str | None:
-  if isinstance(scheme, (schemes.Poisson, schemes.BMinSep)) and scheme.min_sep_chain == 1:
-    if scheme.truncates:
-      return ('truncated Poisson (a fixed batch size) makes participations dependent, and '
-              "MMCC's Lemma 4.9 needs them independent; the 'pld' accountant covers it with one "
-              'band, Monte Carlo otherwise')
-    return None
-  if isinstance(scheme, schemes.BMinSep):
-    return ('b-min-sep sampling with min_sep > 1 (Dong & Ganesh) is not the "b-min-sep" of '
-            "Choquette-Choo et al. (2023) App. A (that one is jaxacct's CyclicPoisson): its "
-            "participations are not independent across rounds; use the 'pld' accountant (one "
-            "band) or Monte Carlo")
-  if isinstance(scheme, schemes.CyclicPoisson):
-    return ("cyclic Poisson is the 'b-min-sep sampling' of Choquette-Choo et al. (2023) App. A; "
-            "with at most cycle_length bands the 'pld' accountant is exact for it (App. A's "
-            'Generalized-MMCC reduces to that analysis), and Generalized-MMCC for more bands is '
-            'not implemented')
-  if isinstance(scheme, schemes.BallsInBins):
-    return ("balls-in-bins fixes one participation per epoch (not independent); use 'renyi' or "
-            "'conditional_composition' (Schuchardt & Kalinin (2026))")
+  """None for independent Poisson participations (the b-min-sep chain with b = 1, untruncated),
+  else why not, by the participation model."""
+  match scheme.participation.model:
+    case MinSepChain(min_sep=1):
+      if scheme.truncates:
+        return ('truncated Poisson (a fixed batch size) makes participations dependent, and '
+                "MMCC's Lemma 4.9 needs them independent; the 'pld' accountant covers it with "
+                'one band, Monte Carlo otherwise')
+      return None
+    case MinSepChain():
+      return ('b-min-sep sampling with min_sep > 1 (Dong & Ganesh) is not the "b-min-sep" of '
+              "Choquette-Choo et al. (2023) App. A (that one is jaxacct's CyclicPoisson): its "
+              "participations are not independent across rounds; use the 'pld' accountant (one "
+              "band) or Monte Carlo")
+    case Cyclic():
+      return ("cyclic Poisson is the 'b-min-sep sampling' of Choquette-Choo et al. (2023) App. "
+              "A; with at most cycle_length bands the 'pld' accountant is exact for it (App. "
+              "A's Generalized-MMCC reduces to that analysis), and Generalized-MMCC for more "
+              'bands is not implemented')
+    case FixedBins():
+      return ("balls-in-bins fixes one participation per epoch (not independent); use 'renyi' "
+              "or 'conditional_composition' (Schuchardt & Kalinin (2026))")
   return (f'{type(scheme).__name__} participations are not independent Poisson draws; use '
           'Monte Carlo')
 
@@ -455,14 +458,15 @@ class MMCCAccountant(DeterministicAccountant):
     step = options['sensitivity_discretization']
     if step is None:
       step = float(entries.max()) / DEFAULT_SENSITIVITY_STEPS
-    return entries, float(mechanism_or_probe.scheme.sampling_prob), step
+    return entries, float(mechanism_or_probe.scheme.participation.model.sampling_prob), step
 
   def _size_refusal(self, mechanism, options):
     # The widest row pair: N(S, σ²) with S ≤ the largest row sum of C (every p̃ = 1), rounded
     # up to the lattice Δ₂ by at most one Δ₂ per entry of the row. A banded C's longest row is
     # its band (no n×n C is built for the check).
-    if isinstance(mechanism.matrix, BandedToeplitz):
-      rows = np.asarray(mechanism.matrix.c_col, np.float64)[None, :mechanism.iterations]
+    band = mechanism.matrix.banded_coefficients()
+    if band is not None:
+      rows = band[None, :mechanism.iterations]
     else:
       rows = strategy_entries(mechanism.matrix, mechanism.iterations)
     step = options['sensitivity_discretization']

@@ -31,7 +31,9 @@ from scipy import special
 
 from jaxacct import _validate, schemes
 from jaxacct._precision import scoped_x64
+from jaxacct.schemes.participation import Cyclic
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
+from jaxacct.strategy import Strategy
 from jaxacct.errors import InputError, InputTypeError
 
 
@@ -189,23 +191,25 @@ def cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplier: float, 
     Ganesh, arXiv 2508.15089, remark after Thm 3.1 (truncation).
   """
   from dp_accounting.pld import privacy_loss_distribution as pld_lib
-  if not isinstance(scheme, schemes.CyclicPoisson):
+  if not (isinstance(scheme, schemes.SamplingScheme)
+          and isinstance(scheme.participation.model, Cyclic)):
     raise InputTypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
-  if not isinstance(matrix, BandedToeplitz):
+  if not isinstance(matrix, Strategy) or matrix.banded_coefficients() is None:
     raise InputTypeError(f'matrix must be a jaxacct.BandedToeplitz (the cyclic-Poisson reduction needs '
                     f'banded columns), got {matrix!r}')
+  model = scheme.participation.model
   if scheme.truncates:
     from jaxacct.deterministic import truncated_poisson  # local: only truncating schemes need it
     return truncated_poisson.truncated_cyclic_poisson_pld(
         scheme, matrix, noise_multiplier, adjacency='zero_out',
         value_discretization_interval=value_discretization_interval)
-  if matrix.num_bands > scheme.cycle_length:
-    raise InputError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
+  if matrix.num_bands > model.cycle_length:
+    raise InputError(f'c_col must have at most cycle_length = {model.cycle_length} entries, '
                      f'got {matrix.num_bands}')
   sigma = _validate.positive_finite('noise_multiplier', noise_multiplier)
   column_norm = float(matrix.max_column_norm(scheme.iterations))
-  rounds = -(-scheme.iterations // scheme.cycle_length)
+  rounds = -(-scheme.iterations // model.cycle_length)
   single = pld_lib.from_gaussian_mechanism(
-      sigma / column_norm, sampling_prob=float(scheme.sampling_prob),
+      sigma / column_norm, sampling_prob=float(model.sampling_prob),
       value_discretization_interval=value_discretization_interval)
   return single.self_compose(rounds)

@@ -50,7 +50,7 @@ import dataclasses
 import typing
 from typing import Any, Callable
 
-from jaxacct import _validate, schemes
+from jaxacct import _validate
 from jaxacct.conventions import Adjacency
 from jaxacct.deterministic import _grid, pld_pmfs, pld, truncated_poisson
 from jaxacct.deterministic._search import smallest_passing_sigma
@@ -58,6 +58,7 @@ from jaxacct.deterministic import base
 from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
                                         PrivacyCurve, register)
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
+from jaxacct.schemes.participation import Cyclic, MinSepChain
 
 DEFAULT_DISCRETIZATION = 1e-4
 _SCOPE = ('poisson and cyclic_poisson schemes (and bminsep with min_sep = 1) with a banded '
@@ -89,31 +90,30 @@ def _not_covered(what: str) -> _Refusal:
 
 
 def _poisson_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
-  """Poisson, or b-min-sep with b = 1 (the same mechanism: accounted as that ``Poisson``)."""
+  """The b-min-sep chain with b = 1: Poisson (``Poisson``, ``BMinSep(min_sep=1)``: one model)."""
   scheme = mechanism.scheme
-  if scheme.min_sep != 1:
-    return _not_covered(f'{type(scheme).__name__} with min_sep = {scheme.min_sep}')
-  if not isinstance(scheme, schemes.Poisson):  # BMinSep(min_sep=1), cold or warm start
-    scheme = schemes.Poisson(sampling_prob=scheme.sampling_prob, iterations=scheme.iterations,
-                             truncated_batch_size=scheme.truncated_batch_size,
-                             dataset_size=scheme.dataset_size)
-  column_norm = float(mechanism.matrix.max_column_norm(scheme.iterations))
+  participation = scheme.participation
+  model, truncation, iterations = (participation.model, participation.truncation,
+                                   participation.iterations)
+  if model.min_sep != 1:
+    return _not_covered(f'{type(scheme).__name__} with min_sep = {model.min_sep}')
+  column_norm = float(mechanism.matrix.max_column_norm(iterations))
 
   def build(sigma: float, d: float):
     sigma_eff = sigma / column_norm
-    if scheme.truncates:
+    if truncation is not None and truncation.cuts:
       return truncated_poisson.truncated_poisson_pld(
-          scheme.dataset_size, float(scheme.sampling_prob), scheme.truncated_batch_size,
-          sigma_eff, scheme.iterations, adjacency, value_discretization_interval=d)
+          truncation.dataset_size, float(model.sampling_prob), truncation.batch_size,
+          sigma_eff, iterations, adjacency, value_discretization_interval=d)
     from dp_accounting import privacy_accountant  # local: heavy imports
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
     relation = (privacy_accountant.NeighboringRelation.REPLACE_ONE
                 if adjacency == Adjacency.REPLACE_ONE
                 else privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE)
-    single = pld_lib.from_gaussian_mechanism(sigma_eff, sampling_prob=float(scheme.sampling_prob),
+    single = pld_lib.from_gaussian_mechanism(sigma_eff, sampling_prob=float(model.sampling_prob),
                                              value_discretization_interval=d,
                                              neighboring_relation=relation)
-    return single if scheme.iterations == 1 else single.self_compose(scheme.iterations)
+    return single if iterations == 1 else single.self_compose(iterations)
 
   return build
 
@@ -128,7 +128,7 @@ def _cyclic_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusa
           "needs public and fixed; use 'zero_out' or 'replace_one'")
     return lambda sigma, d: truncated_poisson.truncated_cyclic_poisson_pld(
         scheme, matrix, sigma, adjacency=adjacency, value_discretization_interval=d)
-  if adjacency == Adjacency.ADD_REMOVE and scheme.partition == 'equal_split':
+  if adjacency == Adjacency.ADD_REMOVE and scheme.participation.model.partition == 'equal_split':
     # Adding an example to an equal split re-splits the dataset: the others' groups change
     # with it (which group is short moves), so the neighbours differ in more than one
     # example's contribution and the one-example reduction does not hold.
@@ -144,9 +144,8 @@ def _cyclic_plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusa
                                                  value_discretization_interval=d)
 
 
-# Scheme classes are final, so the exact type selects the reduction.
-_PLANS = {schemes.Poisson: _poisson_plan, schemes.BMinSep: _poisson_plan,
-          schemes.CyclicPoisson: _cyclic_plan}
+# The participation model selects the reduction (any family realising it).
+_PLANS = {MinSepChain: _poisson_plan, Cyclic: _cyclic_plan}
 
 
 def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
@@ -157,7 +156,7 @@ def _plan(mechanism: MatrixMechanism, adjacency: str) -> _Build | _Refusal:
         'more bands than the scheme separates), so it has no exact PLD here; for Poisson use '
         'the "mmcc" accountant (Choquette-Choo et al. (2023)), else the Monte Carlo accountant '
         'with the r-min-sep bounds of Dong & Ganesh (2026) App. B', TypeError)
-  plan = _PLANS.get(type(mechanism.scheme))
+  plan = _PLANS.get(type(mechanism.scheme.participation.model))
   if plan is None:
     return _not_covered(type(mechanism.scheme).__name__)
   return plan(mechanism, adjacency)
@@ -300,6 +299,7 @@ class PLDAccountant(DeterministicAccountant):
     # at δ_b < δ, so its σ is larger (~10 % at n = 16, δ = 1e-2). Independent cyclic Poisson:
     # Monte Carlo mixes over the random phase, a tighter pair than phase 0's, and stays.
     scheme = mechanism.scheme
-    return scheme.truncates or not (isinstance(scheme, schemes.CyclicPoisson)
-                                    and scheme.partition == 'independent')
+    model = scheme.participation.model
+    return scheme.truncates or not (isinstance(model, Cyclic)
+                                    and model.partition == 'independent')
 

@@ -29,15 +29,10 @@ References:
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from jaxacct import schemes
-from jaxacct.strategies import banded_toeplitz, lower_triangular
 from jaxacct.conventions import Adjacency
-from jaxacct.strategies.lower_triangular import LowerTriangular
-from jaxacct.strategies.banded_toeplitz import BandedToeplitz
+from jaxacct.schemes.participation import FixedBins
 
 
 ADJACENCIES = (Adjacency.ZERO_OUT.value, Adjacency.ADD_REMOVE.value)
@@ -51,12 +46,12 @@ def refusal(scheme, matrix, adjacency: str, accountant: str) -> str | None:
     return (f'{accountant} covers zero_out and add_remove adjacency (Schuchardt & Kalinin '
             f'(2026) Lemma 2.8), not '
             f'{adjacency}')
-  if not isinstance(scheme, schemes.BallsInBins):
+  if not isinstance(scheme.participation.model, FixedBins):
     return (f'the random-allocation accountants cover BallsInBins (fixed-bin balls-in-bins) '
             f'only, not {type(scheme).__name__}')
-  if not isinstance(matrix, (BandedToeplitz, LowerTriangular)):
-    return f'unsupported strategy {type(matrix).__name__}'
-  # Both strategy classes refuse negative entries at construction (Lemma 2.8 needs C ≥ 0).
+  # Every Strategy is lower triangular and non-negative (Lemma 2.8 needs C ≥ 0); the
+  # mechanism checked that matrix is one.
+  del matrix
   return None
 
 
@@ -67,11 +62,8 @@ def slot_means(scheme, matrix) -> np.ndarray:
   The Monte Carlo kernel's balls-in-bins modes: O(b·n) for a ``BandedToeplitz``, O(n²) for
   a ``LowerTriangular`` C.
   """
-  n, b = scheme.iterations, scheme.cycle_length
-  if isinstance(matrix, LowerTriangular):
-    return lower_triangular.phase_sums(matrix.entries, b)
-  with jax.enable_x64(True):
-    return np.asarray(banded_toeplitz.balls_in_bins_modes(n, b, jnp.asarray(matrix.c_col)), np.float64)
+  participation = scheme.participation
+  return matrix.phase_sums(participation.model.cycle_length, participation.iterations)
 
 
 def gram_matrix(scheme, matrix) -> np.ndarray:

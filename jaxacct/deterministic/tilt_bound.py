@@ -15,8 +15,9 @@ the (ε, δ) conversion of the Rényi divergence D_α = ln Z_α/(α − 1) of Ca
 ``renyi.log_delta_from_divergence``), so M ≤ δ_target already certifies without samples, and a
 tilted estimate has bounded terms. Z_α must be exact or rounded up, never estimated.
 
-``log_partition(mechanism, α)`` asks the scheme (``min_sep_chain``, ``config_name``,
-``truncates``) and computes ln Z_α of the remove direction by:
+``log_partition(mechanism, α)`` asks the scheme's participation model (``MinSepChain``,
+``Cyclic``, ``FixedBins``; ``truncates``) and the strategy's band (``banded_coefficients``) and
+computes ln Z_α of the remove direction by:
 
 - **Poisson with C = c·I** (one band; also ``BMinSep(min_sep=1)``): per round the integer-α
   binomial sum of Mironov, Talwar & Zhang (2019), arXiv:1908.10530, §3.3,
@@ -76,6 +77,7 @@ from jaxacct import _validate
 from jaxacct.conventions import Direction
 from jaxacct.deterministic import minsep_chain, random_allocation, renyi, tilt_partition
 from jaxacct.errors import InputError
+from jaxacct.schemes.participation import Cyclic, FixedBins, MinSepChain, UserLevel
 
 DEFAULT_ALPHA_MAX = 8
 DEFAULT_STATE_BUDGET = minsep_chain.DEFAULT_STATE_BUDGET
@@ -184,47 +186,58 @@ def refusal(mechanism, direction: str = 'remove') -> str | None:
   if reason is not None or direction == Direction.REMOVE:
     return reason
   if _add_method(mechanism) is None:
+    bands = len(mechanism.matrix.banded_coefficients())
     return (f'the add direction of {type(mechanism.scheme).__name__} with '
-            f'{len(mechanism.matrix.c_col)} band(s) is not covered: Z\'_α = ∫Q^αP^{{1−α}} '
+            f'{bands} band(s) is not covered: Z\'_α = ∫Q^αP^{{1−α}} '
             'is computed only for product mechanisms (Poisson with one band, cyclic Poisson '
             "with partition='equal_split'); for a mixture that is no product Q·(P/Q)^{−(α−1)} "
             'has no finite mixture form and no exact normaliser is known')
   return None
 
 
+def _product_method(mechanism) -> str | None:
+  """``"poisson"`` (b = 1 with one band) / ``"fixed_phase"`` (equal-split cyclic Poisson): the
+  product mechanisms, whose Z_α has a closed form per round; else None."""
+  model = mechanism.scheme.participation.model
+  bands = len(mechanism.matrix.banded_coefficients())
+  if isinstance(model, MinSepChain) and model.min_sep == 1 and bands == 1:
+    return 'poisson'
+  if isinstance(model, Cyclic) and model.partition == 'equal_split':
+    return 'fixed_phase'
+  return None
+
+
 def _add_method(mechanism) -> str | None:
   """``"poisson_add"`` / ``"fixed_phase_add"`` for the product mechanisms, else None."""
-  scheme, bands = mechanism.scheme, len(mechanism.matrix.c_col)
-  if scheme.min_sep_chain == 1 and bands == 1:
-    return 'poisson_add'
-  if getattr(scheme, 'config_name', None) == 'cyclic_poisson' and \
-      scheme.partition == 'equal_split':
-    return 'fixed_phase_add'
-  return None
+  method = _product_method(mechanism)
+  return None if method is None else f'{method}_add'
 
 
 def _remove_refusal(mechanism) -> str | None:
   scheme, matrix = mechanism.scheme, mechanism.matrix
   name = type(scheme).__name__
+  participation = scheme.participation
   if scheme.truncates:
-    return (f'{name} truncates batches (truncated_batch_size = {scheme.truncated_batch_size}): '
-            'the pair of Dong & Ganesh (2026) App. D is not P = Σ p_x N(Cx, σ²I) vs N(0, σ²I)')
-  if scheme.conjectural or scheme.needs_graph:
-    return (f'{name} (multi-attribution) is not covered: its participations carry Binomial '
-            'multiplicities')
-  coefficients = getattr(matrix, 'c_col', None)
+    return (f'{name} truncates batches (truncated_batch_size = '
+            f'{participation.truncation.batch_size}): the pair of Dong & Ganesh (2026) App. D is '
+            'not P = Σ p_x N(Cx, σ²I) vs N(0, σ²I)')
+  coefficients = matrix.banded_coefficients()
+  match participation.model:
+    case FixedBins():
+      separation = None  # any band count (Schuchardt & Kalinin (2026) Algorithm 1)
+    case MinSepChain(min_sep=separation) | Cyclic(cycle_length=separation):
+      pass
+    case UserLevel():
+      return (f'{name} (multi-attribution) is not covered: its participations carry Binomial '
+              'multiplicities')
+    case _:
+      return f'no exact partition function for {name}'
   if coefficients is None:
     return (f'a dense {type(matrix).__name__} strategy has no exact Z_α here (its App. B bounds '
             'bound the loss, not Z_α); use a BandedToeplitz C')
   bands = len(coefficients)
-  config = getattr(scheme, 'config_name', None)
-  if config == 'balls_in_bins':
-    return None
-  separation = scheme.min_sep_chain
-  if separation is None and config == 'cyclic_poisson':
-    separation = scheme.cycle_length
   if separation is None:
-    return f'no exact partition function for {name}'
+    return None
   if bands > separation:
     return (f'{bands} bands exceed the separation {separation} of {name}: participations\' '
             'columns overlap and the tuple chain does not track them')
@@ -239,16 +252,14 @@ def state_space(mechanism, alpha: int, direction: str = 'remove') -> tuple[int, 
   alpha = _check_alpha(alpha)
   if direction == Direction.ADD:
     return 1, _add_method(mechanism)
-  scheme, bands = mechanism.scheme, len(mechanism.matrix.c_col)
-  config = getattr(scheme, 'config_name', None)
-  if config == 'balls_in_bins':
+  scheme, bands = mechanism.scheme, len(mechanism.matrix.banded_coefficients())
+  if isinstance(scheme.participation.model, FixedBins):
     gram = random_allocation.gram_matrix(scheme, mechanism.matrix)
     bandwidth = min(random_allocation.cyclic_bandwidth(gram), gram.shape[0] // 2 + 1)
     return renyi.transitions_per_slot(bandwidth, alpha), 'balls_in_bins'
-  if scheme.min_sep_chain == 1 and bands == 1:
-    return 1, 'poisson'
-  if config == 'cyclic_poisson' and scheme.partition == 'equal_split':
-    return 1, 'fixed_phase'
+  method = _product_method(mechanism)
+  if method is not None:
+    return 1, method
   law = minsep_chain.law_for(scheme, bands)
   return minsep_chain.multiset_count(law.num_states, alpha), 'chain'
 
@@ -270,26 +281,27 @@ def partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET
   budget = _validate.integer_at_least('state_budget', state_budget, 1)
   scheme, matrix = mechanism.scheme, mechanism.matrix
   sigma = float(mechanism.noise_multiplier)
-  c = np.asarray(matrix.c_col, np.float64)
+  c = matrix.banded_coefficients()
   n = scheme.iterations
-  config = getattr(scheme, 'config_name', None)
+  model = scheme.participation.model
   if direction == Direction.ADD:
     method = _add_method(mechanism)
     if method == 'poisson_add':
-      bracket = tilt_partition.poisson_add_log_partition(scheme.sampling_prob, n, float(c[0]),
+      bracket = tilt_partition.poisson_add_log_partition(model.sampling_prob, n, float(c[0]),
                                                          sigma, alpha)
     else:
       bracket = tilt_partition.fixed_phase_add_log_partition(
-          scheme.sampling_prob, n, scheme.cycle_length, c, sigma, alpha)
+          model.sampling_prob, n, model.cycle_length, c, sigma, alpha)
     return LogPartition(bracket.upper, bracket.estimate, 1, method)
-  if config == 'balls_in_bins':
+  if isinstance(model, FixedBins):
     value, states, slots = _balls_in_bins(scheme, matrix, sigma, alpha, budget)
     return LogPartition(_round_up(value, slots), value, states, 'balls_in_bins')
-  if scheme.min_sep_chain == 1 and c.size == 1:
-    value = poisson_log_partition(scheme.sampling_prob, n, float(c[0]), sigma, alpha)
+  method = _product_method(mechanism)
+  if method == 'poisson':
+    value = poisson_log_partition(model.sampling_prob, n, float(c[0]), sigma, alpha)
     return LogPartition(_round_up(value, n), value, 1, 'poisson')
-  if config == 'cyclic_poisson' and scheme.partition == 'equal_split':
-    value = fixed_phase_log_partition(scheme.sampling_prob, n, scheme.cycle_length, c, sigma,
+  if method == 'fixed_phase':
+    value = fixed_phase_log_partition(model.sampling_prob, n, model.cycle_length, c, sigma,
                                       alpha)
     return LogPartition(_round_up(value, n), value, 1, 'fixed_phase')
   law = minsep_chain.law_for(scheme, c.size)

@@ -49,6 +49,7 @@ from jaxacct import _validate, schemes
 from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.deterministic import pld_pmfs
 from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.schemes.participation import Cyclic
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.errors import InputError, InputTypeError
 
@@ -659,30 +660,33 @@ def truncated_cyclic_poisson_pld(scheme, matrix: BandedToeplitz, noise_multiplie
     3.4. Choquette-Choo et al., "(Amplified) banded matrix factorization",
     NeurIPS 2023 (cyclic-Poisson reduction).
   """
-  if not isinstance(scheme, schemes.CyclicPoisson):
+  if not (isinstance(scheme, schemes.SamplingScheme)
+          and isinstance(scheme.participation.model, Cyclic)):
     raise InputTypeError(f'scheme must be a jaxacct.CyclicPoisson, got {scheme!r}')
+  participation = scheme.participation
+  model, truncation = participation.model, participation.truncation
   adjacency = _validate.one_of('adjacency', adjacency, ADJACENCIES)
   if adjacency == 'add_remove':
     raise InputError(
         "adjacency='add_remove' is not supported for truncated cyclic Poisson: removing an example "
         'changes the dataset size and hence the group sizes, which this reduction needs public and '
         "fixed; use 'zero_out' or 'replace_one'")
-  if scheme.partition != 'equal_split':
+  if model.partition != 'equal_split':
     raise InputError("truncated cyclic Poisson needs partition='equal_split' (fixed, public group "
-                     f'sizes), got partition={scheme.partition!r}')
-  if scheme.truncated_batch_size is None:
+                     f'sizes), got partition={model.partition!r}')
+  if truncation is None:
     raise InputError('scheme has no truncated_batch_size; use jaxacct.deterministic.pld.'
                      'cyclic_poisson_pld for untruncated cyclic Poisson')
-  if matrix.num_bands > scheme.cycle_length:
-    raise InputError(f'c_col must have at most cycle_length = {scheme.cycle_length} entries, '
+  if matrix.num_bands > model.cycle_length:
+    raise InputError(f'c_col must have at most cycle_length = {model.cycle_length} entries, '
                      f'got {matrix.num_bands}')
   sigma = _check_sigma(noise_multiplier)
   d = _validate.positive_finite('value_discretization_interval', value_discretization_interval)
-  m, groups = scheme.dataset_size, scheme.cycle_length
+  m, groups = truncation.dataset_size, model.cycle_length
   sizes = sorted({size for size in (m // groups, -(-m // groups)) if size >= 1})
-  rounds = -(-scheme.iterations // groups)
-  sigma_eff = sigma / float(matrix.max_column_norm(scheme.iterations))
-  plds = tuple(truncated_poisson_pld(size, float(scheme.sampling_prob), scheme.truncated_batch_size,
+  rounds = -(-participation.iterations // groups)
+  sigma_eff = sigma / float(matrix.max_column_norm(participation.iterations))
+  plds = tuple(truncated_poisson_pld(size, float(model.sampling_prob), truncation.batch_size,
                                      sigma_eff, rounds, adjacency, value_discretization_interval=d)
                for size in sizes)
   return plds[0] if len(plds) == 1 else WorstCasePLD(plds, tuple(sizes))

@@ -43,10 +43,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct import _validate, schemes
+from jaxacct import _validate
 from jaxacct.individual import epsilons as epsilons_lib
 from jaxacct.individual import gdp
 from jaxacct.errors import InputError, InputTypeError
+from jaxacct.schemes.participation import MinSepChain
 
 UNITS = 1 << 29
 """Fixed-point units of the full-batch budget (2²⁹ units = U; int32 holds spent + any charge)."""
@@ -267,7 +268,11 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
     raise InputTypeError(f'individual must be a jaxacct.individual.IndividualAccountant, got '
                     f'{accountant!r}')
   scheme = mechanism.scheme
-  if not isinstance(scheme, schemes.Poisson) or scheme.truncated_batch_size is not None:
+  participation = scheme.participation
+  model = participation.model
+  # Independent Poisson(p) rounds, untruncated: Poisson, or BMinSep(min_sep=1) (the same chain).
+  if not (isinstance(model, MinSepChain) and model.min_sep == 1) or \
+      participation.truncation is not None:
     raise InputError(f'individual accounting covers untruncated Poisson sampling (DP-SGD) and '
                      f'full batches (Poisson with sampling_prob = 1), not {scheme!r} (Koskela '
                      'et al. (2022) analyse only these)')
@@ -278,10 +283,10 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
                      'enter later releases, and the filter has no proof for that (Koskela et al. '
                      '(2022) treat independent noise only)')
   sigma = mechanism.noise_multiplier / abs(float(c_col[0]) / float(inverse_band[0]))
-  full_batch = scheme.sampling_prob == 1.0
+  full_batch = model.sampling_prob == 1.0
   if accountant.filter_budget is not None and not full_batch:
     raise InputError(f'filter_budget needs full-batch training (sampling_prob = 1, got '
-                     f'{scheme.sampling_prob}): a subsampled step has no useful per-step GDP '
+                     f'{model.sampling_prob}): a subsampled step has no useful per-step GDP '
                      'parameter (Koskela et al. (2022) give none); record without a filter')
   if full_batch or accountant.tracked is None:  # the filter must cover every example
     tracked = np.arange(dataset_size)
@@ -294,7 +299,7 @@ def bind(accountant: IndividualAccountant, mechanism, dataset_size: int) -> Trac
     unit = accountant.filter_budget**2 / UNITS
   else:  # the worst case total T/σ² is 2²⁹ units: int32 holds every sum
     unit = scheme.iterations / sigma**2 / UNITS
-  return Tracking(accountant, float(scheme.sampling_prob), float(sigma), scheme.iterations,
+  return Tracking(accountant, float(model.sampling_prob), float(sigma), scheme.iterations,
                   dataset_size, tracked, unit)
 
 

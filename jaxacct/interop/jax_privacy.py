@@ -129,6 +129,7 @@ from jaxacct.options import RunOptions
 from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
 from jaxacct.strategies.lower_triangular import LowerTriangular
+from jaxacct.schemes.participation import Cyclic, FixedBins, MinSepChain, UserLevel
 from jaxacct.strategy import Strategy
 
 __all__ = ['CalibratedPlan', 'JaxacctVerifiedEvent', 'PlanComparison', 'calibrated_plan',
@@ -287,22 +288,23 @@ def to_scheme(batch_selection_strategy, *, dataset_size: int | None = None
 def from_scheme(scheme: schemes.SamplingScheme):
   """The jax_privacy 2.0 batch selection strategy with the participation law of ``scheme``.
 
-  ``Poisson`` → ``CyclicPoissonSampling`` (cycle_length 1, default partition type);
-  ``CyclicPoisson`` → ``CyclicPoissonSampling`` (``'independent'`` → ``INDEPENDENT``,
+  Chosen by the scheme's participation model (``scheme.participation``), not its family:
+  the b-min-sep chain with b = 1 (``Poisson``, and ``BMinSep(min_sep=1)``, the same law) →
+  ``CyclicPoissonSampling`` (cycle_length 1, default partition type); ``Cyclic``
+  (``CyclicPoisson``) → ``CyclicPoissonSampling`` (``'independent'`` → ``INDEPENDENT``,
   ``'equal_split'`` → ``EQUAL_SPLIT``, which never samples the dataset_size mod T examples
   left over: covered by the equal-split accounting, see the module docstring);
-  ``BallsInBins`` → ``BallsInBinsSampling``; ``BMinSep`` → ``BMinSepSampling`` (at
-  min_sep = 1 always ``warm_start=False``: the same law, and jax_privacy 2.0.0 cannot run the
-  warm start there). jax_privacy keeps the dataset size out of its strategies: for a
-  truncated scheme call ``batch_iterator(scheme.dataset_size, rng)``.
+  ``FixedBins`` (``BallsInBins``) → ``BallsInBinsSampling``; the chain with b > 1
+  (``BMinSep``) → ``BMinSepSampling``. jax_privacy keeps the dataset size out of its
+  strategies: for a truncated scheme call ``batch_iterator(scheme.dataset_size, rng)``.
 
   Args:
     scheme: a jaxacct ``Poisson``, ``CyclicPoisson``, ``BallsInBins`` or ``BMinSep``.
 
   Returns:
     A frozen jax_privacy strategy, equal (``==``) to the one built by hand from the same
-    fields; ``to_scheme(from_scheme(s), dataset_size=s.dataset_size) == s`` except for the
-    b = 1 warm start above.
+    fields; ``to_scheme(from_scheme(s), dataset_size=s.dataset_size) == s`` except that
+    ``BMinSep(min_sep=1)`` comes back as the equal ``Poisson``.
 
   Raises:
     InputError: a scheme jax_privacy 2.0 has no sampler for (``MultiAttributionBMinSep``,
@@ -314,39 +316,35 @@ def from_scheme(scheme: schemes.SamplingScheme):
     Dong & Ganesh (2026) §3, §4 (Algorithms 1 and 2), App. D.
   """
   selection = _jax_privacy().batch_selection
-  kind = type(scheme)
-  truncated = getattr(scheme, 'truncated_batch_size', None)
-  if kind is schemes.Poisson:
-    return selection.CyclicPoissonSampling(sampling_prob=scheme.sampling_prob,
-                                           iterations=scheme.iterations,
-                                           truncated_batch_size=truncated)
-  if kind is schemes.CyclicPoisson:
-    partition = {'independent': selection.PartitionType.INDEPENDENT,
-                 'equal_split': selection.PartitionType.EQUAL_SPLIT}[scheme.partition]
-    return selection.CyclicPoissonSampling(sampling_prob=scheme.sampling_prob,
-                                           iterations=scheme.iterations,
-                                           truncated_batch_size=truncated,
-                                           cycle_length=scheme.cycle_length,
-                                           partition_type=partition)
-  if kind is schemes.BallsInBins:
-    return selection.BallsInBinsSampling(iterations=scheme.iterations,
-                                         cycle_length=scheme.cycle_length)
-  if kind is schemes.BMinSep:
-    return selection.BMinSepSampling(sampling_prob=scheme.sampling_prob,
-                                     iterations=scheme.iterations, min_sep=scheme.min_sep,
-                                     warm_start=scheme.warm_start and scheme.min_sep > 1,
-                                     truncated_batch_size=truncated)
-  if kind is schemes.MultiAttributionBMinSep:
-    raise InputError(
-        f'{scheme!r} has no jax_privacy 2.0 sampler: multi-attribution b-min-sep (Dong & '
-        'Ganesh (2026) §6.1, Algorithm 3) excludes every example sharing a user with an example '
-        'sampled in the previous min_sep - 1 rounds; UserSelectionStrategy is a different '
-        'mechanism')
-  if isinstance(scheme, schemes.SamplingScheme):
-    raise InputError(f'{kind.__name__} has no jax_privacy 2.0 counterpart; from_scheme maps '
-                     'Poisson, CyclicPoisson, BallsInBins and BMinSep')
-  raise InputTypeError(f'scheme must be a jaxacct scheme (Poisson, CyclicPoisson, BallsInBins, '
-                       f'BMinSep), got {scheme!r}')
+  if not isinstance(scheme, schemes.SamplingScheme):
+    raise InputTypeError(f'scheme must be a jaxacct scheme (Poisson, CyclicPoisson, BallsInBins, '
+                         f'BMinSep), got {scheme!r}')
+  participation = scheme.participation
+  iterations = participation.iterations
+  truncated = None if participation.truncation is None else participation.truncation.batch_size
+  match participation.model:
+    case MinSepChain(sampling_prob=p, min_sep=1):
+      return selection.CyclicPoissonSampling(sampling_prob=p, iterations=iterations,
+                                             truncated_batch_size=truncated)
+    case MinSepChain(sampling_prob=p, min_sep=b, warm_start=warm):
+      return selection.BMinSepSampling(sampling_prob=p, iterations=iterations, min_sep=b,
+                                       warm_start=warm, truncated_batch_size=truncated)
+    case Cyclic(sampling_prob=p, cycle_length=t, partition=partition):
+      partition_type = {'independent': selection.PartitionType.INDEPENDENT,
+                        'equal_split': selection.PartitionType.EQUAL_SPLIT}[partition]
+      return selection.CyclicPoissonSampling(sampling_prob=p, iterations=iterations,
+                                             truncated_batch_size=truncated, cycle_length=t,
+                                             partition_type=partition_type)
+    case FixedBins(cycle_length=t):
+      return selection.BallsInBinsSampling(iterations=iterations, cycle_length=t)
+    case UserLevel():
+      raise InputError(
+          f'{scheme!r} has no jax_privacy 2.0 sampler: multi-attribution b-min-sep (Dong & '
+          'Ganesh (2026) §6.1, Algorithm 3) excludes every example sharing a user with an '
+          'example sampled in the previous min_sep - 1 rounds; UserSelectionStrategy is a '
+          'different mechanism')
+  raise InputError(f'{type(scheme).__name__} has no jax_privacy 2.0 counterpart; from_scheme maps '
+                   'Poisson, CyclicPoisson, BallsInBins and BMinSep')
 
 
 # ------------------------------------------------------------------------------ strategies
@@ -691,11 +689,12 @@ def _noising(source, accounted: Strategy, iterations: int, jax_privacy):
           "and jaxacct accounts. Zero them (as from_banded_toeplitz does) or pass "
           'np.asarray(strategy.materialize())')
     return source.inverse_as_streaming_matrix(), None, False
-  if isinstance(accounted, BandedToeplitz):
+  band = accounted.banded_coefficients()
+  if band is not None:
     given = _floats('strategy', source)
-    return toeplitz.inverse_as_streaming_matrix(accounted.c_col), given, False
+    return toeplitz.inverse_as_streaming_matrix(band), given, False
   # A dense C: the dense privatizer with C⁻¹ (lower triangular, solved in float64).
-  entries = np.asarray(accounted.entries, dtype=np.float64)
+  entries = np.asarray(accounted.materialize(iterations), dtype=np.float64)
   scipy_linalg = importlib.import_module('scipy.linalg')
   inverse = scipy_linalg.solve_triangular(entries, np.eye(iterations), lower=True)
   return inverse, None, False

@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.errors import InputError
-from jaxacct.schemes import _pool, base
+from jaxacct.schemes import _pool, base, participation
 
 @base.register('balls_in_bins')
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -66,6 +66,13 @@ class BallsInBins(base.SamplingScheme):
   @property
   def max_band_length(self) -> None:
     return None
+
+  @property
+  def participation(self) -> participation.Participation:
+    """``FixedBins`` (Schuchardt & Kalinin (2026) Definition 2.7); never truncated."""
+    return participation.Participation(
+        model=participation.FixedBins(cycle_length=self.cycle_length), truncation=None,
+        iterations=self.iterations)
 
   def check_training_data(self, dataset_size: int, graph=None) -> None:
     del graph

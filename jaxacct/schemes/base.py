@@ -13,14 +13,15 @@ import numbers
 import dataclasses
 import typing
 from collections.abc import Iterator
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import numpy as np
 
 from jaxacct import _validate
 from jaxacct.errors import InputError, InputTypeError
+from jaxacct.schemes.participation import MinSepChain, Participation
+from jaxacct.schemes.participation import Partition as Partition  # families' annotations
 
-Partition = Literal['independent', 'equal_split']
 
 
 class SamplingScheme(abc.ABC):
@@ -79,15 +80,26 @@ class SamplingScheme(abc.ABC):
     return 'min_sep'
 
   @property
+  def participation(self) -> Participation:
+    """The participation model accountants and strategies ask (``schemes/participation.py``),
+    never the family. Not a dataclass field: ``to_dict()`` and ledger entries do not see it.
+
+    Default: no model (a user family that declares none: only the Monte Carlo and unamplified
+    accountants apply); every shipped family overrides it.
+    """
+    return Participation(model=None, truncation=None, iterations=self.iterations)
+
+  @property
   def min_sep_chain(self) -> int | None:
     """r when one example's participation is the r-min-sep chain of Dong & Ganesh (2026) Fig. 1,
-    else None.
+    else None (read from ``participation``).
 
     That is: at most one participation per round, at least r rounds apart, drawn by the
     cold- or warm-start chain with a per-round probability p (Poisson: r = 1). The
     App. B bounds for a dense strategy need exactly this.
     """
-    return None
+    model = self.participation.model
+    return model.min_sep if isinstance(model, MinSepChain) else None
 
   @property
   def conjectural(self) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.errors import InputTypeError
-from jaxacct.schemes import _pool, base
+from jaxacct.schemes import _pool, base, participation
 
 @base.register('bminsep')
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -76,8 +76,13 @@ class BMinSep(base.SamplingScheme):
     return self.min_sep
 
   @property
-  def min_sep_chain(self) -> int:
-    return self.min_sep
+  def participation(self) -> participation.Participation:
+    """The b-min-sep chain (Dong & Ganesh (2026) Fig. 1); at b = 1 it is Poisson's."""
+    return participation.Participation(
+        model=participation.MinSepChain(sampling_prob=self.sampling_prob, min_sep=self.min_sep,
+                                        warm_start=self.warm_start),
+        truncation=participation.Truncation.of(self.truncated_batch_size, self.dataset_size),
+        iterations=self.iterations)
 
   def sampled_rounds(self, dataset_size: int, rng: np.random.Generator,
                      graph=None) -> Iterator[np.ndarray]:

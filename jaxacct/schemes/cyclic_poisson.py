@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.errors import InputError
-from jaxacct.schemes import _pool, base
+from jaxacct.schemes import _pool, base, participation
 
 @base.register('cyclic_poisson')
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -84,6 +84,15 @@ class CyclicPoisson(base.SamplingScheme):
   @property
   def max_band_length(self) -> int:
     return self.cycle_length
+
+  @property
+  def participation(self) -> participation.Participation:
+    """``Cyclic`` (Dong & Ganesh (2026) §3, §4.1)."""
+    return participation.Participation(
+        model=participation.Cyclic(sampling_prob=self.sampling_prob,
+                                   cycle_length=self.cycle_length, partition=self.partition),
+        truncation=participation.Truncation.of(self.truncated_batch_size, self.dataset_size),
+        iterations=self.iterations)
 
   @property
   def band_limit_name(self) -> str:

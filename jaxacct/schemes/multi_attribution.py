@@ -17,7 +17,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.errors import InputError, InputTypeError
-from jaxacct.schemes import base
+from jaxacct.schemes import base, participation
 
 @base.register('multi_attribution')
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -104,6 +104,15 @@ class MultiAttributionBMinSep(base.SamplingScheme):
   @property
   def max_band_length(self) -> int:
     return self.min_sep
+
+  @property
+  def participation(self) -> participation.Participation:
+    """``UserLevel`` (Dong & Ganesh (2026) §6, Theorem 6.1), also at k_u = 1 (see
+    ``UserLevel``)."""
+    return participation.Participation(
+        model=participation.UserLevel(sampling_prob=self.sampling_prob, min_sep=self.min_sep,
+                                      max_examples_per_user=self.max_examples_per_user),
+        truncation=None, iterations=self.iterations)
 
   def check_training_data(self, dataset_size: int, graph=None) -> None:
     if graph is None:

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from jaxacct import _validate
-from jaxacct.schemes import base
+from jaxacct.schemes import base, participation
 
 @base.register('poisson')
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -58,8 +58,13 @@ class Poisson(base.SamplingScheme):
     return float(self.sampling_prob)
 
   @property
-  def min_sep_chain(self) -> int:
-    return 1
+  def participation(self) -> participation.Participation:
+    """The b-min-sep chain with b = 1 (Dong & Ganesh (2026) §4)."""
+    return participation.Participation(
+        model=participation.MinSepChain(sampling_prob=self.sampling_prob, min_sep=1,
+                                        warm_start=False),
+        truncation=participation.Truncation.of(self.truncated_batch_size, self.dataset_size),
+        iterations=self.iterations)
 
   @property
   def max_band_length(self) -> int:

@@ -498,6 +498,16 @@ class BandedToeplitz(Strategy):
       return float(np.sum(row_sums * row_sums))
     return float(min_sep_sensitivity_squared(self.c_col, min_sep, iterations))
 
+  def banded_coefficients(self) -> np.ndarray:
+    """c_col as a float64 host array (``Strategy.banded_coefficients``)."""
+    return np.asarray(self.c_col, np.float64)
+
+  def phase_sums(self, cycle_length: int, iterations: int) -> np.ndarray:
+    """The T mode vectors in O(T·n) (``balls_in_bins_modes``), float64 (T, n)."""
+    with jax.enable_x64(True):
+      return np.asarray(balls_in_bins_modes(iterations, cycle_length, jnp.asarray(self.c_col)),
+                        np.float64)
+
   def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:
     """(c_col, (1,)): W = C⁻¹Z streams by Σ c_k W_{t−k} = Z_t (``training.noise``)."""
     return np.asarray(self.c_col), np.ones(1)

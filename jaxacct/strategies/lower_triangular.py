@@ -44,11 +44,12 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import linalg
 
-from jaxacct import _validate, schemes
+from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.strategies.banded_toeplitz import minimize_lbfgs, toeplitz_solve
 from jaxacct.strategy import RoundingShape, Strategy, config_key
 from jaxacct.errors import InputError, InputTypeError
+from jaxacct.schemes.participation import FixedBins
 
 # The names ``jaxacct`` exports at the top level (``strategies/__init__.py``).
 EXPORTED = ('LowerTriangular', 'banded_inverse_square_root', 'optimize_banded_inverse')
@@ -182,12 +183,12 @@ class LowerTriangular(Strategy):
 
   def exact_for(self, scheme) -> bool:
     """Balls-in-bins losses are exact with any C (a mixture over T modes); others are App. B."""
-    return isinstance(scheme, schemes.BallsInBins)
+    return isinstance(scheme.participation.model, FixedBins)
 
   def check_scheme(self, scheme) -> None:
     """App. B bounds the loss of the r-min-sep chain (Poisson r = 1, BMinSep r = min_sep);
     fixed-bin balls-in-bins is exact with any C."""
-    if scheme.min_sep_chain is None and not isinstance(scheme, schemes.BallsInBins):
+    if scheme.min_sep_chain is None and not self.exact_for(scheme):
       raise InputError(
           f'a LowerTriangular strategy is accounted by the r-min-sep bounds of Dong & Ganesh '
           f'(2026) App. B, '
@@ -202,14 +203,20 @@ class LowerTriangular(Strategy):
                        f'the scheme has iterations = {scheme.iterations}; they must be equal')
 
   def kernel_view(self, scheme) -> 'RMinSepTerms | PhaseModes':
-    if isinstance(scheme, schemes.BallsInBins):
-      return PhaseModes(self.entries, phase_sums(self.entries, scheme.cycle_length))
+    model = scheme.participation.model
+    if isinstance(model, FixedBins):
+      return PhaseModes(self.entries, phase_sums(self.entries, model.cycle_length))
     return self.kernel_terms(scheme.min_sep_chain)
 
   def separated_sensitivity_squared(self, min_sep: int, iterations: int) -> float:
     """``sensitivity_bound_squared``: an upper bound, exact for r = 1 (App. B)."""
     self._check_iterations(iterations)
     return sensitivity_bound_squared(self.entries, min_sep)
+
+  def phase_sums(self, cycle_length: int, iterations: int | None = None) -> np.ndarray:
+    """The T mode vectors of the dense C in O(n²) (module ``phase_sums``), float64 (T, n)."""
+    self._check_iterations(iterations)
+    return phase_sums(self.entries, cycle_length)
 
   def noise_bands(self) -> tuple[np.ndarray, np.ndarray]:
     """((1,), h) when C⁻¹ is banded Toeplitz with band h (BISR, BandInvMF), else TypeError."""

@@ -4,6 +4,8 @@ the norms, bitwise resume, and the refusals."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -178,6 +180,25 @@ def test_resumed_run_with_the_accountant_equals_the_uninterrupted_one(case):
   with pytest.raises(ValueError, match='another run'):
     other = individual.IndividualAccountant(delta=1e-5, tracked=(1, 2), grid_size=20)
     _run(jaxacct.Poisson(sampling_prob=0.25, iterations=STEPS), other, state=saved[0])
+
+
+def test_bminsep_with_min_sep_one_binds_as_the_equal_poisson_scheme():
+  """BMinSep(min_sep=1) is Poisson sampling (one participation model): it is tracked exactly as
+  the Poisson scheme is (a widening: it was refused by family before)."""
+  accountant = individual.IndividualAccountant(delta=1e-5, tracked=(1, 5))
+  matrix = jaxacct.BandedToeplitz([1.0])
+  poisson = tracking_lib.bind(
+      accountant, jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.5, iterations=4),
+                                          matrix, SIGMA), M)
+  for warm_start in (True, False):
+    scheme = jaxacct.BMinSep(sampling_prob=0.5, iterations=4, min_sep=1, warm_start=warm_start)
+    bound = tracking_lib.bind(accountant, jaxacct.MatrixMechanism(scheme, matrix, SIGMA), M)
+    for field in dataclasses.fields(poisson):
+      np.testing.assert_array_equal(getattr(bound, field.name), getattr(poisson, field.name))
+  with pytest.raises(ValueError, match='untruncated Poisson'):
+    tracking_lib.bind(accountant, jaxacct.MatrixMechanism(jaxacct.BMinSep(
+        sampling_prob=0.5, iterations=4, min_sep=1, truncated_batch_size=20, dataset_size=M),
+        matrix, SIGMA), M)
 
 
 def test_refusals_name_the_reason():

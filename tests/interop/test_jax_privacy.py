@@ -100,9 +100,6 @@ MAPPINGS = {
         jaxacct.BMinSep(sampling_prob=0.5, iterations=5, min_sep=2, warm_start=False,
                         truncated_batch_size=3, dataset_size=40),
         dataset_size=40),
-    'bminsep_one_cold': Mapping(
-        bs.BMinSepSampling(sampling_prob=1, iterations=3, min_sep=1, warm_start=False),
-        jaxacct.BMinSep(sampling_prob=1.0, iterations=3, min_sep=1, warm_start=False)),
 }
 
 
@@ -128,17 +125,28 @@ def test_numpy_fields_map_to_python_scalars():
                                               warm_start=False))
 
 
-def test_bminsep_min_sep_one_warm_start_comes_back_as_the_equal_cold_start():
-  """jax_privacy 2.0.0 cannot run b = 1 with a warm start (a multinomial over no history
-  slots); at b = 1 both starts are Poisson sampling, so from_scheme returns the cold one."""
+def test_bminsep_min_sep_one_maps_to_the_poisson_sampler():
+  """At b = 1 the b-min-sep chain is Poisson sampling (one participation model), so from_scheme
+  returns what it returns for the equal Poisson scheme, for either start (jax_privacy 2.0.0
+  cannot run BMinSepSampling(min_sep=1, warm_start=True): a multinomial over no history
+  slots). to_scheme keeps the family it is given."""
   warm = bs.BMinSepSampling(sampling_prob=0.5, iterations=3, min_sep=1, warm_start=True)
   with pytest.raises(ValueError, match='pvals'):
     list(warm.batch_iterator(5, rng=0))
   assert interop.to_scheme(warm) == jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=1,
                                                     warm_start=True)
-  back = interop.from_scheme(jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=1))
-  assert back == bs.BMinSepSampling(sampling_prob=0.5, iterations=3, min_sep=1, warm_start=False)
-  assert len(list(back.batch_iterator(5, rng=0))) == 3
+  cold = bs.BMinSepSampling(sampling_prob=1, iterations=3, min_sep=1, warm_start=False)
+  assert interop.to_scheme(cold) == jaxacct.BMinSep(sampling_prob=1.0, iterations=3, min_sep=1,
+                                                    warm_start=False)
+  for warm_start in (True, False):
+    back = interop.from_scheme(jaxacct.BMinSep(sampling_prob=0.5, iterations=3, min_sep=1,
+                                               warm_start=warm_start))
+    assert back == interop.from_scheme(jaxacct.Poisson(sampling_prob=0.5, iterations=3))
+    assert back == bs.CyclicPoissonSampling(sampling_prob=0.5, iterations=3)
+    assert len(list(back.batch_iterator(5, rng=0))) == 3
+  truncated = dict(sampling_prob=0.5, iterations=3, truncated_batch_size=2, dataset_size=5)
+  assert interop.from_scheme(jaxacct.BMinSep(min_sep=1, **truncated)) == \
+      interop.from_scheme(jaxacct.Poisson(**truncated))
 
 
 def test_equal_split_never_samples_the_remainder_and_groups_have_the_smaller_size():

@@ -32,6 +32,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct import schemes
+from jaxacct.schemes.participation import UserLevel
 from jaxacct.conventions import Stream
 from jaxacct.montecarlo import margin
 from jaxacct.montecarlo.keys import word_pairs
@@ -596,8 +597,10 @@ def chain_of(scheme) -> tuple[int, bool]:
   §6.2, Theorem 6.1). With b = 1 warm and cold start coincide (every example is always
   eligible).
   """
-  warm = not isinstance(scheme, schemes.MultiAttributionBMinSep) and scheme.warm_start
-  return scheme.min_sep, warm and scheme.min_sep > 1
+  model = scheme.participation.model
+  if isinstance(model, UserLevel):
+    return model.min_sep, False
+  return model.min_sep, model.warm_start  # MinSepChain: warm_start is False when b = 1
 
 
 def conjecture_refusal(scheme) -> str | None:
@@ -637,9 +640,10 @@ class BMinSepKernel(SchemeKernel):
   def refusal(cls, scheme) -> str | None:
     if scheme.truncates:
       return 'truncating schemes are accounted by the truncated b-min-sep kernel'
-    if isinstance(scheme, schemes.MultiAttributionBMinSep):
+    model = scheme.participation.model
+    if isinstance(model, UserLevel):
       reason = conjecture_refusal(scheme)
-      if reason is None and scheme.max_examples_per_user > 1:
+      if reason is None and model.max_examples_per_user > 1:
         return ('multi-attribution with max_examples_per_user > 1 is accounted by the '
                 'multi-attribution kernel (the multiplicity mixture of Theorem 6.1)')
       return reason
