@@ -5,7 +5,7 @@ For each Monte Carlo family and precision, prints the samples/s of the verificat
 calls of one block per device after compiling), the float32/float64
 ratio, and whether the compiled 32-bit program holds any 64-bit type on this backend. It
 then checks, on this backend, the float32 accuracy assumptions that the certified margin
-rests on (``jaxacct/montecarlo/margin.py``): exp, expm1, log, log1p, 1/x, logaddexp and the
+rests on (``jaxacct/montecarlo/engine/margin.py``): exp, expm1, log, log1p, 1/x, logaddexp and the
 noise transform (ndtri on 2·10⁷ tail probabilities; ``--exhaustive`` sweeps all 5.4·10⁸
 float32 inputs, as ``tests/montecarlo/test_program32.py`` does on CPU). A failed assumption is
 printed as FAIL: float32 verification must not be trusted on that backend until the margin's
@@ -31,7 +31,8 @@ from scipy import special
 
 import jaxacct
 from jaxacct import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import kernels, margin, noise, plan, program32, sharding
+from jaxacct.montecarlo.engine import kernels, margin, noise, program32, sharding
+from jaxacct.montecarlo.evr import plan
 
 U = 2.0**-24
 _WIDE = re.compile(r'\b(f64|s64|u64|c128)\[')

@@ -19,7 +19,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 import jaxacct  # noqa: E402
-from jaxacct.montecarlo import sampling  # noqa: E402
+from jaxacct.montecarlo.engine import sampling  # noqa: E402
 
 N, R, SIGMA = 200, 8, 1.5
 

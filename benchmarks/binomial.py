@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from jaxacct.montecarlo import binomial  # noqa: E402
-from jaxacct.montecarlo import keys as keys_lib  # noqa: E402
+from jaxacct.montecarlo.engine import binomial  # noqa: E402
+from jaxacct.montecarlo.engine import keys as keys_lib  # noqa: E402
 
 ROUNDS, LANES, REPEATS = 1000, 1024, 5
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 import jaxacct  # noqa: E402
 from jaxacct import config as config_lib  # noqa: E402
 from jaxacct import square_root_coefficients  # noqa: E402
-from jaxacct.montecarlo import candidates  # noqa: E402
+from jaxacct.montecarlo.evr import candidates  # noqa: E402
 
 
 def _best(fn, repeats):

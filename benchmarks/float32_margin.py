@@ -23,7 +23,8 @@ import numpy as np
 
 import jaxacct
 from jaxacct import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import candidates, kernels, keys, program32, sampling, sharding
+from jaxacct.montecarlo.engine import kernels, keys, program32, sampling, sharding
+from jaxacct.montecarlo.evr import candidates
 
 
 def _configs(production: bool):

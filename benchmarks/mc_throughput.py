@@ -325,7 +325,7 @@ def _min_time(fn, *args, repeats: int = 10) -> float:
 def element_rates(n: int, num: int, bands: int = 16) -> dict[str, dict[str, float]]:
   """ns per element on (n, num) arrays, per dtype: exact-tail normal, jax.random.normal,
   logaddexp, and one multiply-add of a ``bands``-term shifted sum (the sliding dot product)."""
-  from jaxacct.montecarlo import noise  # internal; only for the floor
+  from jaxacct.montecarlo.engine import noise  # internal; only for the floor
   rates: dict[str, dict[str, float]] = {}
   elements = n * num
   with jax.enable_x64(True):
@@ -360,7 +360,7 @@ def floor_kernels(n: int, num: int, dtype) -> dict[str, Callable[[], Any]]:
   """Compiled thunks of the floor's element kernels on (n, num) arrays: exact-tail normals
   (per sample key, as the kernels draw them; key splitting included), exp, and a 16-tap
   shifted sum (its time / 16 is one multiply-add)."""
-  from jaxacct.montecarlo import noise  # internal; only for the floor
+  from jaxacct.montecarlo.engine import noise  # internal; only for the floor
   with jax.enable_x64(True):
     key = jax.random.key(0)
     x = jax.random.normal(key, (n, num), dtype)
@@ -429,10 +429,10 @@ def components(config: Config, chunk: int, log=print) -> dict[str, dict[str, flo
   """
   from jaxacct.conventions import Stream
   from jaxacct.strategies.banded_toeplitz import balls_in_bins_modes, sliding_dot_products
-  from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import kernels, noise, sampling
-  from jaxacct.montecarlo.kernels import balls_in_bins as bib_kernel
-  from jaxacct.montecarlo.kernels import bminsep as bminsep_kernel
+  from jaxacct.montecarlo.engine import keys as keys_lib
+  from jaxacct.montecarlo.engine import kernels, noise, sampling
+  from jaxacct.montecarlo.engine.kernels import balls_in_bins as bib_kernel
+  from jaxacct.montecarlo.engine.kernels import bminsep as bminsep_kernel
 
   out: dict[str, dict[str, float]] = {}
   mechanism = config.mechanism()
@@ -523,10 +523,10 @@ def variants(chunk: int, log=print) -> dict[str, float]:
   """
   from jaxacct.conventions import Stream
   from jaxacct.strategies.banded_toeplitz import balls_in_bins_modes, sliding_dot_products
-  from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import kernels, noise, sampling
-  from jaxacct.montecarlo import sharding as sharding_lib
-  from jaxacct.montecarlo.kernels import bminsep as bminsep_kernel
+  from jaxacct.montecarlo.engine import keys as keys_lib
+  from jaxacct.montecarlo.engine import kernels, noise, sampling
+  from jaxacct.montecarlo.engine import sharding as sharding_lib
+  from jaxacct.montecarlo.engine.kernels import bminsep as bminsep_kernel
 
   results: dict[str, float] = {}
   if kernel_layout() != 'time':
@@ -765,9 +765,9 @@ def sweep_cost(config: Config, num_sigmas: int, repeats: int, log=print) -> dict
   """Time of ``num_sigmas`` candidates sharing one draw (``stream.SharedDraws``) against one σ
   (``sampling.OneSigma``) on the same blocks, float64, both directions; medians of interleaved
   repeats."""
-  from jaxacct.montecarlo import kernels, sampling, stream  # library internals (the programs)
-  from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo.sharding import SampleMesh
+  from jaxacct.montecarlo.engine import kernels, sampling, stream  # library internals (the programs)
+  from jaxacct.montecarlo.engine import keys as keys_lib
+  from jaxacct.montecarlo.engine.sharding import SampleMesh
   mechanism = config.mechanism()
   kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
   block = sampling.default_block_size(config.iterations)

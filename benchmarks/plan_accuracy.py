@@ -3,7 +3,7 @@
 For each config, ``jaxacct COMMAND CONFIG --json`` runs in a fresh process; the CLI prints the
 plan before the run and records ``plan_check`` in its JSON: the plan's projection of the rest of
 the run after the plan and the measured seconds of that rest. ``calibrate``: the capacity plan
-(``montecarlo/plan.py``: the sweeps, the verification, the report curve and the figures; the
+(``montecarlo/evr/plan.py``: the sweeps, the verification, the report curve and the figures; the
 compiles and the initial σ are done by the plan, which the run then reuses). ``estimate`` with
 a deterministic accountant whose queries compose PLDs (MMCC): the report's queries replayed on a
 coarse copy of the curve (``deterministic/curve_plan.py``). ``train``: the calibration's

@@ -164,7 +164,7 @@ def accuracy_table(seeds: int) -> None:
       # A comparison across ε, not a release: an in-memory attempt ledger per point.
       mechanism, g = digits.calibrated_mechanism(
           method, epsilon=epsilon, delta=5e-4, dataset_size=m, iterations=300,
-          ledger=jaxacct.montecarlo.ledger.VerificationLedger())
+          ledger=jaxacct.montecarlo.evr.ledger.VerificationLedger())
       acc = [digits.train_digits(mechanism, g, data, seed=s)['accuracy'] for s in range(seeds)]
       print(f'  eps {epsilon:3.0f}  {method:7s} sigma {mechanism.noise_multiplier:.4f} '
             f'[{g.method}]  accuracy {np.mean(acc):.3f} ± {np.std(acc, ddof=1):.3f}', flush=True)

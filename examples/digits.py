@@ -124,7 +124,7 @@ def calibrated_mechanism(method: str, *, epsilon: float, delta: float, dataset_s
 
   ``ledger``: the attempt ledger of the Monte Carlo calibration (default: the user's). A sweep
   over ε of one mechanism (an accuracy-vs-ε curve) is several attempts at it; to compare, not
-  to release, pass an in-memory ``jaxacct.montecarlo.ledger.VerificationLedger()`` per point
+  to release, pass an in-memory ``jaxacct.montecarlo.evr.ledger.VerificationLedger()`` per point
   (its guarantees say "attempts unchecked").
 
   ``"dpsgd"``: Poisson sampling, C = I, σ from the PLD accountant

@@ -10,7 +10,7 @@ document also holds ``"mac"``, HMAC-SHA256 of the body's canonical JSON (``_cano
 under the user's secret (``_secret.secret_key``), and reading it refuses a missing or wrong
 MAC: an edit by anyone who cannot read the secret is detected. The secret's owner can sign
 any body; what the body must satisfy beyond that is the reader's to check (a checkpoint's
-position against its sample counts, ``montecarlo/checkpoint.py``).
+position against its sample counts, ``montecarlo/evr/checkpoint.py``).
 """
 
 from __future__ import annotations

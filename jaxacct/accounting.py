@@ -28,11 +28,11 @@ from jaxacct.deterministic import base as deterministic
 from jaxacct.errors import InputError, InputTypeError
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
-from jaxacct.montecarlo import evr, verification
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo.calibration import Calibration, calibrate_noise_multiplier
-from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.montecarlo.evr import bounds as evr, verification
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr.calibration import Calibration, calibrate_noise_multiplier
+from jaxacct.montecarlo.evr.estimator import estimate_delta
 
 AUTO = 'auto'
 MONTE_CARLO = 'monte_carlo'

@@ -11,7 +11,7 @@ footnote 1; the names ``remove``/``add`` are jaxacct's):
 - ``add``: H(Q‖P) with y ~ Q, loss ln Q(y)/P(y). A guarantee is the max over both.
 
 Random sub-streams. Every random draw is ``fold_in``-derived from the coordinates where it is
-drawn (``montecarlo/keys.py``): key → purpose → direction → (block, index) → per-sample
+drawn (``montecarlo/engine/keys.py``): key → purpose → direction → (block, index) → per-sample
 stream → (round or count). The integers folded at each level are listed here, once, and a
 test checks that no two streams of one level share a code. Changing a code changes every
 result drawn from it: the codes are part of each seed's meaning.
@@ -131,7 +131,7 @@ class RestStream(enum.IntEnum):
 
 
 class BinomialStream(enum.IntEnum):
-  """Tags folded into a binomial draw's key (``montecarlo/binomial.py``).
+  """Tags folded into a binomial draw's key (``montecarlo/engine/binomial.py``).
 
   The fallback's extra BTRS rounds use ``FALLBACK + round`` (rounds < 2²⁰); the table
   path's uniforms use ``TABLE``. They are offsets in one space, so they must not overlap.

@@ -35,7 +35,7 @@ class Guarantee:
     seed: the raw key words of the randomness used (None if none).
     attempts: verification runs of the mechanism charged by a union bound (1 normally;
       every run of the same scheme and strategy up to scale counts, at any target:
-      ``montecarlo/ledger.py``).
+      ``montecarlo/evr/ledger.py``).
     attempts_checked: for a verified Monte Carlo statement, True when the attempts were
       counted in a persistent ledger (the user's file, the default), False when in a
       ``VerificationLedger`` held in memory only: then "attempts unchecked" — earlier
@@ -57,7 +57,7 @@ class Guarantee:
     precision: the arithmetic of the Monte Carlo device program behind the statement:
       ``"float64"``, or ``"float32"`` (the 32-bit program; every hockey-stick term was
       evaluated at ε − η with a certified per-sample margin η ≥ |L̂ − L| and block sums
-      rounded up, so δ̂ is ≥ that of the exact losses: ``jaxacct/montecarlo/margin.py``).
+      rounded up, so δ̂ is ≥ that of the exact losses: ``jaxacct/montecarlo/engine/margin.py``).
     margin: for ``"float32"``, the largest per-sample margin η among the verification
       draws of the released candidate (None otherwise).
   """

@@ -50,7 +50,7 @@ PRECISIONS = ('auto', 'float32', 'float64')
 
 @runtime_checkable
 class AttemptLedger(Protocol):
-  """What a driver needs of an attempt ledger (``montecarlo/ledger.py``: ``FileLedger``,
+  """What a driver needs of an attempt ledger (``montecarlo/evr/ledger.py``: ``FileLedger``,
   ``VerificationLedger``): where it lives, whether it persists, and how it charges a run."""
 
   persistent: bool
@@ -76,10 +76,10 @@ class MonteCarloOptions:
     estimation_samples: samples per direction of each estimation sweep of a calibration;
       None: min(⌊N/4⌋, ⌈50/δ_b⌉), at least 1000 (``evr.default_estimation_samples``).
     attempt: the 1-based index of this verification of the mechanism at any target
-      (``montecarlo/ledger.py``: the union bound over recorded runs).
-    shared_draws: common random numbers across candidate σ (``montecarlo/candidates.py``).
+      (``montecarlo/evr/ledger.py``: the union bound over recorded runs).
+    shared_draws: common random numbers across candidate σ (``montecarlo/evr/candidates.py``).
     precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program with its certified
-      margin, ``montecarlo/margin.py``) or ``"auto"`` (``montecarlo/precision.py``); one choice,
+      margin, ``montecarlo/engine/margin.py``) or ``"auto"`` (``montecarlo/evr/precision.py``); one choice,
       resolved once per request.
     grid_ratio: ratio between consecutive candidate σ, in (1, 2].
     num_candidates: Monte Carlo candidates verified (plus the fallback), ≥ 1.
@@ -170,7 +170,7 @@ class RunOptions:
       ``jaxacct.progress.interactive``); False: none.
     checkpoint: a folder (str or path; stored as a ``pathlib.Path``) where the run saves its
       state; calling again with the same arguments resumes from it bitwise
-      (``montecarlo/checkpoint.py``). None: no checkpoint.
+      (``montecarlo/evr/checkpoint.py``). None: no checkpoint.
     checkpoint_interval: seconds between saves (> 0; default 60).
     ledger: the attempt ledger of verifications, an object: ``jaxacct.FileLedger(path)`` or an
       in-memory ``jaxacct.VerificationLedger()``, which opts out (its releases say "attempts

@@ -19,7 +19,7 @@ from jaxacct import _files
 from jaxacct.conventions import DIRECTIONS, Direction
 
 if TYPE_CHECKING:  # the report module stays importable without the JAX engine
-  from jaxacct.montecarlo.calibration import CalibrationRecord
+  from jaxacct.montecarlo.evr.calibration import CalibrationRecord
 
 
 def _figure(figsize, ncols: int = 1, **options):

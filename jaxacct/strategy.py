@@ -30,6 +30,8 @@ class next to it, registers its config keys (``config_key``) and lists its publi
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
   arXiv:2602.09338 (v2): §7.1 (prefix-sum MSE), App. B (r-min-sep bounds) (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, arXiv:2601.21636: the fixed-bin slot means
+  (``phase_sums``) of balls-in-bins (docs/references.md).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from jaxacct.errors import InputError, InputTypeError
 
 class RoundingShape(NamedTuple):
   """Host numbers of a view that bound its float32 products (the 32-bit program's margin,
-  ``montecarlo/margin.py`` steps 2–5), all float64 upper bounds.
+  ``montecarlo/engine/margin.py`` steps 2–5), all float64 upper bounds.
 
   Attributes:
     mean_max: ≥ max |entry of C·x| over participation patterns x ∈ {0, 1}ⁿ of the scheme.

@@ -103,7 +103,7 @@ def _release_compiled_programs():
     gc.collect()
 
 
-# The float32 self-test's cache (montecarlo/selftest32.py): one per run, never the user's.
+# The float32 self-test's cache (montecarlo/engine/selftest32.py): one per run, never the user's.
 os.environ['JAXACCT_CACHE_DIR'] = tempfile.mkdtemp(prefix='jaxacct-test-cache-')
 
 # Session-scoped fixtures run before the per-module and per-test ledgers below: they get a

@@ -9,7 +9,7 @@ import pytest
 import jaxacct
 from jaxacct import accounting
 from jaxacct.deterministic import accountant as deterministic_functions
-from jaxacct.montecarlo import verification
+from jaxacct.montecarlo.evr import verification
 
 BMINSEP = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.25, iterations=4, min_sep=2),
                                   jaxacct.BandedToeplitz([1.0, 0.5]), 1.0)

@@ -27,7 +27,7 @@ from jaxacct.cli import common
 from jaxacct.deterministic import accountant as deterministic_functions
 from jaxacct.deterministic import base
 from jaxacct import options
-from jaxacct.montecarlo import candidates, plan
+from jaxacct.montecarlo.evr import candidates, plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 QUICK = str(ROOT / 'configs' / 'quickstart.yaml')

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 import jaxacct
-import jaxacct.montecarlo.evr
+import jaxacct.montecarlo.evr.bounds
 from jaxacct import cli
 from jaxacct import config as config_lib
 
@@ -275,7 +275,7 @@ def test_bad_input_is_told_apart_from_a_bug():
     jaxacct.Poisson(sampling_prob=0.5, iterations=3.5)
   assert isinstance(caught.value, TypeError) and cli.is_bad_input(caught.value)
   from jaxacct.deterministic import base as deterministic_base
-  from jaxacct.montecarlo import checkpoint, ledger, plan
+  from jaxacct.montecarlo.evr import checkpoint, ledger, plan
   for error in (config_lib.ConfigError, checkpoint.CheckpointError, ledger.LedgerError,
                 plan.OverBudgetError, deterministic_base.UnsupportedMechanismError,
                 jaxacct.MissingExtraError):
@@ -286,7 +286,7 @@ def test_bad_input_is_told_apart_from_a_bug():
     assert not cli.is_bad_input(error)
   # A TypeError of a jaxacct frame that no ``raise`` statement made (a call with the wrong
   # arguments) is a bug, not bad input.
-  from jaxacct.montecarlo import sharding
+  from jaxacct.montecarlo.engine import sharding
   with pytest.raises(TypeError) as caught:
     sharding.on_leader(lambda unexpected: None)
   assert not cli.is_bad_input(caught.value)
@@ -332,12 +332,12 @@ def test_plan_arithmetic_with_a_given_throughput(tmp_path, capsys):
   # 1000 one-σ samples/s per device, K σ at DEFAULT_CANDIDATE_COST: the projection is exact
   # arithmetic on the calls calibrate_noise_multiplier's defaults make (whole calls of the
   # default size, both directions), plus the initial σ and the figures, timed here.
-  from jaxacct.montecarlo import plan as plan_lib
-  from jaxacct.montecarlo import sampling
+  from jaxacct.montecarlo.evr import plan as plan_lib
+  from jaxacct.montecarlo.engine import sampling
   assert cli.main(['plan', str(CONFIGS / 'quickstart.yaml'), '--json', '--out', str(tmp_path),
                    '--samples-per-second', '1000', '--devices', '4']) == 0
   plan = json.loads(capsys.readouterr().out)['plan']
-  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
+  n, base = jaxacct.montecarlo.evr.bounds.resolve_sample_size(1e-3, None, None)
   estimation = max(1000, min(n // 4, math.ceil(50 / base)))
   per_call = sampling.default_blocks_per_call(1024, 128) * 1024  # samples, one device here
   assert plan['blocks_per_call'] * plan['block_size'] == per_call

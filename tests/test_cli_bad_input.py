@@ -137,11 +137,11 @@ def test_an_undeclared_retry_is_refused_before_any_compute_with_the_set_that_dec
   import jax
   import jaxacct
   from jaxacct import config as config_lib
-  from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import ledger as ledger_lib
+  from jaxacct.montecarlo.engine import keys as keys_lib
+  from jaxacct.montecarlo.evr import ledger as ledger_lib
   raw = config_lib.load(QUICK)
   mechanism = config_lib.mechanism_from(raw)
-  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
+  n, base = jaxacct.montecarlo.evr.bounds.resolve_sample_size(1e-3, None, None)
   ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
   # A run at another target (ε = 3) is an attempt at this mechanism too.
   ledger.charge(mechanism, ledger_lib.RunRecord(

@@ -37,22 +37,23 @@ LAYERS = (
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 
 # Inside a package, the same rule between its modules (dotted names below the package; a
-# module's unit is the longest name listed, ``__init__`` the package itself). montecarlo is
-# still one folder: its engine and evr sets (wip/requests-design.md §5) are declared here as
-# module sets, engine lowest. ``kernels`` is the family modules and the package.
+# module's unit is the longest name listed, ``__init__`` the package itself). montecarlo is two
+# sub-packages (ARCHITECTURE.md, "Layering"): the engine lowest, then EVR. ``engine.kernels``
+# is the family modules and the package.
 ENGINE = (
-    ('sharding', 'keys', 'margin', 'binomial', 'binomial32', 'watchdog'),
-    ('noise', 'kernels.base', 'kernels._common', 'kernels.history32'),
-    ('kernels',),
-    ('program32',),
-    ('sampling', 'selftest32'),
-    ('stream',),
+    ('engine', 'engine.sharding', 'engine.keys', 'engine.margin', 'engine.binomial',
+     'engine.binomial32', 'engine.watchdog'),
+    ('engine.noise', 'engine.kernels.base', 'engine.kernels._common', 'engine.kernels.history32'),
+    ('engine.kernels',),
+    ('engine.program32',),
+    ('engine.sampling', 'engine.selftest32'),
+    ('engine.stream',),
 )
 EVR = (
-    ('evr', 'search_start'),
-    ('ledger', 'checkpoint'),
-    ('plan',), ('precision',), ('estimator',), ('candidates',), ('verification',),
-    ('calibration',),
+    ('evr', 'evr.bounds', 'evr.search_start'),
+    ('evr.ledger', 'evr.checkpoint'),
+    ('evr.plan',), ('evr.precision',), ('evr.estimator',), ('evr.candidates',),
+    ('evr.verification',), ('evr.calibration',),
 )
 INNER = {'montecarlo': ENGINE + EVR + (('__init__',),)}
 INNER_RANK = {package: {unit: rank for rank, units in enumerate(layers) for unit in units}
@@ -247,10 +248,10 @@ def test_an_upward_relative_import_is_named(tmp_path):
   package = _tree(tmp_path, {
       'schemes/__init__.py': 'from . import base\nfrom .base import x\n',
       'schemes/base.py': 'from .. import _validate\nfrom ..montecarlo import sampling\n',
-      'montecarlo/sampling.py': 'from . import keys\nfrom .calibration import search\n'})
+      'montecarlo/engine/sampling.py': 'from . import keys\nfrom ..evr.calibration import search\n'})
   assert _upward_imports(package) == [
-      'jaxacct/montecarlo/sampling.py:2: montecarlo.sampling (engine) imports '
-      'montecarlo.calibration (evr)',
+      'jaxacct/montecarlo/engine/sampling.py:2: montecarlo.engine.sampling (engine) imports '
+      'montecarlo.evr.calibration (evr)',
       'jaxacct/schemes/base.py:2: schemes (layer 1) imports montecarlo (layer 5)']
 
 
@@ -264,7 +265,7 @@ def test_an_upward_constant_import_module_is_named(tmp_path):
           'import importlib, typing\n'
           "importlib.import_module(f'{__name__}.pld')\n"  # its own children: allowed
           'if typing.TYPE_CHECKING:\n  from jaxacct import training\n'
-          "_RUN = 'jaxacct.montecarlo.calibration:calibrate_noise_multiplier'\n")})
+          "_RUN = 'jaxacct.montecarlo.evr.calibration:calibrate_noise_multiplier'\n")})
   assert _upward_imports(package) == [
       'jaxacct/deterministic/__init__.py:4: deterministic (layer 3) imports training (layer 6)',
       'jaxacct/deterministic/__init__.py:5: deterministic (layer 3) imports montecarlo (layer 5)',
@@ -291,24 +292,27 @@ def test_a_dynamic_import_of_another_package_is_named(tmp_path):
 def test_an_engine_to_evr_edge_is_named(tmp_path):
   """Inside montecarlo: engine → evr, a downward edge inside evr, an upward one inside engine,
   and engine → deterministic."""
-  package = _tree(tmp_path, {'montecarlo/__init__.py': '', 'montecarlo/kernels/__init__.py': '',
-                             'montecarlo/stream.py': (
-      'from jaxacct.montecarlo import ledger\n'
-      'from jaxacct.montecarlo.evr import check\n'
-      'from jaxacct.montecarlo import precision, keys\n'
-      'from jaxacct.deterministic import pld\n'),
-      'montecarlo/kernels/bminsep.py': (
-          'from jaxacct.montecarlo import sampling\nfrom . import base\n'),
-      'montecarlo/calibration.py': 'from jaxacct.montecarlo import plan, stream\n'})
+  package = _tree(tmp_path, {
+      'montecarlo/__init__.py': '', 'montecarlo/engine/__init__.py': '',
+      'montecarlo/evr/__init__.py': '', 'montecarlo/engine/kernels/__init__.py': '',
+      'montecarlo/engine/stream.py': (
+          'from jaxacct.montecarlo.evr import ledger\n'
+          'from jaxacct.montecarlo.evr.bounds import check\n'
+          'from jaxacct.montecarlo.evr import precision\n'
+          'from jaxacct.montecarlo.engine import keys\n'
+          'from jaxacct.deterministic import pld\n'),
+      'montecarlo/engine/kernels/bminsep.py': (
+          'from jaxacct.montecarlo.engine import sampling\nfrom . import base\n'),
+      'montecarlo/evr/calibration.py': (
+          'from jaxacct.montecarlo.evr import plan\nfrom jaxacct.montecarlo.engine import stream\n')})
+  stream = 'jaxacct/montecarlo/engine/stream.py'
   assert _upward_imports(package) == [
-      'jaxacct/montecarlo/kernels/bminsep.py:1: montecarlo.kernels (layer 2 of montecarlo) '
-      'imports montecarlo.sampling (layer 4)',
-      'jaxacct/montecarlo/stream.py:1: montecarlo.stream (engine) imports montecarlo.ledger '
-      '(evr)',
-      'jaxacct/montecarlo/stream.py:2: montecarlo.stream (engine) imports montecarlo.evr (evr)',
-      'jaxacct/montecarlo/stream.py:3: montecarlo.stream (engine) imports montecarlo.precision '
-      '(evr)',
-      'jaxacct/montecarlo/stream.py:4: montecarlo.stream (engine) imports deterministic']
+      'jaxacct/montecarlo/engine/kernels/bminsep.py:1: montecarlo.engine.kernels (layer 2 of '
+      'montecarlo) imports montecarlo.engine.sampling (layer 4)',
+      f'{stream}:1: montecarlo.engine.stream (engine) imports montecarlo.evr.ledger (evr)',
+      f'{stream}:2: montecarlo.engine.stream (engine) imports montecarlo.evr.bounds (evr)',
+      f'{stream}:3: montecarlo.engine.stream (engine) imports montecarlo.evr.precision (evr)',
+      f'{stream}:5: montecarlo.engine.stream (engine) imports deterministic']
 
 
 def test_the_montecarlo_sets_are_its_modules():

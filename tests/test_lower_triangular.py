@@ -17,7 +17,7 @@ import pytest
 import jaxacct
 from jaxacct.strategies import lower_triangular as lt
 from jaxacct.deterministic import pld
-from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo.engine import sampling
 from oracles import brute_force, chi_square
 
 

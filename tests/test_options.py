@@ -54,7 +54,7 @@ def test_a_moved_keyword_is_refused_naming_its_new_place_before_compute(call, ke
     elif call == 'account':
       jaxacct.account(MECHANISM, epsilon=1.0, delta=1e-3, key=key, **given)
     else:
-      from jaxacct.montecarlo import plan
+      from jaxacct.montecarlo.evr import plan
       plan.capacity_plan(MECHANISM, epsilon=1.0, delta=1e-3, **given)
   assert f'{keyword}= moved to {place}' in str(refusal.value)
   assert 'CHANGELOG 0.2.0' in str(refusal.value)
@@ -86,7 +86,7 @@ def test_an_unused_monte_carlo_field_is_refused_not_dropped(call, field):
     if call == 'estimate':
       jaxacct.estimate_delta(key, MECHANISM, [1.0], 100, monte_carlo=options)
     elif call == 'sweep':
-      from jaxacct.montecarlo import candidates
+      from jaxacct.montecarlo.evr import candidates
       candidates.estimate_delta_for_sigmas(key, MECHANISM, [1.0], [1.0], 100,
                                            monte_carlo=options)
     elif call == 'verify':
@@ -94,7 +94,7 @@ def test_an_unused_monte_carlo_field_is_refused_not_dropped(call, field):
     elif call == 'account':
       jaxacct.account(MECHANISM, epsilon=1.0, delta=1e-3, key=key, monte_carlo=options)
     else:
-      from jaxacct.montecarlo import plan
+      from jaxacct.montecarlo.evr import plan
       plan.capacity_plan(MECHANISM, epsilon=1.0, delta=1e-3, monte_carlo=options)
 
 
@@ -161,7 +161,7 @@ def _stopping_after(calls: int):
 
 
 def test_a_sigma_sweep_resumes_from_its_checkpoint_bitwise_and_refuses_another_run(tmp_path):
-  from jaxacct.montecarlo import candidates
+  from jaxacct.montecarlo.evr import candidates
   key, sigmas = jax.random.key(5), [0.8, 1.0, 1.25]
   whole = candidates.estimate_delta_for_sigmas(key, MECHANISM, sigmas, [0.5], 512,
                                                monte_carlo=jaxacct.MonteCarloOptions(

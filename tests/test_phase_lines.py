@@ -20,7 +20,7 @@ from jaxacct import cli
 from jaxacct import progress as progress_lib
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.deterministic import accountant, curve_plan
-from jaxacct.montecarlo import plan as plan_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.strategies import banded_toeplitz
 
 CONFIGS = pathlib.Path(__file__).resolve().parents[1] / 'configs'

@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import candidates
+from jaxacct.montecarlo.evr import candidates
 
 PINS = pathlib.Path(__file__).with_name('pinned_values.json')
 BAND = [1.0, 0.5, 0.25]

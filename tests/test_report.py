@@ -51,7 +51,7 @@ _RELEASED = 1.17498
 
 
 def _quickstart_record(sigma_up: float):
-  from jaxacct.montecarlo import calibration
+  from jaxacct.montecarlo.evr import calibration
   return calibration.CalibrationRecord(
       base_delta=5e-4, num_samples=75_013, sigma_up=sigma_up, initial_guess=0.9124,
       estimation_samples=18_753,

@@ -11,7 +11,7 @@ import pytest
 
 import jaxacct
 from jaxacct import schemes
-from jaxacct.montecarlo import kernels
+from jaxacct.montecarlo.engine import kernels
 
 import family_examples
 
@@ -145,7 +145,7 @@ def family_gaps(names, examples, contracts) -> list[str]:
       gaps.append(f'{name}: no examples in tests/family_examples.py (or wrong family)')
     served = [k for k in kernels.registered() if family in k.schemes]
     if not served:
-      gaps.append(f'{name}: no Monte Carlo kernel (jaxacct/montecarlo/kernels/)')
+      gaps.append(f'{name}: no Monte Carlo kernel (jaxacct/montecarlo/engine/kernels/)')
     elif not {c.kernel for c in contracts} & set(served):
       gaps.append(f'{name}: no KernelContract class for its kernels')
   return gaps
@@ -172,7 +172,7 @@ def test_a_family_without_examples_or_kernel_is_named(every_other_round, tmp_pat
   assert names == {'every_other_round': 'every_other_round', 'ghost': 'ghost'}
   assert family_gaps(names, family_examples.EXAMPLES, kernel_contract_classes()) == [
       'every_other_round: no examples in tests/family_examples.py (or wrong family)',
-      'every_other_round: no Monte Carlo kernel (jaxacct/montecarlo/kernels/)',
+      'every_other_round: no Monte Carlo kernel (jaxacct/montecarlo/engine/kernels/)',
       'ghost: not registered by importing jaxacct.schemes']
 
 

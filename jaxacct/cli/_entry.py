@@ -18,7 +18,7 @@ import jax
 from jaxacct import config as config_lib
 from jaxacct._version import __version__
 from jaxacct.errors import InputError
-from jaxacct.montecarlo import sharding, watchdog
+from jaxacct.montecarlo.engine import sharding, watchdog
 from jaxacct.cli import config_keys
 from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, print_plan)
 from jaxacct.cli._folders import (check_outputs, leaving_no_new_empty_folders, run_folders)
@@ -102,7 +102,7 @@ def _peer_timeout(args) -> float:
 
 def _initialize_distributed(args) -> None:
   """``jax.distributed.initialize`` from the flags, the environment, or cluster detection,
-  then the peer watchdog (``montecarlo/watchdog.py``): a peer silent for the peer timeout
+  then the peer watchdog (``montecarlo/engine/watchdog.py``): a peer silent for the peer timeout
   ends this process with exit code 1 and one line, before the runtime's heartbeat (set
   longer) aborts it."""
   def from_env(value, name):

@@ -11,8 +11,8 @@ import pathlib
 import shutil
 
 from jaxacct import config as config_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.engine import sharding
 
 
 def write_on_leader(function, *args, **kwargs) -> None:

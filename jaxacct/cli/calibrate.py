@@ -28,11 +28,11 @@ from jaxacct import report
 from jaxacct.conventions import Purpose
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.options import MonteCarloOptions
-from jaxacct.montecarlo import calibration as calibration_lib
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo.calibration import CalibrationRecord
-from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.montecarlo.evr import calibration as calibration_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr.calibration import CalibrationRecord
+from jaxacct.montecarlo.evr.estimator import estimate_delta
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated, calibration_section,
                                 check_budget, check_state_files, deterministic_curve,

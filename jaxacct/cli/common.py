@@ -23,13 +23,13 @@ from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import curve_plan
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import verification
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.evr import verification
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.engine import sharding
 from jaxacct.options import MonteCarloOptions, RunOptions
 from jaxacct.cli._folders import (report_root, ledger_path)
 
@@ -183,7 +183,7 @@ def plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
 
 
 def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
-  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/plan.py``), timed
+  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/evr/plan.py``), timed
   for ``precisions`` (the run's own precision is always among them)."""
   cal = calibration_section(raw)
   mechanism, note = plan_mechanism(raw)

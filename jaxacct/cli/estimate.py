@@ -13,9 +13,9 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
 from jaxacct.mechanism import DIRECTIONS
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo.estimator import estimate_delta
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.evr.estimator import estimate_delta
 from jaxacct.options import MonteCarloOptions
 from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
                                 deterministic_curve, estimate_max_seconds, print_deterministic,

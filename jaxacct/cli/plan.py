@@ -1,5 +1,5 @@
 """``jaxacct plan CONFIG``: the capacity plan of the config's Monte Carlo calibration — samples,
-throughput measured here, projected wall time here and on N devices (``montecarlo/plan.py``).
+throughput measured here, projected wall time here and on N devices (``montecarlo/evr/plan.py``).
 
 It times the device programs of the precision the run would use only (``monte_carlo.precision``,
 ``common.run_precision``); ``--precision both`` (or the other precision's name) times the other

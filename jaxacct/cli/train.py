@@ -20,7 +20,7 @@ from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.engine import sharding
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
                                 check_state_files, check_budget, figure_seconds, print_footer,

@@ -45,7 +45,7 @@ that registration gives the config name (``scheme.type``), the config keys and t
 (the dataclass fields), the training batch sampler (``sampled_rounds``), the fallback's
 sensitivity bound (``max_sensitivity_squared``) and the report line (``summary``). Every
 module of this package is imported here, so a new family is its module plus its Monte Carlo
-kernel (``jaxacct/montecarlo/kernels/``); ``families()`` lists them. Each family also
+kernel (``jaxacct/montecarlo/engine/kernels/``); ``families()`` lists them. Each family also
 reports its participation model (``participation.py``: ``scheme.participation``), which
 accountants and strategies ask instead of the family.
 

@@ -212,7 +212,7 @@ def register(config_name: str):
   """Class decorator: registers a scheme family under its config name (``scheme.type``).
 
   The registration is all a new family needs besides its Monte Carlo kernel
-  (``montecarlo/kernels/``): configs accept ``scheme.type: <config_name>`` with the class's
+  (``montecarlo/engine/kernels/``): configs accept ``scheme.type: <config_name>`` with the class's
   dataclass fields (and those of its ``from_expected_batch_size``) as keys, typed by their
   annotations (``config_fields``); ``jaxacct.batching.batches`` trains its ``sampled_rounds``;
   reports print its ``summary``. Modules of this package are imported (and so registered)

@@ -23,8 +23,8 @@ from jaxacct.guarantee import Guarantee
 from jaxacct.individual import tracking as tracking_lib
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.strategy import check_strategy
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import sharding
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine import sharding
 from jaxacct.training import step as step_lib
 from jaxacct.errors import InputError, InputTypeError
 

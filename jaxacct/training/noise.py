@@ -38,7 +38,7 @@ import optax
 from jaxacct import _validate
 from jaxacct.errors import InputError, InputTypeError
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
-from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.strategy import check_strategy
 
 

@@ -20,7 +20,7 @@ import pytest
 
 import jaxacct
 from jaxacct.deterministic.accountant import calibrate_deterministic
-from jaxacct.montecarlo.calibration import calibrate_noise_multiplier
+from jaxacct.montecarlo.evr.calibration import calibrate_noise_multiplier
 
 jax_privacy = pytest.importorskip('jax_privacy')
 

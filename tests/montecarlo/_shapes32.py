@@ -13,7 +13,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from jaxacct.montecarlo import kernels, program32, sharding
+from jaxacct.montecarlo.engine import kernels, program32, sharding
 
 BLOCK_SIZE = 64
 #: Blocks per device per call of every 32-bit program (more blocks are more calls).

@@ -11,7 +11,7 @@ import sys
 
 import jax
 
-from jaxacct.montecarlo import watchdog  # host code only: no JAX computation on import
+from jaxacct.montecarlo.engine import watchdog  # host code only: no JAX computation on import
 
 coordinator, num_processes, process_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if num_processes > 1:
@@ -25,7 +25,8 @@ if num_processes > 1:
 import numpy as np  # noqa: E402  (after initialize, as jax.distributed requires)
 
 import jaxacct  # noqa: E402
-from jaxacct.montecarlo import candidates, sharding  # noqa: E402
+from jaxacct.montecarlo.engine import sharding
+from jaxacct.montecarlo.evr import candidates  # noqa: E402
 
 
 def hexes(values):

@@ -1,4 +1,4 @@
-"""The contract every Monte Carlo scheme kernel runs (``jaxacct.montecarlo.kernels.base``).
+"""The contract every Monte Carlo scheme kernel runs (``jaxacct.montecarlo.engine.kernels.base``).
 
 ``KernelContract`` is not collected itself (its name does not start with ``Test``). A kernel
 family's test class (``test_kernel_contract.py``) subclasses it and supplies:
@@ -52,9 +52,9 @@ import pytest
 
 import jaxacct
 from jaxacct.conventions import DIRECTIONS
-from jaxacct.montecarlo import kernels, sampling
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.montecarlo.engine import kernels, sampling
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
 from oracles import brute_force, chi_square
 
 FLOAT64 = np.dtype(np.float64)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import evr
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import verification
+from jaxacct.montecarlo.evr import bounds as evr
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr import verification
 
 SCHEME = jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=True)
 MATRIX = jaxacct.BandedToeplitz([1.0, 0.5, 0.25])

@@ -1,4 +1,4 @@
-"""Exact Binomial draws (``montecarlo/binomial.py``): law, lane independence, Stirling tail.
+"""Exact Binomial draws (``montecarlo/engine/binomial.py``): law, lane independence, Stirling tail.
 
 The law is checked by χ² against scipy's pmf over the central 1 − 2·10⁻⁷ of
 the support (cells with expected count < 5 pooled), at p > 10⁻³ with fixed
@@ -14,8 +14,8 @@ import pytest
 from scipy import stats
 
 from jaxacct._precision import scoped_x64
-from jaxacct.montecarlo import binomial
-from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.engine import binomial
+from jaxacct.montecarlo.engine import keys as keys_lib
 
 try:
   import mpmath

@@ -1,4 +1,4 @@
-"""Exact Binomial draws in 32-bit code (``montecarlo/binomial32.py``).
+"""Exact Binomial draws in 32-bit code (``montecarlo/engine/binomial32.py``).
 
 Oracles: exact rational pmfs (``fractions``) for counts ≤ 128, 60-digit mpmath for a row of
 count 2²⁰ and for count 2²⁵ − 1 at p = 10⁻⁷, scipy for the χ² laws, and a pure-Python
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxacct.montecarlo import binomial32, program32
+from jaxacct.montecarlo.engine import binomial32, program32
 
 try:
   import mpmath

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import candidates, estimator
+from jaxacct.montecarlo.evr import candidates, estimator
 
 MECH = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=30, min_sep=3, warm_start=False),

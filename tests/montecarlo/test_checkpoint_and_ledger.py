@@ -11,8 +11,8 @@ import jax
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import ledger as ledger_lib
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
 
 MECHANISM = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=True),
@@ -344,7 +344,7 @@ def test_bad_max_seconds_is_refused_by_name(bad):
 
 
 def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
-  from jaxacct.montecarlo import plan
+  from jaxacct.montecarlo.evr import plan
   # 10¹¹ samples cannot run in a minute on any machine (block timing ≥ nanoseconds/sample).
   with pytest.raises(plan.OverBudgetError, match=r'estimate of 100,000,000,000 samples .* '
                                                  r'over max_seconds = 60: pass a larger'):
@@ -361,7 +361,7 @@ def test_estimate_over_max_seconds_is_refused_before_any_sample(tmp_path):
 
 
 def test_verification_over_max_seconds_is_refused_before_the_ledger_is_charged(tmp_path):
-  from jaxacct.montecarlo import plan
+  from jaxacct.montecarlo.evr import plan
   ledger_path = tmp_path / 'ledger.json'
   with pytest.raises(plan.OverBudgetError, match='verification of 2 candidates'):
     jaxacct.verify(jax.random.key(2), CANDIDATES, epsilon=1.0, delta=0.05,
@@ -379,7 +379,7 @@ def test_verification_over_max_seconds_is_refused_before_the_ledger_is_charged(t
 
 
 def test_calibration_over_max_seconds_is_refused_before_any_sweep():
-  from jaxacct.montecarlo import plan
+  from jaxacct.montecarlo.evr import plan
   with pytest.raises(plan.OverBudgetError, match=r'calibration \(.* verification .* over '
                                                  r'max_seconds = 1\b'):
     # The plan times the resume test's programs (16 and 2 σ, calls of 4 blocks), compiled once.
@@ -410,7 +410,7 @@ def _blocks_left_by_enumeration(state, num_samples, first_block, block_size, num
 @pytest.mark.parametrize('num_samples, first_block', [(9000, 0), (9000, 2), (8192, 0)])
 def test_blocks_remaining_counts_what_accumulate_still_visits(program, direction, block,
                                                              num_samples, first_block):
-  from jaxacct.montecarlo import stream
+  from jaxacct.montecarlo.engine import stream
   state = stream.StreamState(stream.BlockSums.zeros(1, 1), program, direction, block)
   if block is not None and block < first_block:
     block = state.block = first_block
@@ -423,10 +423,10 @@ def test_blocks_remaining_counts_what_accumulate_still_visits(program, direction
 
 def _ledger_holding_another_run(path, mechanism, epsilon, delta, seed=7):
   """A file ledger that recorded one run of the mechanism with another key."""
-  from jaxacct.montecarlo import keys as keys_lib
-  from jaxacct.montecarlo import verification
+  from jaxacct.montecarlo.engine import keys as keys_lib
+  from jaxacct.montecarlo.evr import verification
   ledger = ledger_lib.FileLedger(path)
-  n, base = jaxacct.montecarlo.evr.resolve_sample_size(delta, None, None)
+  n, base = jaxacct.montecarlo.evr.bounds.resolve_sample_size(delta, None, None)
   run = verification._run_identity(keys_lib.key_words(jax.random.key(seed)), (1.0, 2.0), n,
                                    base, True, 'float64', epsilon, delta)
   ledger.charge(mechanism, ledger_lib.RunRecord(run=run, epsilon=epsilon, delta=delta,
@@ -445,10 +445,10 @@ def test_an_undeclared_retry_is_refused_before_any_sweep_and_a_declared_one_is_n
                                            ledger=ledger_lib.FileLedger(tmp_path / 'ledger.json')))
   assert refusal.value.required_attempt == 2 and isinstance(refusal.value, ValueError)
   # The same key as the recorded run could be its replay: let through to the full check.
-  from jaxacct.montecarlo import verification
+  from jaxacct.montecarlo.evr import verification
   ledger = ledger_lib.FileLedger(tmp_path / 'ledger.json')
-  n, base = jaxacct.montecarlo.evr.resolve_sample_size(1e-3, None, None)
-  from jaxacct.montecarlo import keys as keys_lib
+  n, base = jaxacct.montecarlo.evr.bounds.resolve_sample_size(1e-3, None, None)
+  from jaxacct.montecarlo.engine import keys as keys_lib
   check = dict(epsilon=1.0, delta=1e-3, num_samples=n, base_delta=base, shared_draws=True)
   verification.check_retry(ledger, MECHANISM, key_data=keys_lib.key_words(jax.random.key(7)),
                            precision='float64', attempt=1, **check)
@@ -469,8 +469,9 @@ def test_the_plan_projects_a_third_sweep_when_the_first_cannot_bracket(guess, sw
   """Issue 31 item 3: one pilot call of the sweep program on the first coarse grid (16 σ
   around the guess) tells whether the search must move the grid before its fine sweep."""
   import numpy as np
-  from jaxacct.montecarlo import kernels, plan, sampling
-  from jaxacct.montecarlo.sharding import SampleMesh
+  from jaxacct.montecarlo.engine import kernels, sampling
+  from jaxacct.montecarlo.evr import plan
+  from jaxacct.montecarlo.engine.sharding import SampleMesh
   # δ̂(ε = 1) of this mechanism crosses δ_b = 0.05 near σ = 1.8 (max over directions, 2·10⁴
   # samples: 0.106 at σ = 1.5, 0.037 at 2.0): a grid [0.68, 1.41] × 1.8 brackets it, one
   # around 0.05 is far below it (none passes), one around 40 far above (all pass).

@@ -22,8 +22,8 @@ import pytest
 
 import jaxacct
 from jaxacct import _files, _secret
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import stream
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.engine import stream
 
 from test_checkpoint_and_ledger import CANDIDATES, EPSILONS, MECHANISM, Stop, _stop_after
 

@@ -6,7 +6,7 @@ in block order, so ``estimate_delta`` and ``calibrate_noise_multiplier`` (untrun
 truncated b-min-sep) must agree bit for bit with one process on the same 4 devices (1 device
 against 4 is checked by test_estimator.py and test_program32.py). A lost peer ends the run
 cleanly (issue 29), and so does a hung one, through the peer watchdog within its stated bound
-(issue 42 item 7, ``montecarlo/watchdog.py``).
+(issue 42 item 7, ``montecarlo/engine/watchdog.py``).
 """
 
 import json
@@ -22,7 +22,7 @@ import pytest
 
 from jaxacct import cli
 from jaxacct.errors import InputError
-from jaxacct.montecarlo import watchdog
+from jaxacct.montecarlo.engine import watchdog
 
 
 def multiprocess(test):

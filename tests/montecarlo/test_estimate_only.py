@@ -19,9 +19,9 @@ import jaxacct
 from jaxacct import cli
 from jaxacct import progress as progress_lib
 from jaxacct import report
-from jaxacct.montecarlo import calibration as calibration_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import plan as plan_lib
+from jaxacct.montecarlo.evr import calibration as calibration_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
 
 MECHANISM = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=24, min_sep=4, warm_start=True),

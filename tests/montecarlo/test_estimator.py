@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import estimator, sampling
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo.kernels import kernel_for
+from jaxacct.montecarlo.engine import sampling
+from jaxacct.montecarlo.evr import estimator
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.kernels import kernel_for
 
 MECH = jaxacct.MatrixMechanism(
     jaxacct.BMinSep(sampling_prob=0.3, iterations=40, min_sep=4, warm_start=True),

@@ -1,4 +1,4 @@
-"""EVR failure-bound arithmetic (jaxacct.montecarlo.evr; spec 000 §8)."""
+"""EVR failure-bound arithmetic (jaxacct.montecarlo.evr.bounds; spec 000 §8)."""
 
 import math
 
@@ -7,7 +7,7 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from jaxacct.montecarlo import evr
+from jaxacct.montecarlo.evr import bounds as evr
 
 try:
   import mpmath

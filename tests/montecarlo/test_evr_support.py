@@ -1,4 +1,4 @@
-"""EVR arithmetic with a support bound M (``montecarlo/evr.py``, ``support=``).
+"""EVR arithmetic with a support bound M (``montecarlo/evr/bounds.py``, ``support=``).
 
 - ``support = 1`` (or omitted) keeps every number bit for bit: ``PINS`` are the outputs of
   evr.py as it was before the support bound existed (hex of the float64), on a grid of
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from jaxacct.errors import InputError
-from jaxacct.montecarlo import evr
+from jaxacct.montecarlo.evr import bounds as evr
 from oracles import tilting as oracle
 
 

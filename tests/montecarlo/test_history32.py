@@ -1,4 +1,4 @@
-"""The warm-start history in 32-bit code (``montecarlo/kernels/history32.py``; seed 000 App. D).
+"""The warm-start history in 32-bit code (``montecarlo/engine/kernels/history32.py``; seed 000 App. D).
 
 Oracles: the exact multinomial pmf (``fractions``); the exact law implied by the tables (each
 draw's rows' integer masses over 2⁶⁴, convolved; the split tree re-derived here by recursion);
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from jaxacct.montecarlo import binomial32, program32
-from jaxacct.montecarlo.kernels import history32
+from jaxacct.montecarlo.engine import binomial32, program32
+from jaxacct.montecarlo.engine.kernels import history32
 
 TWO64 = 1 << 64
 SENTINEL = TWO64 - 1

@@ -9,7 +9,7 @@ c = (1, 0.5), σ = 1) and its exact dominating pair from the brute-force oracles
 import numpy as np
 
 import jaxacct
-from jaxacct.montecarlo import kernels
+from jaxacct.montecarlo.engine import kernels
 from oracles import brute_force, multi_attribution, truncated_brute_force
 
 from kernel_contract import (Component, KernelContract, Mixture, untruncated,

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import kernels, sampling, stream
-from jaxacct.montecarlo.kernels import base
-from jaxacct.montecarlo.verification import VerificationLedger
+from jaxacct.montecarlo.engine import kernels, sampling, stream
+from jaxacct.montecarlo.engine.kernels import base
+from jaxacct.montecarlo.evr.verification import VerificationLedger
 
 BAND = jaxacct.BandedToeplitz([1.0, 0.5])
 
@@ -111,7 +111,7 @@ def test_block_sums_round_trip():
 
 
 def test_ledger_charges_retries_of_the_mechanism_at_any_target():
-  from jaxacct.montecarlo import ledger as ledger_lib
+  from jaxacct.montecarlo.evr import ledger as ledger_lib
   ledger = VerificationLedger()
   mechanism = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.1, iterations=4),
                                       jaxacct.BandedToeplitz([1.0]), 1.0)

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxacct.montecarlo.kernels import bminsep
+from jaxacct.montecarlo.engine.kernels import bminsep
 
 # (b, n): one chunk (b ≤ 32), n < b, n not a multiple of the chunk, b > 32 with a dividing
 # chunk (b = 64: s = 32; b = 40: s = 20) and without one (b = 33: s = 32, f_{i+b} straddles

@@ -15,8 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxacct.montecarlo import margin
-from jaxacct.montecarlo.kernels import bminsep
+from jaxacct.montecarlo.engine import margin
+from jaxacct.montecarlo.engine.kernels import bminsep
 
 U = 2.0**-24
 

@@ -14,7 +14,7 @@ import pytest
 
 import jaxacct
 from jaxacct.deterministic import pld
-from jaxacct.montecarlo import kernels, sampling
+from jaxacct.montecarlo.engine import kernels, sampling
 from oracles import brute_force, chi_square
 from oracles import multi_attribution as oracle
 

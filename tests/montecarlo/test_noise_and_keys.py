@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import noise
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine import noise
 
 
 def _normals_from_words(words, dtype):

@@ -21,9 +21,9 @@ from scipy import special
 
 import jaxacct
 from jaxacct import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import (candidates, estimator, kernels, keys, margin, noise, precision,
-                                program32, sampling, sharding)
-from jaxacct.montecarlo.kernels import _common, bminsep
+from jaxacct.montecarlo.engine import kernels, keys, margin, noise, program32, sampling, sharding
+from jaxacct.montecarlo.evr import candidates, estimator, precision
+from jaxacct.montecarlo.engine.kernels import _common, bminsep
 
 import _shapes32 as shapes32
 from _shapes32 import BLOCK_SIZE, BLOCKS_PER_CALL, SIGMAS
@@ -203,7 +203,7 @@ def _patterns_agree(mechanism, draw64, draw32, num_keys=4096):
                           partition='equal_split'),
 ], ids=['independent', 'p-1', 'equal-split-tiny-p'])
 def test_cyclic_participation_is_the_float64_participation(scheme):
-  from jaxacct.montecarlo.kernels import cyclic_poisson
+  from jaxacct.montecarlo.engine.kernels import cyclic_poisson
   mechanism = jaxacct.MatrixMechanism(scheme, BandedToeplitz([1.0]), 1.0)
   n, cycle, partition = scheme.iterations, scheme.cycle_length, scheme.partition
   x = _patterns_agree(
@@ -215,7 +215,7 @@ def test_cyclic_participation_is_the_float64_participation(scheme):
 
 
 def test_balls_in_bins_bins_and_modes_are_the_float64_ones():
-  from jaxacct.montecarlo.kernels import balls_in_bins
+  from jaxacct.montecarlo.engine.kernels import balls_in_bins
   mechanism = BALLS  # four bins, ten bands: every mode entry sums up to three coefficients
   kernel64 = kernels.kernel_for(mechanism, np.dtype(np.float64))
   kernel32 = kernels.kernel_for(mechanism, np.dtype(np.float32))
@@ -239,7 +239,7 @@ def test_balls_in_bins_bins_and_modes_are_the_float64_ones():
 
 @pytest.mark.parametrize('p, multiplicity', [(0.1, 3), (1e-6, 5), (0.7, 2), (1.0, 4)])
 def test_multi_attribution_counts_are_the_float64_counts(p, multiplicity):
-  from jaxacct.montecarlo.kernels import multi_attribution
+  from jaxacct.montecarlo.engine.kernels import multi_attribution
   scheme = jaxacct.MultiAttributionBMinSep(sampling_prob=p, iterations=200, min_sep=4,
                                            max_examples_per_user=multiplicity)
   mechanism = jaxacct.MatrixMechanism(scheme, BandedToeplitz([1.0]), 1.0)
@@ -254,7 +254,7 @@ def test_multi_attribution_counts_are_the_float64_counts(p, multiplicity):
 
 
 def test_count_thresholds_are_exact():
-  from jaxacct.montecarlo.kernels import multi_attribution
+  from jaxacct.montecarlo.engine.kernels import multi_attribution
   p, k = 0.3, 4
   rows = multi_attribution.count_thresholds(p, k)
   exact_p = fractions.Fraction(p)
@@ -624,7 +624,7 @@ def test_checkpoint_resumes_bitwise_and_refuses_another_precision(tmp_path):
                                      run=run)
   for d in ('remove', 'add'):
     assert resumed.delta_hat[d].tolist() == reference.delta_hat[d].tolist()
-  from jaxacct.montecarlo import checkpoint as checkpoint_lib
+  from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
   with pytest.raises(checkpoint_lib.CheckpointError, match='precision'):
     estimator.estimate_delta(jax.random.key(6), WARM, EPS, 640,
                              monte_carlo=dataclasses.replace(options, precision='float64'),
@@ -716,7 +716,7 @@ def test_quickstart_calibrates_alike_in_both_precisions_and_the_float32_release_
                                                    monte_carlo=jaxacct.MonteCarloOptions(
                                                        grid_ratio=cal['grid_ratio'], precision=p),
                                                    run=jaxacct.RunOptions(
-                                                       ledger=jaxacct.montecarlo.ledger.VerificationLedger()))
+                                                       ledger=jaxacct.montecarlo.evr.ledger.VerificationLedger()))
       for p in ('float32', 'float64')}
   sigma32 = results['float32'].guarantee.noise_multiplier
   sigma64 = results['float64'].guarantee.noise_multiplier

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.montecarlo import sampling
+from jaxacct.montecarlo.engine import sampling
 from oracles import brute_force
 
 # Low-noise mode-frequency test (reference-values.md §2; spec 000 §10): at σ = 1e-9 every

@@ -21,7 +21,8 @@ import jaxacct
 from jaxacct import _files
 from jaxacct.errors import InputError
 from jaxacct import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import margin, precision, selftest32
+from jaxacct.montecarlo.engine import margin, selftest32
+from jaxacct.montecarlo.evr import precision
 
 POISSON = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=64),
                                   BandedToeplitz(square_root_coefficients(1)), 1.0)

@@ -21,8 +21,8 @@ from scipy import stats
 import jaxacct
 from jaxacct.conventions import Stream
 from jaxacct import BandedToeplitz, square_root_coefficients
-from jaxacct.montecarlo import binomial32, kernels, keys, noise, program32, sampling
-from jaxacct.montecarlo.kernels import _common, bminsep, truncated
+from jaxacct.montecarlo.engine import binomial32, kernels, keys, noise, program32, sampling
+from jaxacct.montecarlo.engine.kernels import _common, bminsep, truncated
 
 import _shapes32 as shapes32
 from _shapes32 import BLOCK_SIZE, BLOCKS_PER_CALL, SIGMAS

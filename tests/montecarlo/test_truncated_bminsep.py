@@ -19,8 +19,9 @@ import pytest
 from scipy import integrate, stats
 
 import jaxacct
-from jaxacct.montecarlo import binomial, candidates, estimator, sampling
-from jaxacct.montecarlo.keys import sample_keys
+from jaxacct.montecarlo.engine import binomial, sampling
+from jaxacct.montecarlo.evr import candidates, estimator
+from jaxacct.montecarlo.engine.keys import sample_keys
 from oracles import brute_force, chi_square
 from oracles import truncated_brute_force as tbf
 
@@ -177,7 +178,7 @@ def test_one_row_table_chain_drafts_the_exact_draws(warm, monkeypatch):
   # batch sizes are compared directly (the losses are a function of them and of the keys;
   # compiling only the batch-size program keeps this test cheap). One program serves both
   # runs: a traced flag makes every draft unsure (the exact chain everywhere).
-  from jaxacct.montecarlo.kernels import truncated
+  from jaxacct.montecarlo.engine.kernels import truncated
   mech = _mechanism(p=1e-3, n=40, b=32, warm=warm, batch=1100, dataset=1_000_000, c_col=[1.0])
   assert isinstance(truncated.batch_size_table(mech.scheme), binomial.InversionRows)
   assert (truncated.history_rows(mech.scheme) is not None) == warm
@@ -229,7 +230,7 @@ def test_history_rows_have_the_multinomial_law():
   # With ``history_rows`` the warm-start history is drawn by table rows: the counts must
   # still be one multinomial draw over the b − 1 barred states (each Binomial(m − 1, π)
   # marginally, negatively correlated: Cov = −(m − 1)π², total Binomial(m − 1, (b − 1)π)).
-  from jaxacct.montecarlo.kernels import truncated
+  from jaxacct.montecarlo.engine.kernels import truncated
   mech = _mechanism(p=1e-3, n=40, b=32, warm=True, batch=1100, dataset=1_000_000, c_col=[1.0])
   kernel = truncated.TruncatedBMinSepKernel.build(mech, np.dtype(np.float64))
   keys = jax.random.split(jax.random.key(12), 8000)
@@ -400,7 +401,7 @@ def test_batch_size_table_regimes():
   # Speed only (exactness is tested in test_binomial.py), but the regimes must be the intended
   # ones: a row per pool size for moderate pools, one row plus a small-mean remainder for the
   # §7.4 production shape, none when no table of ≤ 2²⁰ entries covers the pool's 8-s.d. window.
-  from jaxacct.montecarlo.kernels import truncated as participation
+  from jaxacct.montecarlo.engine.kernels import truncated as participation
   rows = participation.batch_size_table(jaxacct.BMinSep(
       sampling_prob=0.5, iterations=10, min_sep=16, truncated_batch_size=110, dataset_size=3200))
   assert rows.cdf.shape[0] > 100 and int(rows.max_extra) == 0

@@ -9,7 +9,7 @@ import pytest
 import jaxacct
 from jaxacct.deterministic import pld
 from jaxacct import square_root_coefficients
-from jaxacct.montecarlo import evr, verification
+from jaxacct.montecarlo.evr import bounds as evr, verification
 from oracles import brute_force
 
 

@@ -42,7 +42,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import ndtri
 
-from jaxacct.montecarlo.keys import word_pairs
+from jaxacct.montecarlo.engine.keys import word_pairs
 
 # u = (W + 1/2) * 2^-64 with W the low 63 bits; the top bit is the sign.
 _TWO_POW_MINUS_64 = 2.0**-64

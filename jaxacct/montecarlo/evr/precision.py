@@ -24,7 +24,8 @@ import dataclasses
 import jax
 import numpy as np
 
-from jaxacct.montecarlo import kernels, plan, program32, selftest32, sharding
+from jaxacct.montecarlo.engine import kernels, program32, selftest32, sharding
+from jaxacct.montecarlo.evr import plan
 from jaxacct.errors import InputError
 from jaxacct.options import PRECISIONS
 

@@ -21,11 +21,11 @@ Where the code runs: the kernels' device functions are JAX (un-jitted; ``samplin
 them); ``build`` and ``params`` run on the host.
 """
 
-from jaxacct.montecarlo.kernels.base import NoInfo as NoInfo
-from jaxacct.montecarlo.kernels.base import SchemeKernel as SchemeKernel
-from jaxacct.montecarlo.kernels.base import kernel_class as kernel_class
-from jaxacct.montecarlo.kernels.base import kernel_for as kernel_for
-from jaxacct.montecarlo.kernels.base import registered as registered
+from jaxacct.montecarlo.engine.kernels.base import NoInfo as NoInfo
+from jaxacct.montecarlo.engine.kernels.base import SchemeKernel as SchemeKernel
+from jaxacct.montecarlo.engine.kernels.base import kernel_class as kernel_class
+from jaxacct.montecarlo.engine.kernels.base import kernel_for as kernel_for
+from jaxacct.montecarlo.engine.kernels.base import registered as registered
 
 import importlib as _importlib
 import pkgutil as _pkgutil

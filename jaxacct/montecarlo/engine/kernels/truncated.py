@@ -43,13 +43,13 @@ from jax import lax
 
 from jaxacct import schemes
 from jaxacct.conventions import Direction, RestStream, Stream
-from jaxacct.montecarlo.binomial import (INVERSION_MAX_MEAN, InversionRows, InversionTable,
+from jaxacct.montecarlo.engine.binomial import (INVERSION_MAX_MEAN, InversionRows, InversionTable,
                                          binomial, inversion_rows, inversion_table, row_binomial,
                                          row_draft, row_inputs, table_binomial, table_uniforms)
-from jaxacct.montecarlo import binomial32, margin
-from jaxacct.montecarlo.keys import word_pairs
-from jaxacct.montecarlo.kernels import _common, bminsep, history32
-from jaxacct.montecarlo.kernels.base import SchemeKernel, register
+from jaxacct.montecarlo.engine import binomial32, margin
+from jaxacct.montecarlo.engine.keys import word_pairs
+from jaxacct.montecarlo.engine.kernels import _common, bminsep, history32
+from jaxacct.montecarlo.engine.kernels.base import SchemeKernel, register
 
 
 class TruncatedParams(NamedTuple):
@@ -384,8 +384,8 @@ def _mixture_log_ratio(d, norms, rest, truncation, params, noise_multiplier, min
 
 
 # ---- The 32-bit program (precision="float32"): exact integer batch sizes and survival
-# (``montecarlo/binomial32.py``), the participation of ``bminsep.participation32``, and the
-# certified margin of ``montecarlo/margin.py`` through the P/R and Q/R mixtures.
+# (``montecarlo/engine/binomial32.py``), the participation of ``bminsep.participation32``, and the
+# certified margin of ``montecarlo/engine/margin.py`` through the P/R and Q/R mixtures.
 
 
 class TruncatedParams32(NamedTuple):

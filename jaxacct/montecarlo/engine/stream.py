@@ -49,9 +49,9 @@ from jax import lax
 
 from jaxacct.conventions import DIRECTIONS, signed_loss
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import program32, sampling, sharding
-from jaxacct.montecarlo.kernels import SchemeKernel
-from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.montecarlo.engine import program32, sampling, sharding
+from jaxacct.montecarlo.engine.kernels import SchemeKernel
+from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct.errors import InputError
 
 def hockey_stick_terms(epsilons: jax.Array, losses: jax.Array) -> jax.Array:

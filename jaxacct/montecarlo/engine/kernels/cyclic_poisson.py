@@ -11,7 +11,7 @@ per round of the phase), ``START`` (the phase, ``independent`` only).
 
 32-bit program (``precision="float32"``): the same trials and phase from the same words
 (``_common.bernoulli_trials32``, ``_common.uniform_index32``), per-phase Poisson terms with
-the margin of ``montecarlo/margin.py`` (proof step 7 per phase, then the phase mixture).
+the margin of ``montecarlo/engine/margin.py`` (proof step 7 per phase, then the phase mixture).
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
@@ -33,10 +33,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import schemes
-from jaxacct.montecarlo import margin
-from jaxacct.montecarlo.kernels import _common, bminsep
-from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
-from jaxacct.montecarlo.kernels.bminsep import SamplingProbParams, sampling_prob_params
+from jaxacct.montecarlo.engine import margin
+from jaxacct.montecarlo.engine.kernels import _common, bminsep
+from jaxacct.montecarlo.engine.kernels.base import NoInfo, SchemeKernel, register
+from jaxacct.montecarlo.engine.kernels.bminsep import SamplingProbParams, sampling_prob_params
 
 
 def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, cycle: int,

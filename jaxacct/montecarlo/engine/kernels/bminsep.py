@@ -34,10 +34,10 @@ from jax import lax
 from jaxacct import schemes
 from jaxacct.schemes.participation import UserLevel
 from jaxacct.conventions import Stream
-from jaxacct.montecarlo import margin
-from jaxacct.montecarlo.keys import word_pairs
-from jaxacct.montecarlo.kernels import _common
-from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
+from jaxacct.montecarlo.engine import margin
+from jaxacct.montecarlo.engine.keys import word_pairs
+from jaxacct.montecarlo.engine.kernels import _common
+from jaxacct.montecarlo.engine.kernels.base import NoInfo, SchemeKernel, register
 
 
 def participation(keys: jax.Array, sampling_prob: jax.Array, iterations: int, min_sep: int,
@@ -379,7 +379,7 @@ def _warm_normaliser(sampling_prob, min_sep: int, dtype, chain) -> jax.Array:
 
 
 # ---- The 32-bit program (precision="float32"): exact integer participation, host constants,
-# and the certified margin of ``montecarlo/margin.py``.
+# and the certified margin of ``montecarlo/engine/margin.py``.
 
 
 class Chain32(NamedTuple):

@@ -88,7 +88,7 @@ import scipy.optimize
 import scipy.special
 
 from jaxacct import _validate
-from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.errors import InputError
 
 # ---------------------------------------------------------------------------

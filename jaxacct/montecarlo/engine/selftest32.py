@@ -101,7 +101,7 @@ from jax import lax
 
 from jaxacct import _files
 from jaxacct.errors import InputError
-from jaxacct.montecarlo import margin, noise, program32
+from jaxacct.montecarlo.engine import margin, noise, program32
 
 SELFTEST_VERSION = 1
 """Bumped whenever the inputs or the checks change (part of the cache key)."""

@@ -39,11 +39,11 @@ from jaxacct import _validate
 from jaxacct._precision import kernel_dtype, scoped_x64
 from jaxacct.conventions import DIRECTIONS, Purpose, Stream, signed_loss
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
-from jaxacct.montecarlo import keys as keys_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct import options
-from jaxacct.montecarlo import kernels, noise, program32
-from jaxacct.montecarlo import sharding as sharding_lib
-from jaxacct.montecarlo.kernels import SchemeKernel
+from jaxacct.montecarlo.engine import kernels, noise, program32
+from jaxacct.montecarlo.engine import sharding as sharding_lib
+from jaxacct.montecarlo.engine.kernels import SchemeKernel
 from jaxacct.errors import InputError, InputTypeError
 
 # Samples per block. Every compiled kernel evaluates whole blocks of one fixed

@@ -95,9 +95,9 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct.conventions import Stream
-from jaxacct.montecarlo import binomial32 as b32
-from jaxacct.montecarlo.kernels import _common
-from jaxacct.montecarlo.keys import word_pairs
+from jaxacct.montecarlo.engine import binomial32 as b32
+from jaxacct.montecarlo.engine.kernels import _common
+from jaxacct.montecarlo.engine.keys import word_pairs
 from jaxacct.errors import InputError, InputTypeError
 
 # Tags under the history key: the total, then one site per level.

@@ -46,13 +46,14 @@ import numpy as np
 from jaxacct import _validate
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import candidates as candidates_lib
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import evr, search_start, sharding, verification
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
+from jaxacct.montecarlo.evr import candidates as candidates_lib
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.engine import sharding
+from jaxacct.montecarlo.evr import bounds as evr, search_start, verification
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
 from jaxacct import progress as progress_lib
 from jaxacct.conventions import DIRECTIONS, Method
 from jaxacct import options as options_lib
@@ -489,7 +490,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
         scheme; ``"pld"`` gives a smaller σ_up where it applies, e.g. truncated Poisson).
       - precision: ``"float64"`` (default), ``"float32"`` (the 32-bit program with its
         certified margin, for the sweeps and the verification; ``verification.verify``) or
-        ``"auto"`` (resolved once, before any compute; ``montecarlo/precision.py``).
+        ``"auto"`` (resolved once, before any compute; ``montecarlo/evr/precision.py``).
     run: ``RunOptions``:
 
       - devices: devices to shard over (default all devices).

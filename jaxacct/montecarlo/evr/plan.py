@@ -50,9 +50,10 @@ from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.conventions import DIRECTIONS
-from jaxacct.montecarlo import evr, kernels, program32, sampling, search_start, stream
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.montecarlo.engine import kernels, program32, sampling, stream
+from jaxacct.montecarlo.evr import bounds as evr, search_start
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct import options as options_lib
 from jaxacct.errors import InputError
 from jaxacct import progress as progress_lib

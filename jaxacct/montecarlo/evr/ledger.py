@@ -77,7 +77,8 @@ from typing import Callable, Iterator
 
 from jaxacct import _files, _secret
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import evr, sharding
+from jaxacct.montecarlo.engine import sharding
+from jaxacct.montecarlo.evr import bounds as evr
 from jaxacct.errors import InputError, InputTypeError
 
 FORMAT = 2

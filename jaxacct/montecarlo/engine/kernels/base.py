@@ -24,7 +24,7 @@ accepts the scheme. Adding a scheme is its module in ``jaxacct/schemes/`` (the r
 frozen dataclass) and one new module here (the kernel; ``kernels/__init__.py`` imports every
 module of this package, which registers it).
 
-Kernels are not jit-compiled here: ``montecarlo/sampling.py`` composes and jits them.
+Kernels are not jit-compiled here: ``montecarlo/engine/sampling.py`` composes and jits them.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 from jax import lax
 
 from jaxacct.conventions import Direction
-from jaxacct.montecarlo import margin
+from jaxacct.montecarlo.engine import margin
 from jaxacct.errors import InputError, InputTypeError
 
 
@@ -115,7 +115,7 @@ class SchemeKernel(abc.ABC):
   def log_ratio_with_margin(self, d: jax.Array, params, noise_multiplier: jax.Array,
                             kappa: jax.Array, view, info, direction: str,
                             product_error: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """32-bit program: (L̂, η) with |L̂ − L(y)| ≤ η per sample (``montecarlo/margin.py``).
+    """32-bit program: (L̂, η) with |L̂ − L(y)| ≤ η per sample (``montecarlo/engine/margin.py``).
     Every kernel has it (``precision="float32"`` is this program only; with a float32 kernel,
     ``params`` are 32-bit host arrays).
 

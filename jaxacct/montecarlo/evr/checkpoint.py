@@ -67,8 +67,8 @@ from typing import Any
 
 from jaxacct import _files, _secret
 from jaxacct._version import __version__
-from jaxacct.montecarlo import sharding
-from jaxacct.montecarlo.stream import StreamState
+from jaxacct.montecarlo.engine import sharding
+from jaxacct.montecarlo.engine.stream import StreamState
 from jaxacct.errors import InputError, InputTypeError
 
 FORMAT = 2
@@ -84,7 +84,7 @@ class CheckpointError(InputError):
 def code_version() -> str:
   """The package version and a digest of its sources (once per process): any code change
   starts a new run."""
-  root = pathlib.Path(__file__).resolve().parents[1]  # the jaxacct package
+  root = pathlib.Path(__file__).resolve().parents[2]  # the jaxacct package
   digest = hashlib.sha256()
   for path in sorted(root.rglob('*.py')):
     digest.update(str(path.relative_to(root)).encode())

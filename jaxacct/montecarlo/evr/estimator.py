@@ -44,14 +44,14 @@ from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import kernels, sampling, stream
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo.sharding import SampleMesh
-from jaxacct.montecarlo.stream import hockey_stick_terms as hockey_stick_terms
-from jaxacct.montecarlo.stream import mean_and_standard_error as mean_and_standard_error
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.engine import kernels, sampling, stream
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
+from jaxacct.montecarlo.engine.stream import hockey_stick_terms as hockey_stick_terms
+from jaxacct.montecarlo.engine.stream import mean_and_standard_error as mean_and_standard_error
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 from jaxacct import options as options_lib
@@ -310,7 +310,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
     monte_carlo: ``MonteCarloOptions``; an estimate uses ``precision`` (``"float64"``;
       ``"float32"``: the 32-bit program with its certified margin — each term is evaluated at
       ε − η and block sums are rounded up, so δ̂ is ≥ that of the exact losses,
-      ``montecarlo/margin.py``; ``"auto"``: ``montecarlo/precision.py``) and ``block_size``
+      ``montecarlo/engine/margin.py``; ``"auto"``: ``montecarlo/evr/precision.py``) and ``block_size``
       (samples per reduction block, part of the result's identity; default
       ``sampling.default_block_size(iterations)``). Sums are float64. Other fields are
       refused (an estimate verifies nothing).
@@ -318,7 +318,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       ``jax.distributed`` all processes call this with the same arguments), blocks per call,
       progress (stage "estimate"), checkpoint (a folder where the run saves its state every
       ``checkpoint_interval`` seconds and at its end; calling again with the same arguments
-      resumes from it bitwise, ``montecarlo/checkpoint.py``) and ``max_seconds`` (one call of
+      resumes from it bitwise, ``montecarlo/evr/checkpoint.py``) and ``max_seconds`` (one call of
       the program is timed first, after its compile, and a run projected longer is refused
       with ``plan.OverBudgetError`` before any sample is drawn). Its ``ledger`` must be None:
       an estimate charges no attempt, so a ledger here is refused rather than silently unused.

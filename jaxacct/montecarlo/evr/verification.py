@@ -24,19 +24,20 @@ from jaxacct.conventions import DIRECTIONS, Method
 from jaxacct.deterministic import base as accountants
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import candidates as candidates_lib
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import ledger as ledger_lib
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo import evr, sharding, stream
-from jaxacct.montecarlo.ledger import FileLedger as FileLedger
-from jaxacct.montecarlo.ledger import VerificationLedger as VerificationLedger
-from jaxacct.montecarlo.evr import overall_delta, resolve_sample_size
-from jaxacct.montecarlo.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
-from jaxacct.montecarlo.search_start import check_fallback as check_fallback
-from jaxacct.montecarlo.search_start import fallback_accountant as fallback_accountant
+from jaxacct.montecarlo.evr import candidates as candidates_lib
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.evr import ledger as ledger_lib
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.engine import sharding, stream
+from jaxacct.montecarlo.evr import bounds as evr
+from jaxacct.montecarlo.evr.ledger import FileLedger as FileLedger
+from jaxacct.montecarlo.evr.ledger import VerificationLedger as VerificationLedger
+from jaxacct.montecarlo.evr.bounds import overall_delta, resolve_sample_size
+from jaxacct.montecarlo.evr.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
+from jaxacct.montecarlo.evr.search_start import check_fallback as check_fallback
+from jaxacct.montecarlo.evr.search_start import fallback_accountant as fallback_accountant
 from jaxacct import progress as progress_lib
 from jaxacct import options as options_lib
 from jaxacct.errors import InputError, InputTypeError
@@ -203,7 +204,7 @@ def verify(key, candidates, *, epsilon: float, delta: float,
       ``"unamplified_gaussian"``; a released fallback's ``Guarantee.accountant`` names it) and
       ``precision`` (``"float32"``: the 32-bit program, δ̂ evaluated at ε − η with a certified
       per-sample margin η and block sums rounded up, so the verifier never accepts on draws
-      whose exact-loss δ̂ exceeds δ_b, ``montecarlo/margin.py``; part of the run's identity).
+      whose exact-loss δ̂ exceeds δ_b, ``montecarlo/engine/margin.py``; part of the run's identity).
       Other fields are refused.
     run: ``RunOptions``: devices, progress (stage "verification"), checkpoint (a folder where
       the verification saves its state every ``checkpoint_interval`` seconds; calling again

@@ -37,12 +37,13 @@ from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
-from jaxacct.montecarlo import checkpoint as checkpoint_lib
-from jaxacct.montecarlo import estimator, kernels, sampling, stream
-from jaxacct.montecarlo import plan as plan_lib
-from jaxacct.montecarlo import precision as precision_lib
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo.sharding import SampleMesh
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.engine import kernels, sampling, stream
+from jaxacct.montecarlo.evr import estimator
+from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError
 from jaxacct import options as options_lib

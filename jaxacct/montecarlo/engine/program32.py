@@ -52,10 +52,10 @@ import numpy as np
 from jax import lax
 
 from jaxacct.conventions import Stream, signed_loss
-from jaxacct.montecarlo import keys as keys_lib
-from jaxacct.montecarlo import margin, noise
-from jaxacct.montecarlo.kernels import SchemeKernel, _common
-from jaxacct.montecarlo.sharding import SampleMesh, compiled_memory, per_device
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine import margin, noise
+from jaxacct.montecarlo.engine.kernels import SchemeKernel, _common
+from jaxacct.montecarlo.engine.sharding import SampleMesh, compiled_memory, per_device
 from jaxacct.errors import InputError
 
 PRECISIONS = ('float64', 'float32')

@@ -35,9 +35,9 @@ import numpy as np
 
 from jaxacct import schemes
 from jaxacct.conventions import Stream
-from jaxacct.montecarlo import margin
-from jaxacct.montecarlo.kernels import _common, bminsep
-from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
+from jaxacct.montecarlo.engine import margin
+from jaxacct.montecarlo.engine.kernels import _common, bminsep
+from jaxacct.montecarlo.engine.kernels.base import NoInfo, SchemeKernel, register
 
 
 def multiplicity_log_weights(sampling_prob: jax.Array, multiplicity: int) -> tuple[jax.Array,

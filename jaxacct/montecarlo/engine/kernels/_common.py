@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct.conventions import Stream
-from jaxacct.montecarlo.keys import split_in_two32, word_pairs
+from jaxacct.montecarlo.engine.keys import split_in_two32, word_pairs
 from jaxacct.errors import InputError
 
 

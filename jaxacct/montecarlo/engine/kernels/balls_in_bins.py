@@ -10,7 +10,7 @@ Random sub-streams of a sample key (``conventions.Stream``): ``START`` (the bin)
 32-bit program (``precision="float32"``): the same bin from the same words
 (``_common.uniform_index32``); the modes and their squared norms are host float64 constants
 rounded to float32; the margin (``log_ratio_with_margin``) bounds the phase sums of d, the
-exponents and the mixture (``montecarlo/margin.py``).
+exponents and the mixture (``montecarlo/engine/margin.py``).
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxacct import schemes
-from jaxacct.montecarlo import margin
-from jaxacct.montecarlo.kernels import _common
-from jaxacct.montecarlo.kernels.base import NoInfo, SchemeKernel, register
+from jaxacct.montecarlo.engine import margin
+from jaxacct.montecarlo.engine.kernels import _common
+from jaxacct.montecarlo.engine.kernels.base import NoInfo, SchemeKernel, register
 
 
 class NoParams(NamedTuple):
