@@ -166,6 +166,32 @@ def choose(mechanism: MatrixMechanism, accountant: str | AccountantChoice = AUTO
   return AccountantChoice(accountant, name, 'requested', adjacency)
 
 
+def _accountant_options(value) -> dict:
+  """``accountant_options`` as a dict (None: none), ``InputTypeError`` otherwise."""
+  if value is None:
+    return {}
+  if not isinstance(value, dict):
+    raise InputTypeError(f'accountant_options must be a dict of the deterministic '
+                         f'accountant\'s options, got {value!r}')
+  return dict(value)
+
+
+def _refuse_monte_carlo_arguments(function: str, choice: AccountantChoice, *, key,
+                                  monte_carlo: MonteCarloOptions, run: RunOptions) -> None:
+  """A named deterministic accountant would silently not use ``key``, ``monte_carlo`` or
+  ``run.ledger``: refused. Under ``"auto"`` the caller cannot know the choice: allowed."""
+  if choice.requested == AUTO:
+    return
+  unused = [name for name, given in (('key', key is not None),
+                                     ('monte_carlo', monte_carlo != MonteCarloOptions()),
+                                     ('run.ledger', run.ledger is not None)) if given]
+  if unused:
+    work = {'account': 'accounting', 'calibrate': 'calibration'}[function]
+    raise InputError(f'{function}: {unused[0]} is for Monte Carlo {work}, not used by '
+                     f'accountant={choice.requested!r}; drop it, or use '
+                     'accountant=\'monte_carlo\'')
+
+
 @options_lib.moved
 def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
             delta: float | None = None, key=None, accountant: str = AUTO,
@@ -224,36 +250,24 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
       raise InputError(f'delta must be in (0, 1), got {delta}')
   monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'account', ACCOUNT_FIELDS)
   run = options_lib.run_options(run)
-  if accountant_options is None:
-    accountant_options = {}
-  elif not isinstance(accountant_options, dict):
-    raise InputTypeError(f'accountant_options must be a dict of the deterministic '
-                         f'accountant\'s options, got {accountant_options!r}')
-  choice = choose_accountant(mechanism, accountant, adjacency=adjacency)
-  if choice == MONTE_CARLO:
-    if accountant_options:
-      raise InputError(f'accountant_options: {", ".join(sorted(accountant_options))} are '
-                       'options of a deterministic accountant, not of Monte Carlo accounting')
+  accountant_options = _accountant_options(accountant_options)
+  choice = choose(mechanism, accountant, adjacency=adjacency,
+                  accountant_options=accountant_options)
+  if choice.monte_carlo:
     return _verified(mechanism, epsilon, delta, key=key, monte_carlo=monte_carlo, run=run)
-  if accountant != AUTO:
-    unused = [name for name, given in (('key', key is not None),
-                                       ('monte_carlo', monte_carlo != MonteCarloOptions()),
-                                       ('run.ledger', run.ledger is not None)) if given]
-    if unused:
-      raise InputError(f'account: {unused[0]} is for Monte Carlo accounting, not used by '
-                       f'accountant={accountant!r}; drop it, or use accountant=\'monte_carlo\'')
-  curve = deterministic_functions.privacy_curve(mechanism, accountant=choice,
+  _refuse_monte_carlo_arguments('account', choice, key=key, monte_carlo=monte_carlo, run=run)
+  curve = deterministic_functions.privacy_curve(mechanism, accountant=choice.name,
                                                 adjacency=adjacency, **accountant_options)
   if delta is None:
     delta = curve.delta_for_epsilon(epsilon)
   else:
     proven = curve.epsilon_for_delta(delta)
     if epsilon is not None and proven > epsilon:
-      raise InputError(f'the mechanism is not ({epsilon}, {delta})-DP by {choice}: its ε(δ) is '
-                       f'{proven:.6g}')
+      raise InputError(f'the mechanism is not ({epsilon}, {delta})-DP by {choice.name}: its '
+                       f'ε(δ) is {proven:.6g}')
     epsilon = proven if epsilon is None else epsilon
   name = curve.chosen(delta) if isinstance(curve, deterministic_functions.TightestCurve) \
-      else choice
+      else choice.name
   return Guarantee(epsilon=float(epsilon), delta=float(delta), method=Method.DETERMINISTIC,
                    noise_multiplier=float(mechanism.noise_multiplier), adjacency=adjacency,
                    bounded=mechanism.bounded, accountant=name)
@@ -372,13 +386,9 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
     deterministic accountant's curve at σ.
   """
   probe = MatrixMechanism(scheme, strategy, 1.0)  # checks the pair before any compute
-  options = {} if accountant_options is None else accountant_options
-  if not isinstance(options, dict):
-    raise InputTypeError(f'accountant_options must be a dict of the deterministic '
-                         f'accountant\'s options, got {accountant_options!r}')
+  options = _accountant_options(accountant_options)
   # The σ search's own option (calibrate_deterministic's), not the accountant's.
-  search = {name: options[name] for name in _SEARCH_OPTIONS if name in options}
-  options = {name: value for name, value in options.items() if name not in search}
+  search = {name: options.pop(name) for name in _SEARCH_OPTIONS if name in options}
   choice = choose(probe, accountant, adjacency=adjacency, accountant_options=options)
   if choice.monte_carlo:
     if search:
@@ -388,22 +398,16 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
       raise InputError(f'key: Monte Carlo calibration ({choice.reason}) needs key=, a JAX key '
                        'or an int seed; there is no default key')
     result = calibrate_noise_multiplier(scheme, strategy, epsilon=epsilon, delta=delta,
-                                        key=_key(key), monte_carlo=monte_carlo, run=run)
+                                        key=keys_lib.key_from(key), monte_carlo=monte_carlo,
+                                        run=run)
     return dataclasses.replace(result, choice=choice)
+  monte_carlo = options_lib.monte_carlo_options(monte_carlo, 'calibrate', _CALIBRATE_FIELDS)
   run = options_lib.run_options(run)
-  given = monte_carlo if monte_carlo is not None else MonteCarloOptions()
-  if given.estimate_only:
+  if monte_carlo.estimate_only:
     raise InputError(f'monte_carlo.estimate_only: {choice.name} calibrates this mechanism '
                      'deterministically (a guarantee in one search, nothing to estimate); '
                      "drop it, or use accountant='monte_carlo'")
-  if choice.requested != AUTO:
-    unused = [name for name, on in (('key', key is not None),
-                                    ('monte_carlo', given != MonteCarloOptions()),
-                                    ('run.ledger', run.ledger is not None)) if on]
-    if unused:
-      raise InputError(f'calibrate: {unused[0]} is for Monte Carlo calibration, not used by '
-                       f'accountant={choice.requested!r}; drop it, or use '
-                       'accountant=\'monte_carlo\'')
+  _refuse_monte_carlo_arguments('calibrate', choice, key=key, monte_carlo=monte_carlo, run=run)
   mechanism, guarantee = deterministic_functions.calibrate_deterministic(
       scheme, strategy, epsilon=epsilon, delta=delta, accountant=choice.name,
       adjacency=adjacency, progress=run.progress, **search, **options)
@@ -415,11 +419,5 @@ def calibrate(scheme, strategy, *, epsilon: float, delta: float, key=None,
 # Options of the deterministic σ search (``calibrate_deterministic``) that ``calibrate`` takes in
 # ``accountant_options`` beside the accountant's own.
 _SEARCH_OPTIONS = ('tolerance',)
-
-
-def _key(key):
-  """A JAX key from ``key`` (an int seed becomes ``jax.random.key(seed)``, STYLE §2)."""
-  if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-    import jax  # local: accounting is importable without initialising a backend
-    return jax.random.key(int(key))
-  return key
+# A deterministic calibration refuses Monte Carlo options rather than drop them: all are known.
+_CALIBRATE_FIELDS = frozenset(f.name for f in dataclasses.fields(MonteCarloOptions))

@@ -72,6 +72,9 @@ def test_a_superseding_deterministic_accountant_answers_auto_with_the_bits_of_it
      'adjacency: add_remove is only for'),
     (dict(accountant='mmcc', accountant_options={'bandwidths': 2}), 'mmcc'),
     (dict(num_samples=10), 'num_samples= moved to monte_carlo'),
+    # jax.random.key keeps 32 bits without 64-bit types: 2**32 would be seed 0's key
+    (dict(accountant='monte_carlo', key=2**32), r'key must be in \[0, 2\*\*32\)'),
+    (dict(accountant='monte_carlo', key=-1), r'key must be in \[0, 2\*\*32\)'),
 ])
 def test_refusals_name_the_argument_before_any_compute(arguments, message):
   with pytest.raises(jaxacct.InputError, match=message):

@@ -125,6 +125,7 @@ from jaxacct._version import __version__ as _JAXACCT_VERSION
 from jaxacct.conventions import Adjacency
 from jaxacct.guarantee import Guarantee
 from jaxacct import options as options_lib
+from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.options import RunOptions
 from jaxacct.errors import InputError, InputTypeError, MissingExtraError
 from jaxacct.strategies.banded_toeplitz import BandedToeplitz
@@ -481,8 +482,6 @@ def to_strategy(strategy, *, scheme=None) -> Strategy:
 # says; refused rather than silently over- or under-noised.
 _RELATIONS = {Adjacency.ZERO_OUT.value: 'REPLACE_SPECIAL',
               Adjacency.ADD_REMOVE.value: 'ADD_OR_REMOVE_ONE'}
-# Seeds become ``jax.random.key(seed)``; with 64-bit types off it keeps only the low 32 bits.
-_SEED_LIMIT = 2**32
 # BandMFExecutionPlanConfig's defaults for the clipped sum (jax_privacy 2.0.0).
 _CLIP_DEFAULTS = {'l2_clip_norm': 1.0, 'rescale_to_unit_norm': True, 'normalize_by': 1.0,
                   'dtype': np.float32}
@@ -627,26 +626,6 @@ class CalibratedPlan:
 
   def __str__(self) -> str:
     return self.summary()
-
-
-def _seed(name: str, value) -> int:
-  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    raise InputTypeError(f'{name} must be an integer seed in [0, 2**32), got {value!r}')
-  if not 0 <= int(value) < _SEED_LIMIT:
-    raise InputError(f'{name} must be in [0, 2**32) (jax.random.key keeps 32 bits without '
-                     f'64-bit types), got {value}')
-  return int(value)
-
-
-def _monte_carlo_key(key):
-  if key is None:
-    raise InputError(
-        'key: Monte Carlo calibration (accountant="auto" chose it for this scheme, or '
-        'accountant="monte_carlo") needs key= a typed JAX key (jax.random.key(seed)) or an '
-        'integer seed; there is no default key')
-  if isinstance(key, numbers.Integral) and not isinstance(key, bool):
-    return jax.random.key(_seed('key', key))
-  return key  # calibrate_noise_multiplier checks it (a typed JAX key)
 
 
 def _target(epsilon, delta) -> tuple[float, float]:
@@ -917,7 +896,7 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
   if noise_seed is None:
     raise InputError('noise_seed: calibrated_plan needs an integer seed for the privatizer '
                      "(jax_privacy draws an unseeded key without one); pass noise_seed=")
-  noise_seed = _seed('noise_seed', noise_seed)
+  noise_seed = keys_lib.check_seed('noise_seed', noise_seed)
   clip = {}
   for field in ('l2_clip_norm', 'rescale_to_unit_norm', 'normalize_by', 'dtype'):
     value = getattr(plan, field)
@@ -948,7 +927,7 @@ def calibrated_plan(*, batch_selection_strategy, strategy, epsilon, delta,
                      f'normalize_by={clip["normalize_by"]})')
 
   calibration = accounting_lib.calibrate(scheme, accounted, epsilon=epsilon, delta=delta,
-                                         key=None if key is None else _monte_carlo_key(key),
+                                         key=key,
                                          **request)
   guarantee, name = calibration.guarantee, calibration.choice.name
   sigma = float(guarantee.noise_multiplier)

@@ -19,6 +19,8 @@ the same real-valued outputs from a key.
 
 from __future__ import annotations
 
+import numbers
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,6 +46,30 @@ def canonicalize_key(key) -> jax.Array:
     return jax.random.wrap_key_data(jnp.asarray(key))
   raise InputTypeError(
       f'key must be a JAX PRNG key, got {key!r}; create one with jax.random.key(seed)')
+
+
+# jax.random.key(seed) keeps only the low 32 bits of a seed without 64-bit types.
+SEED_LIMIT = 2**32
+
+
+def check_seed(name: str, value) -> int:
+  """``value`` as an int seed in [0, 2**32); ``InputTypeError`` / ``InputError`` naming
+  ``name`` otherwise (a larger seed would be folded onto another one's key)."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    raise InputTypeError(f'{name} must be an integer seed in [0, 2**32), got {value!r}',
+                         argument=name, value=value)
+  if not 0 <= int(value) < SEED_LIMIT:
+    raise InputError(f'{name} must be in [0, 2**32) (jax.random.key keeps 32 bits without '
+                     f'64-bit types), got {value}', argument=name, value=value)
+  return int(value)
+
+
+def key_from(key, name: str = 'key') -> jax.Array:
+  """A typed JAX key from a key or an int seed (``jax.random.key(seed)``, the seed checked by
+  ``check_seed``; STYLE §2: canonicalised once, never a default key)."""
+  if isinstance(key, numbers.Integral) and not isinstance(key, bool):
+    return jax.random.key(check_seed(name, key))
+  return canonicalize_key(key)
 
 
 def direction_key(key: jax.Array, direction: str) -> jax.Array:
