@@ -30,14 +30,14 @@ def _is_integer(value: Any) -> bool:
 def integer_at_least(name: str, value: Any, minimum: int) -> int:
   """Returns ``value`` as ``int`` if it is an integer ``>= minimum``."""
   if isinstance(value, (float, np.floating)) and float(value).is_integer():
-    raise InputTypeError(f'{name} must be an integer >= {minimum}, got the float {value!r}',
-                         argument=name, value=value)
+    raise InputTypeError(argument=name, value=value,
+                         requirement=f'must be an integer >= {minimum}, got the float {value!r}')
   if not _is_integer(value):
-    raise InputTypeError(f'{name} must be an integer >= {minimum}, got {value!r}',
-                         argument=name, value=value)
+    raise InputTypeError(argument=name, value=value,
+                         requirement=f'must be an integer >= {minimum}, got {value!r}')
   if value < minimum:
-    raise InputError(f'{name} must be an integer >= {minimum}, got {value}',
-                     argument=name, value=value)
+    raise InputError(argument=name, value=value,
+                     requirement=f'must be an integer >= {minimum}, got {value}')
   return int(value)
 
 
@@ -50,11 +50,12 @@ def real_number(name: str, value: Any) -> float:
         return float(value)
     except ImportError:  # pragma: no cover
       pass
-    raise InputTypeError(f'{name} must be a real number, got {value!r}', argument=name, value=value)
+    raise InputTypeError(argument=name, value=value,
+                         requirement=f'must be a real number, got {value!r}')
   array = np.asarray(value)
   if array.shape != ():
-    raise InputError(f'{name} must be a scalar, got an array of shape {array.shape}',
-                     argument=name, value=value)
+    raise InputError(argument=name, value=value,
+                     requirement=f'must be a scalar, got an array of shape {array.shape}')
   return float(array)
 
 
@@ -64,7 +65,7 @@ def probability(name: str, value: Any, *, allow_zero: bool = False) -> float:
   low_ok = value >= 0.0 if allow_zero else value > 0.0
   if not (math.isfinite(value) and low_ok and value <= 1.0):
     interval = '[0, 1]' if allow_zero else '(0, 1]'
-    raise InputError(f'{name} must be in {interval}, got {value}', argument=name, value=value)
+    raise InputError(argument=name, requirement=f'must be in {interval}, got {value}', value=value)
   return value
 
 
@@ -72,7 +73,7 @@ def positive_finite(name: str, value: Any) -> float:
   """Checks ``0 < value < inf``."""
   value = real_number(name, value)
   if not (math.isfinite(value) and value > 0.0):
-    raise InputError(f'{name} must be finite and > 0, got {value}', argument=name, value=value)
+    raise InputError(argument=name, requirement=f'must be finite and > 0, got {value}', value=value)
   return value
 
 
@@ -80,7 +81,7 @@ def finite_real(name: str, value: Any) -> float:
   """Checks that ``value`` is a finite real scalar."""
   value = real_number(name, value)
   if not math.isfinite(value):
-    raise InputError(f'{name} must be finite, got {value}', argument=name, value=value)
+    raise InputError(argument=name, requirement=f'must be finite, got {value}', value=value)
   return value
 
 
@@ -88,15 +89,16 @@ def boolean(name: str, value: Any) -> bool:
   """Returns ``value`` as ``bool`` if it is a bool (or a NumPy bool): a string such as
   ``'no'`` or a number is refused, never read by its truth value."""
   if not isinstance(value, (bool, np.bool_)):
-    raise InputTypeError(f'{name} must be True or False, got {value!r}', argument=name, value=value)
+    raise InputTypeError(argument=name, value=value,
+                         requirement=f'must be True or False, got {value!r}')
   return bool(value)
 
 
 def one_of(name: str, value: Any, allowed: tuple[str, ...]) -> str:
   """Checks that ``value`` is one of the ``allowed`` strings."""
   if value not in allowed:
-    raise InputError(f'{name} must be one of {", ".join(map(repr, allowed))}, got {value!r}',
-                     argument=name, value=value)
+    raise InputError(argument=name, value=value,
+                     requirement=f'must be one of {", ".join(map(repr, allowed))}, got {value!r}')
   return value
 
 

@@ -72,14 +72,16 @@ def choose_accountant(mechanism: MatrixMechanism, accountant: str = AUTO, *,
   """
   choices = accountant_choices()
   if accountant not in choices:
-    raise InputError(f'accountant must be one of {", ".join(choices)}, got {accountant!r}')
+    raise InputError(argument='accountant', value=accountant,
+                     requirement=f'must be one of {", ".join(choices)}, got {accountant!r}')
   if accountant == AUTO and deterministic.superseding_monte_carlo(mechanism) is None:
     accountant = MONTE_CARLO
   if accountant == MONTE_CARLO and adjacency != Adjacency.ZERO_OUT:
     covering = [a.name for a in deterministic.accountants() if adjacency in a.adjacencies]
-    raise InputError(f'adjacency: {adjacency} is only for accountant: {", ".join(covering)}; '
-                     'the Monte Carlo accountants are for zero-out adjacency (equal to '
-                     'add/remove without truncation)')
+    raise InputError(f'Monte Carlo accounting is for zero-out adjacency (equal to add/remove '
+                     f'without truncation); the accountants that cover {adjacency}: '
+                     f'{", ".join(covering)}', argument='adjacency', value=adjacency,
+                     alternatives={Adjacency.ZERO_OUT.value: None})
   return accountant
 
 
@@ -128,8 +130,8 @@ def choose(mechanism: MatrixMechanism, accountant: str | AccountantChoice = AUTO
   """
   if isinstance(accountant, AccountantChoice):  # made once per run by its caller
     if accountant.adjacency != adjacency:
-      raise InputError(f'adjacency: {adjacency} differs from the choice\'s '
-                       f'{accountant.adjacency}')
+      raise InputError(f'differs from the choice\'s {accountant.adjacency}',
+                       argument='adjacency', value=adjacency)
     return accountant
   options = {} if accountant_options is None else dict(accountant_options)
   name = choose_accountant(mechanism, accountant, adjacency=adjacency)
@@ -139,19 +141,17 @@ def choose(mechanism: MatrixMechanism, accountant: str | AccountantChoice = AUTO
               f'{type(mechanism.scheme).__name__}: verified Monte Carlo (Estimate-Verify-Release, '
               f'Dong & Ganesh (2026) App. A)')
     if options:
-      raise InputError(f'accountant_options: {", ".join(sorted(options))} are options of a '
-                       'deterministic accountant, not of Monte Carlo accounting')
+      raise InputError(f'{", ".join(sorted(options))} are options of a deterministic '
+                       'accountant, not of Monte Carlo accounting', argument='accountant_options')
     return AccountantChoice(accountant, name, reason, adjacency)
   if adjacency not in {a.value for a in Adjacency}:
-    raise InputError(f'adjacency must be one of {", ".join(a.value for a in Adjacency)}, got '
-                     f'{adjacency!r}')
+    raise InputError(argument='adjacency', value=adjacency, requirement=(
+        f'must be one of {", ".join(a.value for a in Adjacency)}, got {adjacency!r}'))
   taken = {**options, 'adjacency': adjacency}
   if name == AUTO:
-    try:
-      chosen = deterministic_functions.chosen_accountants(mechanism, AUTO, taken,
-                                                          at_sigma=False)  # σ: a placeholder
-    except InputError as error:  # none supports it: every accountant's reason
-      raise type(error)(f'accountant: auto: {error}') from None
+    # none supports it: the refusal gives every accountant's reason, as accountant='auto'
+    chosen = deterministic_functions.chosen_accountants(mechanism, AUTO, taken,
+                                                        at_sigma=False)  # σ: a placeholder
     return AccountantChoice(accountant, name, (
         f'{deterministic.superseding_monte_carlo(mechanism)} supersedes Monte Carlo for '
         f'{type(mechanism.scheme).__name__}; the tightest of '
@@ -160,9 +160,10 @@ def choose(mechanism: MatrixMechanism, accountant: str | AccountantChoice = AUTO
     refusal = deterministic.get(name).supports(mechanism, **taken)
   except (TypeError, ValueError) as error:  # an option it does not take, or a value it refuses
     kind = InputTypeError if isinstance(error, TypeError) else InputError
-    raise kind(f'accountant_options: {error}') from None
+    raise kind(str(error), argument='accountant_options') from None
   if refusal is not None:
-    raise InputError(f'accountant: {refusal}')
+    raise InputError(refusal, argument='accountant', value=name,
+                     alternatives=deterministic.alternatives(mechanism, taken))
   return AccountantChoice(accountant, name, 'requested', adjacency)
 
 

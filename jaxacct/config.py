@@ -42,6 +42,7 @@ from jaxacct.conventions import ADJACENCIES as ADJACENCIES
 from jaxacct.deterministic import base as deterministic
 from jaxacct import strategy as strategy_lib  # keys registered by the strategy modules
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct import errors
 from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
@@ -51,15 +52,57 @@ class ConfigError(InputError):
   """A configuration that cannot be turned into a run (the message is one line)."""
 
 
+class ConfigSpelling(errors.Spelling):
+  """A library refusal's arguments as a config's keys (``describe``): the keys are the
+  request's argument names, and a ``monte_carlo.X`` field is ``X`` of the command's section
+  (``calibration`` for calibrate, train and plan; ``monte_carlo`` for estimate)."""
+
+  def __init__(self, section: str = 'calibration'):
+    self.section = section
+
+  def name(self, argument: str) -> str:
+    head, _, field = argument.partition('.')
+    return f'{self.section}.{field}' if head == 'monte_carlo' and field else argument
+
+  def assign(self, argument: str, value: Any) -> str:
+    return f'{self.name(argument)}: {_yaml_scalar(value)}'
+
+  def suggest(self, argument: str, value: Any) -> str:
+    key, shown = self.name(argument), _yaml_scalar(value)
+    return f'--set {key}={shown} (or {key}: {shown} in the config)'
+
+
+def _yaml_scalar(value: Any) -> str:
+  """``value`` as written in a YAML config (``2``, ``true``, ``monte_carlo``)."""
+  return value if isinstance(value, str) else yaml.safe_dump(value).partition('\n')[0]
+
+
+def describe(error: BaseException, section: str = 'calibration') -> str:
+  """``error`` in a config's terms: a library ``InputError`` written from its fields with the
+  config's keys (``ConfigSpelling``; ``section``: where the command's Monte Carlo options
+  live), anything else as its text."""
+  if isinstance(error, InputError):
+    return error.render(ConfigSpelling(section))
+  return str(error)
+
+
 def _did_you_mean(given: str, valid) -> str:
   """" (did you mean X?)" for the closest valid key, or "" when none is close."""
   close = difflib.get_close_matches(str(given), [str(v) for v in valid], n=1, cutoff=0.6)
   return f' (did you mean {close[0]}?)' if close else ''
 
 
+# Keys that were renamed: refused naming the new one (pre-1.0; CHANGELOG.md).
+_RENAMED = {'monte_carlo.dtype': 'monte_carlo.precision (float64, float32 or auto)'}
+
+
 def _check(raw: Any) -> dict:
   if not isinstance(raw, dict):
     raise ConfigError(f'a config must be a mapping of sections, got {type(raw).__name__}')
+  for old, new in _RENAMED.items():
+    section, _, key = old.partition('.')
+    if key in (raw.get(section) or {}):
+      raise ConfigError(f'{old} is now {new}')
   for key, value in raw.items():
     if key not in SCHEMA:
       raise ConfigError(f'unknown key {key}{_did_you_mean(key, SCHEMA)}; valid keys: '
@@ -339,11 +382,10 @@ KEYS: tuple[Key, ...] = (
         'The ε of the printed δ̂(ε) table (the figure adds a fine grid up to 1.5 × the largest).',
         default=[1.0]),
     Key('monte_carlo.precision', _Choice(('auto', 'float32', 'float64')),
-        'The device program of `estimate` and `calibrate`: float64; float32, the 32-bit '
-        'program with its certified margin; auto, float32 on TPU/GPU and the faster one on a '
-        'CPU.', library=_CALIBRATE),
-    Key('monte_carlo.dtype', _Choice(('float64', 'float32')),
-        'Legacy spelling of precision for `estimate`.', default_text='float64'),
+        'The device program of `estimate`: float64; float32, the 32-bit program with its '
+        'certified margin; auto, float32 on TPU/GPU and the faster one on a CPU. (Also read by '
+        '`calibrate` and `train` when calibration.precision is not given: deprecated.)',
+        library=_CALIBRATE),
     Key('calibration', _Section(),
         'The (ε, δ) target of `calibrate` and `train`, and the Estimate-Verify-Release search '
         '(`estimate` reports its ε̂ at calibration.delta).'),
@@ -371,6 +413,9 @@ KEYS: tuple[Key, ...] = (
         'The deterministic accountant that proves the last candidate, σ_up: unamplified_gaussian '
         'covers every scheme, pld gives a smaller σ_up where it applies.',
         library=_CALIBRATE, default_text='unamplified_gaussian'),
+    Key('calibration.precision', _Choice(('auto', 'float32', 'float64')),
+        'The device program of the Monte Carlo calibration of `calibrate` and `train` (as '
+        'monte_carlo.precision for `estimate`).', library=_CALIBRATE),
     Key('calibration.attempt', _COUNT,
         'Declares the k-th verification of this mechanism (scheme, and strategy up to scale) '
         'at any target: the attempt ledger refuses an undeclared retry.', library=_CALIBRATE),
@@ -478,6 +523,20 @@ DEFAULTS: dict[str, Any] = {key.path: key.default for key in KEYS
 """The config's own defaults: values a config may leave out that no library function
 defaults (the library's keyword defaults, e.g. ``train_task``'s learning rate or
 ``calibrate_noise_multiplier``'s grid ratio, apply where a key is left out; ``setting``)."""
+
+
+def calibration_precision(raw: dict) -> str | None:
+  """The config's ``calibration.precision`` (``calibrate``, ``train``), None when not given.
+  The legacy ``monte_carlo.precision`` stands in for it (``load`` warns once)."""
+  given = (raw.get('calibration') or {}).get('precision')
+  return (raw.get('monte_carlo') or {}).get('precision') if given is None else given
+
+
+def _warn_legacy_precision(raw: dict) -> None:
+  if (raw.get('calibration') and 'precision' not in raw['calibration']
+      and 'precision' in (raw.get('monte_carlo') or {})):
+    _LOG.warning('monte_carlo.precision applies to calibrate and train only until the next '
+                 'release: give calibration.precision: %s', raw['monte_carlo']['precision'])
 
 
 def setting(raw: dict, path: str):
@@ -592,7 +651,9 @@ def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
   if not isinstance(raw, dict):
     raise ConfigError(f'{path} must hold a YAML mapping of sections (scheme, strategy, …), got '
                       f'a {type(raw).__name__}')
-  return apply_overrides(_check(raw), list(overrides))
+  raw = apply_overrides(_check(raw), list(overrides))
+  _warn_legacy_precision(raw)
+  return raw
 
 
 def scheme_from(raw: dict):
@@ -628,10 +689,8 @@ def scheme_from(raw: dict):
     return build(**scheme_cfg)
   except ConfigError:
     raise
-  except InputError as error:  # the constructor's range check: name the config key
-    message = str(error)
-    named = message.split(' ', 1)[0] in scheme_cfg
-    raise ConfigError(f'scheme.{message}' if named else f'scheme: {message}') from None
+  except InputError as error:  # the constructor's check, named by its config key (scheme.…)
+    raise error.within('scheme') from None
 
 
 def attribution_sampling_prob(raw: dict) -> float:
@@ -752,21 +811,9 @@ def accountant_choice(raw: dict, scheme, matrix) -> accounting.AccountantChoice:
     raise ConfigError(f'adjacency must be one of {", ".join(ADJACENCIES)}, got {adjacency!r}'
                       + _did_you_mean(adjacency, ADJACENCIES))
   probe = MatrixMechanism(scheme, matrix, 1.0)
-  try:  # the library's one resolution (accounting.choose); its refusals name the argument
-    return accounting.choose(probe, choice, adjacency=adjacency, accountant_options=options)
-  except InputError as error:
-    raise ConfigError(_in_config_terms(error)) from None
-
-
-def _in_config_terms(message) -> str:
-  """A library refusal in a config's words: the Monte Carlo accountant is ``accountant:
-  monte_carlo`` there, not the Python functions."""
-  return (str(message)
-          .replace(f'{deterministic.MONTE_CARLO_HINT}, or accountant: monte_carlo in a config',
-                   'accountant: monte_carlo (the Monte Carlo accountant)')
-          .replace(deterministic.MONTE_CARLO_HINT,
-                   'accountant: monte_carlo (the Monte Carlo accountant)')
-          .replace("accountant='unamplified_gaussian'", 'accountant: unamplified_gaussian'))
+  # the library's one resolution (accounting.choose): its refusals carry their argument and
+  # alternatives as fields, which the CLI writes as config keys (describe)
+  return accounting.choose(probe, choice, adjacency=adjacency, accountant_options=options)
 
 
 def mechanism_from(raw: dict, noise_multiplier: float | None = None) -> MatrixMechanism:
@@ -807,9 +854,11 @@ def individual_from(raw: dict, dataset_size: int):
       section['tracked'] = tuple(sorted(int(i) for i in rng.choice(dataset_size, track,
                                                                    replace=False)))
     return IndividualAccountant(delta=delta, **section)
-  except (TypeError, ValueError) as error:
+  except InputError as error:  # the accountant's own check, under the config's section
     if isinstance(error, ConfigError):
       raise
+    raise error.within('individual') from None
+  except TypeError as error:  # an unexpected key: Python's own message
     raise ConfigError(f'individual: {error}') from error
 
 

@@ -22,7 +22,7 @@ DELTA = 0.1  # a Monte Carlo verification of a few thousand samples per directio
 def test_auto_is_the_configs_choice():
   assert accounting.choose_accountant(BMINSEP) == 'monte_carlo'
   assert accounting.choose_accountant(TRUNCATED_POISSON) == 'auto'  # pld supersedes it
-  with pytest.raises(jaxacct.InputError, match='adjacency: add_remove is only for accountant: '):
+  with pytest.raises(jaxacct.InputError, match="adjacency='add_remove': Monte Carlo accounting is for "):
     accounting.choose_accountant(BMINSEP, adjacency='add_remove')
   with pytest.raises(jaxacct.InputError, match='accountant must be one of auto, monte_carlo, '):
     accounting.choose_accountant(BMINSEP, 'magic')

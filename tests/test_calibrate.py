@@ -69,7 +69,7 @@ def test_a_superseding_deterministic_accountant_answers_auto_with_the_bits_of_it
      'accountant_options: bandwidths are options of a deterministic accountant'),
     (dict(accountant='gaussian'), 'accountant must be one of'),
     (dict(accountant='monte_carlo', key=1, adjacency='add_remove'),
-     'adjacency: add_remove is only for'),
+     "adjacency='add_remove': Monte Carlo accounting is for zero-out adjacency"),
     (dict(accountant='mmcc', accountant_options={'bandwidths': 2}), 'mmcc'),
     (dict(num_samples=10), 'num_samples= moved to monte_carlo'),
     # jax.random.key keeps 32 bits without 64-bit types: 2**32 would be seed 0's key
@@ -86,5 +86,5 @@ def test_choose_is_the_one_resolution_and_says_why():
   assert accounting.choose(probe).name == 'monte_carlo'
   named = accounting.choose(jaxacct.MatrixMechanism(POISSON, IDENTITY, 1.0), 'pld')
   assert (named.name, named.reason) == ('pld', 'requested')
-  with pytest.raises(jaxacct.InputError, match='accountant: pld is available for'):
+  with pytest.raises(jaxacct.InputError, match="accountant='pld': covers poisson and cyclic_poisson schemes"):
     accounting.choose(probe, 'pld')

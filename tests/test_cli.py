@@ -194,8 +194,10 @@ def test_truncated_bminsep_estimate_from_the_cli(tmp_path, capsys):
 
 
 @pytest.mark.parametrize('override, message', [
-    ('accountant=pld', 'accountant: pld is available for poisson and cyclic_poisson'),
-    ('adjacency=replace_one', 'adjacency: replace_one is only for accountant: pld'),
+    ('accountant=pld', 'accountant: pld: covers poisson and cyclic_poisson'),
+    ('adjacency=replace_one', 'adjacency: replace_one: Monte Carlo accounting is for zero-out '
+     'adjacency (equal to add/remove without truncation); the accountants that cover '
+     'replace_one: pld'),
     ('accountant=magic', 'accountant must be one of auto, monte_carlo, pld'),
     ('scheme.truncated_batch_size=0', 'truncated_batch_size must be an integer >= 1, got 0'),
 ])

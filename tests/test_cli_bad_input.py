@@ -99,7 +99,7 @@ CASES = [
     ('estimate', QUICK, ['--set', 'monte_carlo.precision=flaot32'],
      "got 'flaot32' (did you mean float32?)"),
     ('estimate', QUICK, ['--set', 'accountant=pld'],
-     'use accountant: monte_carlo (the Monte Carlo accountant)'),
+     'or accountant: monte_carlo (the Monte Carlo accountant)'),
 ]
 
 
@@ -151,5 +151,5 @@ def test_an_undeclared_retry_is_refused_before_any_compute_with_the_set_that_dec
                    str(tmp_path / 'out')])
   err = capsys.readouterr().err
   assert code == 2
-  assert 'declare the run with --set calibration.attempt=2' in err.lower()
+  assert 'declare it with --set calibration.attempt=2 (or calibration.attempt: 2 in' in err
   assert 'capacity plan' not in err and 'precision:' not in err  # nothing timed or run

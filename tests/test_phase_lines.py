@@ -181,9 +181,9 @@ def test_plan_times_the_runs_precision_unless_asked(tmp_path, capsys):
   assert cli.main(['plan', str(CONFIGS / 'quickstart.yaml'), *common, str(tmp_path / 'b'),
                    '--precision', 'both']) == 0
   assert list(json.loads(capsys.readouterr().out)['plans']) == ['float64', 'float32']
-  # The run's precision is always among them (monte_carlo.precision: float32 here).
+  # The run's precision is always among them (calibration.precision: float32 here).
   assert cli.main(['plan', str(CONFIGS / 'quickstart.yaml'), *common, str(tmp_path / 'c'),
-                   '--set', 'monte_carlo.precision=float32']) == 0
+                   '--set', 'calibration.precision=float32']) == 0
   payload = json.loads(capsys.readouterr().out)
   assert payload['precision'] == 'float32' and list(payload['plans']) == ['float32']
 

@@ -206,7 +206,9 @@ def every_other_round(monkeypatch):
 
     def __post_init__(self):
       if self.offset not in (0, 1):
-        raise jaxacct.InputError(f'offset must be 0 or 1, got {self.offset}')
+        # argument= and requirement=: the message follows the argument's name in a config
+        raise jaxacct.InputError(argument='offset', value=self.offset,
+                                 requirement=f'must be 0 or 1, got {self.offset}')
 
     expected_participation_rate = 0.5
     max_band_length = 2
@@ -235,7 +237,7 @@ def test_a_registered_family_is_configured_trained_and_reported(every_other_roun
   # Its fields are typed from the annotations (an int) and ranged by its constructor.
   with pytest.raises(config.ConfigError, match='scheme.offset must be an integer'):
     config.load(path, ['scheme.offset=0.5'])
-  with pytest.raises(config.ConfigError, match='scheme.offset must be 0 or 1, got 2'):
+  with pytest.raises(jaxacct.InputError, match='^scheme.offset must be 0 or 1, got 2$'):
     config.scheme_from(config.load(path, ['scheme.offset=2']))
   with pytest.raises(config.ConfigError, match='scheme.min_sep is not a key of scheme.type '
                                                'every_other_round'):

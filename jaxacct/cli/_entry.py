@@ -33,9 +33,11 @@ def is_bad_input(error: BaseException) -> bool:
   return isinstance(error, (InputError, OSError))
 
 
-def _report_error(error: BaseException, *, debug: bool) -> int:
-  """Prints ``error`` on stderr; returns 2 for bad input, 1 for an internal error."""
-  message = ' '.join(str(error).split()) or type(error).__name__
+def _report_error(error: BaseException, *, debug: bool, section: str = 'calibration') -> int:
+  """Prints ``error`` on stderr; returns 2 for bad input, 1 for an internal error. A library
+  refusal is written in the config's keys from its fields (``config.describe``; ``section``:
+  where the command's Monte Carlo options live)."""
+  message = ' '.join(config_lib.describe(error, section).split()) or type(error).__name__
   if is_bad_input(error):
     print(f'jaxacct: error: {message}', file=sys.stderr)
     return 2
@@ -269,7 +271,7 @@ def _main(argv: list[str] | None) -> int:
   except Exception as error:  # pylint: disable=broad-except  # the exit code sorts them
     if args.distributed and _is_lost_peer(error):
       _exit_after_lost_peer(error)
-    return _report_error(error, debug=args.debug)
+    return _report_error(error, debug=args.debug, section=command.options_section)
   if not sharding.is_leader():
     return 0  # every process computed the same result; process 0 reports it
   if args.json:

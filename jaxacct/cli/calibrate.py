@@ -136,8 +136,10 @@ def _estimate(args, raw) -> dict:
   estimate, mechanism = result.estimate, result.mechanism
   payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
              'precision_reason': choice.reason, 'config': args.config}
+  # the library's hint names its Python call; the CLI's names the command for this config
   payload['estimate']['verification']['accelerator_hint'] = (
-      estimate.verification.accelerator_hint.replace('CONFIG', args.config))
+      f'accelerators (TPU/GPU) run the float32 program: `jaxacct plan {args.config}` projects '
+      'it')
   with_prefix_error(mechanism, payload)
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'calibration_estimate.json', payload)

@@ -5,7 +5,6 @@ Monte Carlo budget and capacity plan, output and state-file checks, the calibrat
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import json
 import pathlib
@@ -332,13 +331,9 @@ def check_state_files(args, raw, *, ledger: bool, mechanism: MatrixMechanism | N
   root = report_root(args, raw)
 
   def check():
-    try:
-      opened = ledger_lib.FileLedger(ledger_path(args))
-    except ledger_lib.LedgerError as error:
-      raise config_lib.ConfigError(str(error)) from None
+    opened = ledger_lib.FileLedger(ledger_path(args))  # a LedgerError is refused as it is
     if mechanism is not None:
-      with declared_in_config():
-        _check_retry(opened, raw, mechanism)
+      _check_retry(opened, raw, mechanism)
     for parts, keys in _CHARGE_RECORDS:
       path = root.joinpath(*parts)
       if not path.exists():
@@ -351,24 +346,8 @@ def check_state_files(args, raw, *, ledger: bool, mechanism: MatrixMechanism | N
         raise config_lib.ConfigError(
             f'the earlier report {str(path)!r} cannot be read, and it may record a ledger '
             'charge: move it away (or use another --out) to calibrate again') from None
-      try:
-        ledger_lib.check_recorded_charge(opened, charge, f'report {str(path)!r}')
-      except ledger_lib.LedgerError as error:
-        raise config_lib.ConfigError(str(error)) from None
+      ledger_lib.check_recorded_charge(opened, charge, f'report {str(path)!r}')
   sharding.on_leader(check)
-
-
-@contextlib.contextmanager
-def declared_in_config():
-  """An undeclared retry refused in the config's language: the ``--set`` that declares it."""
-  try:
-    yield
-  except ledger_lib.UndeclaredRetryError as error:
-    raise config_lib.ConfigError(
-        str(error).replace(f'with attempt={error.required_attempt}',
-                           f'with --set calibration.attempt={error.required_attempt} (or '
-                           f'calibration.attempt: {error.required_attempt} in the config)')
-    ) from None
 
 
 def _check_retry(ledger, raw, mechanism) -> None:
@@ -379,7 +358,7 @@ def _check_retry(ledger, raw, mechanism) -> None:
   given = config_lib.library_keywords(raw, 'calibration', ('num_samples', 'base_delta',
                                                            'shared_draws', 'attempt'))
   defaults = MonteCarloOptions(**given)
-  precision = raw.get('monte_carlo', {}).get('precision', defaults.precision)
+  precision = config_lib.calibration_precision(raw) or defaults.precision
   seed = int(config_lib.setting(raw, 'calibration.seed'))
   verification.sample_size(
       ledger, mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
@@ -416,25 +395,26 @@ def calibrated(args, raw, scheme, matrix, choice) -> tuple:
   ledger = ledger_path(args)
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)
-  with declared_in_config():
-    result = accounting.calibrate(
-        scheme, matrix, **request, key=seed,
-        monte_carlo=MonteCarloOptions(precision=choice.precision, **options),
-        run=run_options(args, reporter(args), ledger=ledger_lib.ledger_from(ledger)))
+  result = accounting.calibrate(
+      scheme, matrix, **request, key=seed,
+      monte_carlo=MonteCarloOptions(precision=choice.precision, **options),
+      run=run_options(args, reporter(args), ledger=ledger_lib.ledger_from(ledger)))
   # The config's seed replaces the guarantee's key words (those of jax.random.key(seed)).
   payload = {**result.to_dict(), 'seed': seed, 'seconds': time.perf_counter() - started,
              'ledger': str(ledger), 'precision_reason': choice.reason}
   return result.mechanism, result.guarantee, payload, result.record
 
 
-_DEFAULT_PRECISION = precision_lib.PrecisionChoice(
-    'float64', 'the default; monte_carlo.precision: auto or float32 selects the 32-bit program')
-
-
-def run_precision(raw, mechanism) -> precision_lib.PrecisionChoice:
-  """The device program of a Monte Carlo run: ``monte_carlo.precision`` (default float64)."""
-  precision = raw.get('monte_carlo', {}).get('precision')
-  return _DEFAULT_PRECISION if precision is None else precision_lib.choose(precision, mechanism)
+def run_precision(raw, mechanism, section: str = 'calibration') -> precision_lib.PrecisionChoice:
+  """The device program of a Monte Carlo run: ``calibration.precision`` (``section``
+  ``monte_carlo``: ``estimate``'s ``monte_carlo.precision``), default float64."""
+  precision = (config_lib.calibration_precision(raw) if section == 'calibration'
+               else raw.get(section, {}).get('precision'))
+  if precision is None:
+    return precision_lib.PrecisionChoice(
+        'float64', f'the default; {section}.precision: auto or float32 selects the 32-bit '
+        'program')
+  return precision_lib.choose(precision, mechanism)
 
 
 def say_precision(choice: precision_lib.PrecisionChoice) -> None:
@@ -465,6 +445,8 @@ class Command:
     runs_monte_carlo: takes ``--checkpoint``, ``--checkpoint-interval``, ``--max-minutes`` and
       ``--force``, and refuses an accelerator-scale config on CPU without ``--force``.
     charges_ledger: takes ``--ledger`` (a Monte Carlo calibration charges the attempt ledger).
+    options_section: the config section of its Monte Carlo options (``calibration``, or
+      ``monte_carlo`` for ``estimate``): refusals name ``monte_carlo.X`` as its key.
     add_arguments: adds the subcommand's own flags to its parser.
     check_arguments: refuses its own flags' bad values (``ConfigError``) before any compute.
   """
@@ -476,6 +458,7 @@ class Command:
   order: int = 100
   runs_monte_carlo: bool = True
   charges_ledger: bool = False
+  options_section: str = 'calibration'
   add_arguments: Callable[[argparse.ArgumentParser], None] = lambda parser: None
   check_arguments: Callable[[argparse.Namespace], None] = lambda args: None
 

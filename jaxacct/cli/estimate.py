@@ -170,4 +170,4 @@ def _print(payload: dict) -> None:
 
 COMMAND = Command(name='estimate', help='Monte Carlo δ̂(ε), both directions (or a deterministic '
                   'accountant\'s proven δ(ε))', run=_estimate,
-                  print_human=_print, order=1)
+                  print_human=_print, order=1, options_section='monte_carlo')

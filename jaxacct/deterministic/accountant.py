@@ -95,9 +95,9 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
              and a.supports(mechanism, **base.taken_options(a, options)) is None]
     raise UnsupportedMechanismError(
         'no amplified deterministic accountant supports this mechanism under these options ('
-        + '; '.join(reasons) + f'); use {base.MONTE_CARLO_HINT}, or accountant: monte_carlo '
-        'in a config' + (f'; accountant={loose[0]!r} gives a loose bound that ignores the '
-                         'sampling' if loose else ''))
+        + '; '.join(reasons) + ')', argument='accountant', value=AUTO,
+        alternatives={**base.MONTE_CARLO_ALTERNATIVE, **{
+            name: 'a loose bound that ignores the sampling' for name in loose[:1]}})
   used = {name for candidate, taken in chosen for name in taken}
   ignored = [name for name in options if name not in used]
   if ignored:

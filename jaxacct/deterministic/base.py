@@ -57,7 +57,9 @@ from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct import progress as progress_lib
 from jaxacct.errors import InputError, InputTypeError
 
-MONTE_CARLO_HINT = 'the Monte Carlo accountant (jaxacct.estimate_delta / calibrate_noise_multiplier)'
+# What a refusal offers when no deterministic accountant covers a mechanism (an error's
+# ``alternatives``: the CLI writes ``accountant: monte_carlo``, Python ``accountant='monte_carlo'``)
+MONTE_CARLO_ALTERNATIVE = {'monte_carlo': 'the Monte Carlo accountant'}
 RESERVED_NAMES = ('auto', 'monte_carlo')  # accountant choices that are not registry entries
 MIN_TOLERANCE = 1e-12  # the finest relative σ tolerance any accountant promises
 
@@ -355,9 +357,11 @@ class DeterministicAccountant(abc.ABC):
   def _require(self, mechanism: MatrixMechanism, resolved: dict, given: Mapping) -> None:
     reason = self._refusal(mechanism, resolved)
     if reason is not None:
+      others = alternatives(mechanism, given)
       raise UnsupportedMechanismError(
-          f'accountant {self.name!r} does not support this mechanism: {reason}. '
-          + _who_supports(mechanism, given))
+          f'does not support this mechanism: {reason}' + ('' if set(others) - {'monte_carlo'}
+          else f'; no registered deterministic accountant ({", ".join(available())}) does'),
+          argument='accountant', value=self.name, alternatives=others)
 
   def _calibration_inputs(self, scheme, matrix, epsilon, delta, tolerance, options):
     epsilon, delta = check_epsilon(epsilon), check_delta(delta)
@@ -471,12 +475,14 @@ def superseding_monte_carlo(mechanism: MatrixMechanism) -> str | None:
   return _REGISTRY.superseding_monte_carlo(mechanism)
 
 
-def _who_supports(mechanism: MatrixMechanism, options: Mapping) -> str:
+def alternatives(mechanism: MatrixMechanism, options: Mapping) -> dict[str, str | None]:
+  """What a refusal of an accountant for ``mechanism`` offers instead (an ``InputError``'s
+  ``alternatives``): the registered accountants that support it under ``options``, then the
+  Monte Carlo accountant (zero-out adjacency, the only one it accounts)."""
   try:
     names = supporting(mechanism, **options)
   except (TypeError, ValueError):  # an option value another accountant rejects
     names = ()
-  if names:
-    return f'Accountants that support it: {", ".join(names)}'
-  return (f'No registered deterministic accountant ({", ".join(available())}) supports it; use '
-          f'{MONTE_CARLO_HINT}')
+  adjacency = options.get('adjacency', Adjacency.ZERO_OUT.value)
+  return {**dict.fromkeys(names),
+          **(MONTE_CARLO_ALTERNATIVE if adjacency == Adjacency.ZERO_OUT.value else {})}

@@ -55,7 +55,7 @@ from jaxacct.conventions import Adjacency
 from jaxacct.deterministic import _grid, pld_pmfs, pld, truncated_poisson
 from jaxacct.deterministic._search import smallest_passing_sigma
 from jaxacct.deterministic import base
-from jaxacct.deterministic.base import (MONTE_CARLO_HINT, DeterministicAccountant, Option,
+from jaxacct.deterministic.base import (DeterministicAccountant, Option,
                                         PrivacyCurve, register)
 from jaxacct.mechanism import MatrixMechanism, check_mechanism
 from jaxacct.schemes.participation import Cyclic, MinSepChain
@@ -85,7 +85,7 @@ _Build = Callable[[float, float], Any]  # (σ, discretisation) → PLD or WorstC
 
 
 def _not_covered(what: str) -> _Refusal:
-  return _Refusal(f'pld is available for {_SCOPE}, not {what}; use {MONTE_CARLO_HINT}',
+  return _Refusal(f'covers {_SCOPE} only, not {what} (Monte Carlo accounting covers it)',
                   TypeError, scheme=True)
 
 
@@ -212,7 +212,7 @@ def mechanism_pld(mechanism: MatrixMechanism, *, adjacency: str = 'zero_out',
   plan = _plan(mechanism, Adjacency(adjacency).value)
   if isinstance(plan, _Refusal):
     prefix = (f'no deterministic accountant for {type(mechanism.scheme).__name__} builds a PLD: '
-              if plan.scheme else '')
+              'the PLD accountant ' if plan.scheme else '')
     raise plan.error(prefix + plan.reason)
   too_large = size_refusal(mechanism, Adjacency(adjacency).value, d)
   if too_large is not None:

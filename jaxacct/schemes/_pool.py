@@ -53,5 +53,6 @@ def groups(assignment: np.ndarray, count: int) -> list[np.ndarray]:
 def check_every_group_filled(dataset_size: int, cycle_length: int) -> None:
   """A cyclic scheme's T bins or groups each need examples: m ≥ T."""
   if dataset_size < cycle_length:
-    raise InputError(f'dataset_size must be >= cycle_length = {cycle_length} (every bin or '
+    raise InputError(argument='dataset_size', value=dataset_size,
+                     requirement=f'must be >= cycle_length = {cycle_length} (every bin or '
                      f'group needs examples), got {dataset_size}')

@@ -94,7 +94,8 @@ class BallsInBins(base.SamplingScheme):
     cycle = round(1.0 / rate)
     if not math.isclose(cycle * rate, 1.0, rel_tol=1e-9):
       raise InputError(
-          'expected_batch_size must divide dataset_size for balls-in-bins '
+          argument='expected_batch_size', value=expected_batch_size, requirement=
+          'must divide dataset_size for balls-in-bins '
           f'(T = dataset_size / expected_batch_size must be an integer), got {dataset_size}'
           f' / {expected_batch_size} = {1.0 / rate}')
     return cls(iterations=iterations, cycle_length=cycle)

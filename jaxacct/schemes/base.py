@@ -43,7 +43,8 @@ class SamplingScheme(abc.ABC):
           # np.float32(0.01) is 0.009999999776…: neither it nor a silent rounding to 0.01
           # is what the user accounts for (a rounding up would under-state p).
           raise InputTypeError(
-              f'{field.name} = {value!r} is a {value.dtype} ({float(value)!r} exactly); pass '
+              argument=field.name, value=value, requirement=
+              f'= {value!r} is a {value.dtype} ({float(value)!r} exactly); pass '
               f'a Python float (e.g. {field.name}={float(np.format_float_positional(value))})')
         value = value.item()
       if isinstance(value, numbers.Real) and type(value) not in (bool, int, float):
@@ -52,7 +53,8 @@ class SamplingScheme(abc.ABC):
         if isinstance(value, numbers.Integral):
           value = int(value)
         elif float(value) != value:
-          raise InputTypeError(f'{field.name} = {value!r} is not exactly a float; pass a float')
+          raise InputTypeError(argument=field.name, value=value,
+                               requirement=f'= {value!r} is not exactly a float; pass a float')
         else:
           value = float(value)
       if type(value) is int and str(field.type).split(' |')[0] == 'float':
@@ -161,14 +163,16 @@ def check_truncation(scheme) -> None:
   if size is None:
     if dataset is not None:
       raise InputError(
-          f'dataset_size is public information of {name} only when batches are truncated; pass '
+          argument='dataset_size', value=dataset, requirement=
+          f'is public information of {name} only when batches are truncated; pass '
           'truncated_batch_size too, or leave dataset_size=None (use from_expected_batch_size to '
           'derive sampling_prob from a dataset size)')
     return
   _validate.integer_at_least('truncated_batch_size', size, 1)
   if dataset is None:
     raise InputError(
-        f'dataset_size is required when truncated_batch_size is set ({name} with B = {size}): the '
+        argument='dataset_size', requirement=
+        f'is required when truncated_batch_size is set ({name} with B = {size}): the '
         'truncated accountants depend on it, so it is public (zero-out adjacency); '
         'truncated_batch_size >= dataset_size means no truncation')
   _validate.integer_at_least('dataset_size', dataset, 1)
@@ -179,7 +183,8 @@ def expected_rate(expected_batch_size, dataset_size) -> float:
   dataset_size = _validate.integer_at_least('dataset_size', dataset_size, 1)
   if expected_batch_size > dataset_size:
     raise InputError(
-        f'expected_batch_size must be <= dataset_size ({dataset_size}), got {expected_batch_size}')
+        argument='expected_batch_size', value=expected_batch_size, requirement=
+        f'must be <= dataset_size ({dataset_size}), got {expected_batch_size}')
   return expected_batch_size / dataset_size
 
 
@@ -197,7 +202,8 @@ def rate_within_period(expected_batch_size, dataset_size, period, period_name: s
   period = _validate.integer_at_least(period_name, period, 1)
   if rate * period > 1.0 + 1e-12:
     raise InputError(
-        f'expected_batch_size must be <= dataset_size / {period_name} = {dataset_size / period} '
+        argument='expected_batch_size', value=expected_batch_size, requirement=
+        f'must be <= dataset_size / {period_name} = {dataset_size / period} '
         f'for {scheme_name} (p must stay <= 1), got {expected_batch_size}')
   return rate, period
 

@@ -55,7 +55,8 @@ class BMinSep(base.SamplingScheme):
     _validate.integer_at_least('iterations', self.iterations, 1)
     _validate.integer_at_least('min_sep', self.min_sep, 1)
     if not isinstance(self.warm_start, bool):
-      raise InputTypeError(f'warm_start must be a bool, got {self.warm_start!r}')
+      raise InputTypeError(argument='warm_start', value=self.warm_start,
+                           requirement=f'must be a bool, got {self.warm_start!r}')
     base.check_truncation(self)
 
   summary_fields: ClassVar = (('min_sep', 'b={}'), ('sampling_prob', 'p={:.4g}'), ('truncated_batch_size', 'B={}'))

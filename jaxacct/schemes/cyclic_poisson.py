@@ -68,7 +68,8 @@ class CyclicPoisson(base.SamplingScheme):
     base.check_truncation(self)
     if self.truncates and self.partition != 'equal_split':
       raise InputError(
-          "truncated_batch_size needs partition='equal_split' for CyclicPoisson: with random "
+          argument='truncated_batch_size', value=self.truncated_batch_size, requirement=
+          "needs partition='equal_split' for CyclicPoisson: with random "
           "phases ('independent') the group sizes are random and no truncated accountant is "
           'valid (Ganesh (2025) covers fixed, public group sizes)')
 

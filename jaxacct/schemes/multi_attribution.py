@@ -75,7 +75,8 @@ class MultiAttributionBMinSep(base.SamplingScheme):
     _validate.integer_at_least('max_examples_per_user', self.max_examples_per_user, 1)
     _validate.one_of('exclusion', self.exclusion, self.EXCLUSIONS)
     if not isinstance(self.accept_conjecture_6_2, bool):
-      raise InputTypeError(f'accept_conjecture_6_2 must be a bool, got {self.accept_conjecture_6_2!r}')
+      raise InputTypeError(argument='accept_conjecture_6_2', value=self.accept_conjecture_6_2,
+                           requirement=f'must be a bool, got {self.accept_conjecture_6_2!r}')
 
   @property
   def conjectural(self) -> bool:
@@ -119,7 +120,8 @@ class MultiAttributionBMinSep(base.SamplingScheme):
       raise InputTypeError('MultiAttributionBMinSep batches need graph=AttributionGraph (after '
                            'contribution bounding), got None')
     if graph.num_examples != dataset_size:
-      raise InputError(f'dataset_size must equal graph.num_examples = {graph.num_examples}, '
+      raise InputError(argument='dataset_size', value=dataset_size,
+                       requirement=f'must equal graph.num_examples = {graph.num_examples}, '
                        f'got {dataset_size}')
 
   def sampled_rounds(self, dataset_size: int, rng: np.random.Generator,

@@ -139,8 +139,12 @@ class AccountantContract:
       message = str(info.value)
       assert isinstance(info.value, ValueError), entry
       assert reason in message and repr(self.name) in message, entry
-      # It says who does cover the mechanism: other accountants, or Monte Carlo.
-      assert 'Accountants that support it' in message or 'Monte Carlo' in message, entry
+      # It offers who does cover the mechanism (other accountants, or Monte Carlo) as
+      # alternatives to the refused accountant, which a front end writes in its own terms.
+      refusal = info.value
+      assert refusal.argument == 'accountant' and refusal.value == self.name, entry
+      assert refusal.alternatives or 'no registered deterministic accountant' in message, entry
+      assert all(f'accountant={name!r}' in message for name in refusal.alternatives or ()), entry
 
   @pytest.mark.parametrize('direction', DIRECTIONS, ids=str)
   def test_delta_is_non_increasing_in_epsilon(self, supported, direction):

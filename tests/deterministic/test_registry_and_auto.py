@@ -207,10 +207,11 @@ def test_auto_never_answers_with_the_unamplified_bound():
   bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
   for call in (jaxacct.epsilon_for_delta, jaxacct.delta_for_epsilon):
     with pytest.raises(base.UnsupportedMechanismError, match=(
-        r'no amplified deterministic accountant supports.*jaxacct.estimate_delta / '
-        r"calibrate_noise_multiplier\), or accountant: monte_carlo in a config; "
-        r"accountant='unamplified_gaussian' gives a loose bound that ignores the sampling")):
+        r"no amplified deterministic accountant supports.*; use accountant='monte_carlo' \(the "
+        r"Monte Carlo accountant\) or accountant='unamplified_gaussian' \(a loose bound that "
+        r'ignores the sampling\)$')) as refused:
       call(bminsep, 1e-5 if call is jaxacct.epsilon_for_delta else 1.0)
+    assert list(refused.value.alternatives) == ['monte_carlo', 'unamplified_gaussian']
   assert jaxacct.epsilon_for_delta(bminsep, 1e-5, accountant='unamplified_gaussian') > 0
 
 
@@ -302,13 +303,18 @@ def test_config_takes_any_registered_name():
   with pytest.raises(config_lib.ConfigError,
                      match='accountant must be one of auto, monte_carlo, ' + ', '.join(REGISTERED)):
     _accountant_of('quickstart.yaml', accountant='rdp')
-  with pytest.raises(config_lib.ConfigError, match='unamplified_gaussian covers zero_out '
-                                                   'adjacency only, not replace_one'):
+  with pytest.raises(jaxacct.InputError, match='unamplified_gaussian covers zero_out '
+                                               'adjacency only, not replace_one') as refused:
     _accountant_of('quickstart.yaml', accountant='unamplified_gaussian', adjacency='replace_one')
+  # the config's words come from the error's fields, not from rewriting its text
+  assert config_lib.describe(refused.value).startswith('accountant: unamplified_gaussian: ')
   covering = ', '.join(n for n in REGISTERED if 'add_remove' in base.get(n).adjacencies)
-  with pytest.raises(config_lib.ConfigError,
-                     match=f'adjacency: add_remove is only for accountant: {covering};'):
+  with pytest.raises(jaxacct.InputError) as refused:
     _accountant_of('quickstart.yaml', adjacency='add_remove')
+  assert config_lib.describe(refused.value) == (
+      'adjacency: add_remove: Monte Carlo accounting is for zero-out adjacency (equal to '
+      f'add/remove without truncation); the accountants that cover add_remove: {covering}; use '
+      'adjacency: zero_out')
 
 
 @pytest.mark.slow

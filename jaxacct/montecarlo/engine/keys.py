@@ -56,11 +56,12 @@ def check_seed(name: str, value) -> int:
   """``value`` as an int seed in [0, 2**32); ``InputTypeError`` / ``InputError`` naming
   ``name`` otherwise (a larger seed would be folded onto another one's key)."""
   if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-    raise InputTypeError(f'{name} must be an integer seed in [0, 2**32), got {value!r}',
-                         argument=name, value=value)
+    raise InputTypeError(argument=name, value=value,
+                         requirement=f'must be an integer seed in [0, 2**32), got {value!r}')
   if not 0 <= int(value) < SEED_LIMIT:
-    raise InputError(f'{name} must be in [0, 2**32) (jax.random.key keeps 32 bits without '
-                     f'64-bit types), got {value}', argument=name, value=value)
+    raise InputError(argument=name,
+                     requirement=f'must be in [0, 2**32) (jax.random.key keeps 32 bits without '
+                     f'64-bit types), got {value}', value=value)
   return int(value)
 
 

@@ -83,9 +83,10 @@ quickstart counts 3.1·10⁸ sample-rounds: ≤ 61 s at this bound, ~20 s measur
 ESTIMATE_LABEL = 'estimate, not a guarantee'
 """How an estimated σ is labelled wherever it appears (the result, its JSON, the CLI, figures)."""
 
-ACCELERATOR_HINT = ('accelerators (TPU/GPU) run the float32 program: `jaxacct plan CONFIG` '
-                    '(or plan.capacity_plan(..., precision="float32", target_devices=N)) '
-                    'projects it')
+ACCELERATOR_HINT = ('accelerators (TPU/GPU) run the float32 program: '
+                    'jaxacct.montecarlo.evr.plan.capacity_plan(..., '
+                    "monte_carlo=jaxacct.MonteCarloOptions(precision='float32'), "
+                    'target_devices=N) projects it (from the command line: jaxacct plan)')
 """Where a verification too slow here can run, and how to project it (as ``jaxacct plan``)."""
 
 _STANDARD_ERRORS = 2.0  # the estimate's band: δ̂ ± 2 s.e. (as estimator.resolved_epsilon)

@@ -102,17 +102,21 @@ class LedgerError(InputError):
 
 class UndeclaredRetryError(InputError):
   """A verification of a mechanism the ledger holds other runs of, without declaring the
-  attempt; ``required_attempt`` is the ``attempt`` that declares it (the CLI names its
-  ``--set calibration.attempt=…``)."""
+  attempt; ``required_attempt`` is the ``attempt`` that declares it, also the error's
+  ``suggestion`` (``monte_carlo.attempt``; the CLI writes its config key)."""
 
   def __init__(self, runs: int):
     self.required_attempt = runs + 1
     super().__init__(
         f'this mechanism (the same scheme, and strategy up to scale) was already verified '
         f'{runs} time(s), at this or another (epsilon, delta) target or with other keys or '
-        f'settings; re-running verification until it passes voids the guarantee. Declare the '
-        f'run with attempt={runs + 1} to charge a union bound over all attempts (its default '
-        'num_samples is then the minimum for that attempt)')
+        f'settings; re-running verification until it passes voids the guarantee. Declaring '
+        f'the run as attempt {runs + 1} charges a union bound over all attempts (its default '
+        'num_samples is then the minimum for that attempt)',
+        suggestion={'monte_carlo.attempt': runs + 1})
+
+  def __reduce__(self):  # rebuilt from the count of earlier runs, not from the message
+    return type(self), (self.required_attempt - 1,), self.__dict__
 
 
 # ------------------------------------------------------------------ the mechanism's identity
