@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import tempfile
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -159,6 +161,24 @@ def curve_epsilons(epsilons, released: float | None = None, points: int = 61) ->
   given = [float(e) for e in epsilons] + ([float(released)] if released is not None else [])
   top = 1.5 * max(given + [1e-3])
   return sorted(set(np.linspace(0.0, top, points).tolist()) | set(given))
+
+
+def figure_seconds(epsilons=(1.0, 2.0)) -> float:
+  """Seconds to draw and write one report figure here (the report's own cost, which a run's
+  plan adds to its projection), timed on a figure like calibrate's δ̂(ε) on ``epsilons`` (into
+  a temporary folder): the first drawing imports matplotlib, which the run then finds
+  imported, so the second one is the figure's own cost."""
+  eps = np.asarray(epsilons, float)
+  curve = {d: np.exp(-eps) for d in DIRECTIONS}
+  spread = {d: 0.01 * np.exp(-eps) for d in DIRECTIONS}
+  with tempfile.TemporaryDirectory() as folder:
+    seconds = []
+    for _ in range(2):
+      start = time.perf_counter()
+      plot_delta_hat(pathlib.Path(folder), eps, curve, spread, 'plan', num_samples=1000,
+                     released=(float(eps[len(eps) // 2]), 1e-3), threshold=5e-4)
+      seconds.append(time.perf_counter() - start)
+  return seconds[-1]
 
 
 def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,

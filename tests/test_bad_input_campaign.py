@@ -291,9 +291,11 @@ def test_force_lifts_only_the_default_budget():
   with pytest.raises(config_lib.ConfigError, match='--max-minutes budget of 1 min') as refused:
     common.refuse_over_budget(_args(1.0, True), 'the run', 120.0, '')
   assert '--force does not lift' in str(refused.value)
+  # A large estimate is timed against the budget it could exceed (plan.needs_timing, the
+  # library's one gate); a forced run has none, so nothing is timed.
   mechanism = jaxacct.MatrixMechanism(POISSON, IDENTITY, 1.0)
-  assert common.estimate_max_seconds(_args(1.0, True), mechanism, 10**12) == 60.0
-  assert common.estimate_max_seconds(_args(None, True), mechanism, 10**12) is None
+  assert plan.needs_timing(mechanism, 10**12, common.budget_seconds(_args(1.0, True)))
+  assert not plan.needs_timing(mechanism, 10**12, common.budget_seconds(_args(None, True)))
 
 
 def test_the_cli_keeps_an_explicit_max_minutes_under_force(tmp_path, monkeypatch, capsys):

@@ -367,3 +367,12 @@ def test_every_strategy_module_is_found_and_exported():
       assert exported in jaxacct.__all__
   # The old paths (jaxacct.matrices, jaxacct.lower_triangular) are deprecated aliases:
   # tests/test_matrices.py::test_the_old_module_paths_are_deprecated_aliases.
+
+
+def test_the_clis_shared_module_stays_small():
+  """Issue 44, "the CLI translates, nothing more": the commands turn flags and configs into
+  library requests and render the answers, and library decisions (budget gates, plan totals,
+  report contents) live in the library, so what the commands share stays small."""
+  lines = len((PACKAGE / 'cli' / 'common.py').read_text().splitlines())
+  assert lines <= 300, (f'jaxacct/cli/common.py has {lines} lines (at most 300): move a '
+                        'library decision into the library, one command\'s code into its module')

@@ -26,6 +26,7 @@ from jaxacct import accounting
 from jaxacct import config as config_lib
 from jaxacct import report
 from jaxacct.conventions import Purpose
+from jaxacct.deterministic import curve_report
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.options import MonteCarloOptions
 from jaxacct.montecarlo.evr import calibration as calibration_lib
@@ -35,10 +36,10 @@ from jaxacct.montecarlo.evr.calibration import CalibrationRecord
 from jaxacct.montecarlo.evr.estimator import estimate_delta
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated, calibration_section,
-                                check_budget, check_state_files, deterministic_curve,
-                                plan_mechanism, print_deterministic, print_footer,
+                                check_state_files, print_deterministic, print_footer,
                                 refuse_over_budget, run_options, run_precision, say_precision,
                                 scheme_and_matrix, with_prefix_error)
+from jaxacct.cli.plan import check_budget, plan_mechanism
 from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 # The calibration options of the config that the library takes (as common.calibrated).
@@ -74,7 +75,9 @@ def _calibrate(args, raw) -> dict:
     write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title)
     written = ('calibration.json', 'delta_hat.png', 'candidates.png')
   else:
-    payload['curve'] = deterministic_curve(args, found, [g.epsilon], g.epsilon, g.delta)
+    payload['curve'] = curve_report.figure_points(found, [g.epsilon], delta=g.delta,
+                                                  released=g.epsilon,
+                                                  progress=reporter(args, unit='points'))
     write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
                     payload['curve']['delta'], f'{title}\nproven δ(ε) by {g.accountant}',
                     released=(g.epsilon, g.delta))

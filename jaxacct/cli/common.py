@@ -1,6 +1,7 @@
-"""What the ``jaxacct`` subcommands share: the ``Command`` shape, progress on stderr, the
-Monte Carlo budget and capacity plan, output and state-file checks, the calibration of
-``calibrate`` and ``train``, and the shared printing."""
+"""What the ``jaxacct`` subcommands share: the ``Command`` shape, progress on stderr, the time
+budget (``--max-minutes``/``--force`` in seconds, and its refusals in the command's terms),
+state-file checks, the calibration of ``calibrate`` and ``train``, and the shared printing. The
+capacity plan and its printing are ``plan``'s (``cli/plan.py``)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,10 @@ import time
 from typing import Callable
 
 import jax
-import numpy as np
 
 from jaxacct import accounting
 from jaxacct import config as config_lib
 from jaxacct import progress as progress_lib
-from jaxacct import report
-from jaxacct.deterministic import accountant as deterministic
-from jaxacct.deterministic import curve_plan
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.evr import verification
@@ -40,39 +37,6 @@ def reporter(args, label: str | None = None, unit: str = 'samples') -> progress_
 
 
 DEFAULT_MAX_MINUTES = 30.0
-
-
-def check_budget(args, raw, choice, report: bool = True,
-                 then: tuple[str, float] | None = None) -> float | None:
-  """Before a Monte Carlo calibration: print its plan (samples, measured throughput,
-  projected time here) on stderr, and refuse it when the projection exceeds
-  ``--max-minutes`` (default 30; ``--force`` lifts only the default). ``report`` False: the
-  run draws no report curve and figures of its own (``train``), so they are left out.
-  ``then``: (what, seconds) of work after the calibration that the budget covers too
-  (``train``'s training). ``choice``: the run's ``AccountantChoice``. Returns
-  the projected seconds of the run after the plan, ``then`` included (the calibration's
-  share is None without a Monte Carlo calibration), which the report records beside the
-  measured ones."""
-  if not choice.monte_carlo:
-    if then is not None:
-      refuse_over_budget(args, then[0], then[1], '', accelerator=False)
-      return then[1]
-    return None
-  plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
-  seconds = plan['plan']['seconds_after_plan']
-  if not report:
-    seconds -= plan['plan']['report_seconds'] + plan['plan']['figure_seconds']
-  if sharding.is_leader():
-    print_plan(plan, file=sys.stderr)
-  what = 'the Monte Carlo calibration'
-  if then is not None:
-    seconds += then[1]
-    what += f' and {then[0]}'
-    if sharding.is_leader():
-      print(f'  then {then[0]}: {progress_lib.format_seconds(then[1])}; in all after this plan '
-            f'{progress_lib.format_seconds(seconds)}', file=sys.stderr)
-  refuse_over_budget(args, what, seconds, '')
-  return seconds
 
 
 def budget_seconds(args) -> float | None:
@@ -103,191 +67,10 @@ def refuse_over_budget(args, run: str, seconds: float, advice: str,
     raise config_lib.ConfigError(str(refusal)) from None
 
 
-def check_deterministic_budget(args, curve, queries, figures: int) -> float | None:
-  """Before a deterministic report whose queries compose new PLDs (MMCC, conditional
-  composition): print its plan on stderr (``deterministic.curve_plan``: the run's queries
-  replayed on a coarse copy of the curve count the compositions, two full ones timed at the
-  ends of δ_E, which the run keeps, price them) and refuse it over ``--max-minutes`` (default
-  30; ``--force`` lifts only the default). Returns the projected seconds of the run after the
-  plan, ``figures`` figures included (None: the curve's queries are cheap, nothing is
-  planned). The replay and the timed compositions are announced on stderr as they start (a
-  replay can take a minute)."""
-  plan = curve_plan.plan_queries(curve, queries, progress=reporter(args))
-  if plan is None:
-    return None
-  projected = plan.projected_seconds + figures * figure_seconds([1.0, 2.0])
-  seconds = progress_lib.format_seconds
-  if sharding.is_leader():
-    fewest, most = plan.seconds_per_composition
-    print(f'plan: the report makes ~{plan.compositions} PLD compositions (its queries replayed '
-          f'on a coarse copy of the curve in {seconds(plan.plan_seconds)}; full ones took '
-          f'{seconds(fewest)} to {seconds(most)} from the largest to the smallest δ_E): '
-          f'projected {seconds(projected)} after this plan, figures included', file=sys.stderr)
-  refuse_over_budget(args, 'the deterministic report', projected,
-                     'use a coarser value_discretization_interval', accelerator=False)
-  return projected
-
-
-# Below this many sample-rounds × bands an estimate runs in minutes at most on a CPU, so it
-# starts without a throughput probe (the probe compiles and times a block: a few seconds).
-_ESTIMATE_PROBE_WORK = 1e10
-
-
-def estimate_max_seconds(args, mechanism, num_samples: int) -> float | None:
-  """The ``max_seconds`` of a Monte Carlo estimate: ``budget_seconds`` (``--max-minutes``,
-  default 30, which ``--force`` lifts unless given) for one large enough to time first, None
-  (nothing timed or refused) for a small one or no budget. An estimate that is not timed first
-  is announced on stderr here, since its first call compiles the program without a line (a
-  timed one is announced by the probe, ``plan.program_seconds``)."""
-  work = 2.0 * num_samples * mechanism.iterations * mechanism.matrix.num_bands
-  seconds = None if work <= _ESTIMATE_PROBE_WORK else budget_seconds(args)
-  if seconds is None:
-    progress_lib.announce(reporter(args), f'estimate: {num_samples:,} samples per direction '
-                                          f'of n = {mechanism.iterations:,} rounds, starting '
-                                          '(its first call may compile the program)…')
-  return seconds
-
-
-def deterministic_curve(args, curve, epsilons, released: float | None,
-                        target: float | None) -> dict:
-  """The report's proven (ε(δ), δ) points (``deterministic.report_curve``) down to 10⁻⁶ of the
-  target δ (the figure shows no less), with progress on stderr (none with ``args`` None: a
-  plan's replay)."""
-  shown = [float(e) for e in epsilons] + (
-      [released] if released is not None and np.isfinite(released) else [])
-  return deterministic.report_curve(
-      curve, shown, floor=1e-6 * target if target else 1e-20,
-      progress=None if args is None else reporter(args, unit='points'))
-
-
 def scheme_and_matrix(raw) -> tuple:
   """(scheme, matrix) of the config, built once (an optimised band costs an L-BFGS run)."""
   scheme = config_lib.scheme_from(raw)
   return scheme, config_lib.matrix_from(raw, scheme.iterations)
-
-
-def plan_mechanism(raw) -> tuple[MatrixMechanism, str | None]:
-  """The config's mechanism for timing, and a note when a strategy is stood in for.
-
-  The cost of a sample depends on the strategy's shape only (band count, or a dense n × n C),
-  so a strategy that is costly to build (an optimisation of minutes at n = 7200) is timed as
-  the cheap one of the same shape its config key names (``config.timing_stand_in``).
-  """
-  scheme = config_lib.scheme_from(raw)
-  sigma = float(raw.get('noise_multiplier') or 1.0)  # a placeholder: timing ignores σ
-  stand_in = config_lib.timing_stand_in(raw, scheme.iterations)
-  if stand_in is not None:
-    return MatrixMechanism(scheme, stand_in[0], sigma), stand_in[1]
-  return MatrixMechanism(scheme, config_lib.matrix_from(raw, scheme.iterations), sigma), None
-
-
-def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
-  """The capacity plan of the config's Monte Carlo calibration (``montecarlo/evr/plan.py``), timed
-  for ``precisions`` (the run's own precision is always among them)."""
-  cal = calibration_section(raw)
-  mechanism, note = plan_mechanism(raw)
-  options = config_lib.library_keywords(raw, 'calibration', (
-      'num_samples', 'base_delta', 'estimation_samples', 'num_candidates', 'fallback',
-      'attempt'))  # N for the declared attempt (the ledger's earlier runs are not read here)
-  run = run_precision(raw, mechanism).precision
-  # calibrate's report curve after the calibration (its grid: calibrate.py)
-  report_epsilons = report.curve_epsilons([float(cal['epsilon'])])
-  plans, refusal = {}, None
-  for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
-    try:
-      plans[name] = plan_lib.capacity_plan(
-          mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-          target_devices=getattr(args, 'devices', None),
-          samples_per_second=getattr(args, 'samples_per_second', None),
-          report_epsilons=report_epsilons,
-          monte_carlo=MonteCarloOptions(precision=name, **options)).to_dict()
-    except ValueError as refused:
-      if name != 'float32' or name == run:
-        raise
-      refusal = str(refused)  # the 32-bit program does not serve this mechanism
-  figures = figure_seconds(report_epsilons)
-  for plan in plans.values():  # calibrate then draws its two figures (δ̂(ε), candidates)
-    plan['figure_seconds'] = CALIBRATION_FIGURES * figures
-    plan['seconds_after_plan'] += CALIBRATION_FIGURES * figures
-    plan['seconds_here'] += CALIBRATION_FIGURES * figures
-    plan['seconds_on_target'] += CALIBRATION_FIGURES * figures
-  payload = {'plan': plans[run], 'plans': plans, 'precision': run, 'float32_refusal': refusal,
-             'stand_in': note, 'epsilon': float(cal['epsilon']),
-             'delta': float(cal['delta']), 'backend': jax.default_backend()}
-  return payload
-
-
-CALIBRATION_FIGURES = 2
-
-
-def figure_seconds(epsilons=(1.0, 2.0)) -> float:
-  """Seconds to draw and write one report figure here, timed on a figure like calibrate's
-  δ̂(ε) (into a temporary folder): the first drawing imports matplotlib, which the run then
-  finds imported, so the second one is the figure's own cost."""
-  import tempfile  # pylint: disable=import-outside-toplevel
-  eps = np.asarray(epsilons, float)
-  curve = {d: np.exp(-eps) for d in ('remove', 'add')}
-  spread = {d: 0.01 * np.exp(-eps) for d in ('remove', 'add')}
-  with tempfile.TemporaryDirectory() as folder:
-    seconds = []
-    for _ in range(2):
-      start = time.perf_counter()
-      report.plot_delta_hat(pathlib.Path(folder), eps, curve, spread, 'plan', num_samples=1000,
-                            released=(float(eps[len(eps) // 2]), 1e-3), threshold=5e-4)
-      seconds.append(time.perf_counter() - start)
-  return seconds[-1]
-
-
-def print_plan(payload: dict, file=None) -> None:
-  plan = payload['plan']
-  file = sys.stdout if file is None else file
-  rate = 1.0 / plan['seconds_per_sample']['1']
-  print(f'capacity plan at (ε, δ) = ({payload["epsilon"]}, {payload["delta"]:.4g}), n = '
-        f'{plan["iterations"]}, block {plan["block_size"]}:', file=file)
-  print(f'  verification: N = {plan["num_samples"]:,} per direction (δ_b = '
-        f'{plan["base_delta"]:.4g}), {plan["verification_candidates"]} candidates in one '
-        f'pass: {plan["verification_samples"]:,} draws', file=file)
-  sweeps = plan['estimation_sweeps']
-  why = ('a pilot call: the first coarse sweep cannot bracket σ' if sweeps > 2
-         else 'a coarse one brackets σ, then a fine one')
-  print(f'  estimation: {plan["estimation_samples"]:,} per direction per sweep of 16 σ, '
-        f'{sweeps} sweeps projected ({why}): '
-        f'{sweeps * plan["estimation_samples_per_sweep"]:,} draws', file=file)
-  source = (f'measured on {plan["devices_here"]} {payload["backend"]} device(s)'
-            if plan['measured'] else 'given (--samples-per-second)')
-  print(f'  throughput: {rate:,.0f} one-σ samples/s ({source}); 16 σ cost '
-        f'{plan["seconds_per_sample"]["16"] / plan["seconds_per_sample"]["1"]:.2f}× one σ',
-        file=file)
-  if payload.get('stand_in'):
-    print(f'  ({payload["stand_in"]})', file=file)
-  seconds = progress_lib.format_seconds
-  print(f'  projected wall time here: {seconds(plan["seconds_here"])} (compiles '
-        f'{seconds(plan["compile_seconds"])}, initial σ and fallback '
-        f'{seconds(plan["initial_seconds"])}, report curve {seconds(plan["report_seconds"])} '
-        f'and figures {seconds(plan["figure_seconds"])}; '
-        f'+ {seconds(plan["seconds_per_extra_sweep"])} per extra sweep); after this plan, '
-        f'whose compiles and initial σ the run reuses: {seconds(plan["seconds_after_plan"])}',
-        file=file)
-  print(f'  on {plan["target_devices"]} device(s): '
-        f'{progress_lib.format_seconds(plan["seconds_on_target"])}, '
-        f'{plan["device_hours_on_target"]:,.1f} device-hours (linear scaling)', file=file)
-  if plan['memory_per_device'] is not None:
-    print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
-          file=file)
-  plans = payload.get('plans', {})
-  print(f'  this run: {payload.get("precision", "float64")} (monte_carlo.precision)', file=file)
-  for name, other in plans.items():
-    memory = ('' if other['memory_per_device'] is None
-              else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
-    print(f'  {name}: {1.0 / other["seconds_per_sample"]["1"]:,.0f} samples/s here, '
-          f'{progress_lib.format_seconds(other["seconds_here"])} here, '
-          f'{other["device_hours_on_target"]:,.1f} device-hours on {other["target_devices"]}'
-          f'{memory}', file=file)
-  if 'float32' in plans:
-    print('  accelerators (TPU/GPU) run the float32 program: project with its figures',
-          file=file)
-  elif payload.get('float32_refusal'):
-    print(f'  float32: not available ({payload["float32_refusal"]})', file=file)
 
 
 def calibration_section(raw) -> dict:
@@ -482,3 +265,9 @@ def print_footer(payload: dict) -> None:
     print(f'prefix-sum MSE ‖A C⁻¹‖_F²·σ²/n = {payload["prefix_sum_mse"]:.6g} (Dong & Ganesh, '
           'arXiv 2602.09338, §7.1)')
   print(f'report: {payload["report"]}')
+
+
+# cli/_entry.py imports these two from here; their home is cli/plan.py, which imports this
+# module, so they are bound last (the package's __init__ imports this module first).
+from jaxacct.cli.plan import capacity_plan as capacity_plan  # pylint: disable=wrong-import-position
+from jaxacct.cli.plan import print_plan as print_plan  # pylint: disable=wrong-import-position

@@ -5,40 +5,63 @@ and ``delta_hat.png`` (Monte Carlo) or ``delta.png`` (deterministic)."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import jax
 
 from jaxacct import config as config_lib
+from jaxacct import progress as progress_lib
 from jaxacct import report
 from jaxacct.deterministic import accountant as deterministic
+from jaxacct.deterministic import curve_plan, curve_report
 from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.montecarlo.evr import precision as precision_lib
-from jaxacct.montecarlo.evr.estimator import estimate_delta
+from jaxacct.montecarlo.evr.estimator import EstimateReport, estimate_delta
+from jaxacct.montecarlo.engine import sharding
 from jaxacct.options import MonteCarloOptions
-from jaxacct.cli.common import (Command, check_deterministic_budget, check_state_files,
-                                deterministic_curve, estimate_max_seconds, print_deterministic,
+from jaxacct.cli.common import (Command, budget_seconds, check_state_files, print_deterministic,
                                 print_footer, refuse_over_budget, reporter, run_options,
                                 run_precision, say_precision)
 from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 
-def _report_queries(args, curve, epsilons, target):
-  """The report's queries of a deterministic curve, in the run's order: ε(target δ), the
-  figure's points and the δ(ε) table (both directions). ``args`` None: no progress (a plan's
-  replay, ``check_deterministic_budget``)."""
-  released = None if target is None else curve.epsilon_for_delta(target)
-  # The figure's points first: their ε(δ) on fixed δ (decades and half decades) are the
-  # brackets every δ(ε) search of the table starts from, so the table reuses them.
-  figure = deterministic_curve(args, curve, epsilons, released, target)
-  table = None if args is None else reporter(args, unit='queries')
-  by_direction = {d: [] for d in DIRECTIONS}
-  for i, (e, d) in enumerate(((e, d) for e in epsilons for d in DIRECTIONS), start=1):
-    by_direction[d].append(curve.delta_for_epsilon(e, direction=d))
-    if table is not None:
-      table(i, len(epsilons) * len(DIRECTIONS), 'δ(ε) table')
-  return released, figure, by_direction
+def _report_progress(args):
+  """The report's progress on stderr: its figure's points, then its δ(ε) table's queries
+  (``curve_report.query``'s stages), each on a reporter of its own."""
+  units, reporters = {'report curve': 'points', 'δ(ε) table': 'queries'}, {}
+
+  def progress(done: int, total: int, stage: str) -> None:
+    if stage not in reporters:
+      reporters[stage] = reporter(args, unit=units[stage])
+    reporters[stage](done, total, stage)
+  return progress
+
+
+def _check_budget(args, curve, queries, figures: int) -> float | None:
+  """Before a deterministic report whose queries compose new PLDs (MMCC, conditional
+  composition): print its plan on stderr (``curve_plan.plan_queries``: the run's queries
+  replayed on a coarse copy of the curve count the compositions, two full ones timed at the
+  ends of δ_E, which the run keeps, price them) and refuse it over ``--max-minutes`` (default
+  30; ``--force`` lifts only the default). Returns the projected seconds of the run after the
+  plan, ``figures`` figures included (None: the curve's queries are cheap, nothing is
+  planned). The replay and the timed compositions are announced on stderr as they start (a
+  replay can take a minute)."""
+  plan = curve_plan.plan_queries(curve, queries, progress=reporter(args))
+  if plan is None:
+    return None
+  projected = plan.projected_seconds + figures * report.figure_seconds()
+  seconds = progress_lib.format_seconds
+  if sharding.is_leader():
+    fewest, most = plan.seconds_per_composition
+    print(f'plan: the report makes ~{plan.compositions} PLD compositions (its queries replayed '
+          f'on a coarse copy of the curve in {seconds(plan.plan_seconds)}; full ones took '
+          f'{seconds(fewest)} to {seconds(most)} from the largest to the smallest δ_E): '
+          f'projected {seconds(projected)} after this plan, figures included', file=sys.stderr)
+  refuse_over_budget(args, 'the deterministic report', projected,
+                     'use a coarser value_discretization_interval', accelerator=False)
+  return projected
 
 
 def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
@@ -47,29 +70,20 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
   curve = deterministic.privacy_curve(mechanism, accountant=name, adjacency=adjacency, **options)
   target = raw.get('calibration', {}).get('delta')
-  projected = check_deterministic_budget(
-      args, curve, lambda replayed: _report_queries(None, replayed, epsilons, target), figures=1)
+  projected = _check_budget(
+      args, curve, lambda replayed: curve_report.query(replayed, epsilons, delta=target),
+      figures=1)
   started = time.perf_counter()  # the run the plan projects: the queries and the figure
-  released, figure, by_direction = _report_queries(args, curve, epsilons, target)
-  if isinstance(curve, deterministic.TightestCurve):  # auto: name the one that gave ε(δ)
-    name = curve.chosen(target) if target is not None else config_lib.AUTO
-  payload = {
-      'noise_multiplier': float(mechanism.noise_multiplier),
-      'epsilon': released,
-      'delta': target, 'verified': True, 'method': 'deterministic', 'adjacency': adjacency,
-      'accountant': name, 'num_samples': 0, 'seed': None, 'epsilons': epsilons,
-      'delta_of_epsilon': [max(pair) for pair in zip(*by_direction.values())],
-      'delta_of_epsilon_by_direction': by_direction,
-      'accountant_options': options,
-      'explanation': None if target is None else curve.explain(target),
-  }
-  payload['curve'] = figure
+  result = curve_report.curve_report(mechanism, curve, epsilons, accountant=name,
+                                     adjacency=adjacency, accountant_options=options,
+                                     delta=target, progress=_report_progress(args))
+  payload = result.to_dict()
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'estimate.json', payload)
-  write_on_leader(report.plot_delta_curve, folder, payload['curve']['epsilons'],
-                  payload['curve']['delta'],
-                  f'{report.describe(mechanism)}\nδ(ε) by {name} ({adjacency})',
-                  released=None if target is None else (payload['epsilon'], target),
+  write_on_leader(report.plot_delta_curve, folder, result.points['epsilons'],
+                  result.points['delta'],
+                  f'{report.describe(mechanism)}\nδ(ε) by {result.accountant} ({adjacency})',
+                  released=None if target is None else (result.epsilon, target),
                   point_label='proven')
   if projected is not None:
     payload['plan_check'] = {'projected_seconds': projected,
@@ -78,6 +92,21 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   keep_only(args, folder, ('estimate.json', 'delta.png'))
   payload['report'] = str(folder)
   return payload
+
+
+def _max_seconds(args, mechanism, num_samples: int) -> float | None:
+  """The ``max_seconds`` of a Monte Carlo estimate: the run's budget (``budget_seconds``) when
+  the estimate could exceed it (``plan.needs_timing``), None (nothing timed or refused)
+  otherwise. An estimate that is not timed first is announced on stderr here, since its first
+  call compiles the program without a line (a timed one is announced by the probe,
+  ``plan.program_seconds``)."""
+  budget = budget_seconds(args)
+  if plan_lib.needs_timing(mechanism, num_samples, budget, devices=jax.device_count()):
+    return budget
+  progress_lib.announce(reporter(args), f'estimate: {num_samples:,} samples per direction '
+                                        f'of n = {mechanism.iterations:,} rounds, starting '
+                                        '(its first call may compile the program)…')
+  return None
 
 
 def _estimate(args, raw) -> dict:
@@ -102,9 +131,8 @@ def _estimate(args, raw) -> dict:
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
                             monte_carlo=MonteCarloOptions(precision=choice.precision),
-                            run=run_options(
-                                args, reporter(args), max_seconds=estimate_max_seconds(
-                                    args, mechanism, num_samples)))
+                            run=run_options(args, reporter(args), max_seconds=_max_seconds(
+                                args, mechanism, num_samples)))
   except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
     refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
                         f'{num_samples:,}, {choice.precision})', refusal.seconds,
@@ -112,21 +140,10 @@ def _estimate(args, raw) -> dict:
     raise
   target = raw.get('calibration', {}).get('delta')
   # The (ε, δ) marked is one the samples resolve: δ̂ + 2·s.e. below δ, δ above 3/N.
-  resolution = None if target is None else result.resolved_epsilon(target)
-  eps_hat = None if resolution is None else resolution.epsilon
-  scheme = mechanism.scheme.to_dict()
-  payload = {
-      'noise_multiplier': float(mechanism.noise_multiplier),
-      'epsilon': eps_hat, 'delta': target, 'verified': False, 'method': 'estimate',
-      'accountant': config_lib.MONTE_CARLO,
-      'conjectural': mechanism.scheme.conjectural, 'bounded': mechanism.bounded,
-      'scheme': scheme, 'sampling_prob': scheme.get('sampling_prob'),  # None: no p
-      'expected_participation_rate': mechanism.scheme.expected_participation_rate,
-      'seed': seed, 'precision': choice.precision, 'precision_reason': choice.reason,
-      'resolution': None if resolution is None else resolution._asdict(),
-      **result.to_dict(epsilons),  # the table's rows: epsilons, delta_hat, standard_error, N
-      'curve': result.to_dict(),
-  }
+  estimate = EstimateReport(mechanism=mechanism, estimate=result, epsilons=epsilons,
+                            delta=target, precision=choice)
+  payload = {**estimate.to_dict(), 'seed': seed}  # the config's seed, not the key's words
+  eps_hat = payload['epsilon']
   folder = output_dir(args, raw)
   write_on_leader(report.write_json, folder, 'estimate.json', payload)
   write_on_leader(report.plot_delta_hat, folder, result.epsilons, result.delta_hat,

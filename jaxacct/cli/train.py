@@ -23,8 +23,9 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import sharding
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (Command, reporter, calibrated, calibration_section,
-                                check_state_files, check_budget, figure_seconds, print_footer,
-                                refuse_over_budget, scheme_and_matrix, with_prefix_error)
+                                check_state_files, print_footer, refuse_over_budget,
+                                scheme_and_matrix, with_prefix_error)
+from jaxacct.cli.plan import check_budget
 from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 
@@ -60,7 +61,7 @@ def _train(args, raw) -> dict:
   training = project_training(task, MatrixMechanism(scheme, matrix, 1.0), noise=noise,
                               individual=individual, **options)
   figures = 1 + (individual is not None)
-  then = ('the training', training.projected_seconds + figures * figure_seconds())
+  then = ('the training', training.projected_seconds + figures * report.figure_seconds())
   if sharding.is_leader():
     print(f'plan: training {training.steps} steps: first step (compile) '
           f'{format_seconds(training.first_step_seconds)}, then '

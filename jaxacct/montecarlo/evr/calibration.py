@@ -20,10 +20,10 @@ guarantee (``Guarantee.method == "estimate"``). The ledger is neither read nor c
 
 Before a run, a projection past ``LONG_RUN_SECONDS`` is logged (one WARNING line on the
 ``jaxacct`` logger) with how to bound it (``max_seconds=``) or get an estimate instead; runs
-whose sample counts cannot take that long even at ``SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` are not
-timed for it. Progress covers the whole run: each phase is announced to the progress callback
-(``progress.expect``: the labels "estimation sweep 1/2", "verification" and their relative
-costs), so a ``progress.Reporter`` gives the whole run's ETA.
+whose sample counts cannot take that long even at ``plan.SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` are
+not timed for it (``plan.needs_timing``). Progress covers the whole run: each phase is
+announced to the progress callback (``progress.expect``: the labels "estimation sweep 1/2",
+"verification" and their relative costs), so a ``progress.Reporter`` gives the whole run's ETA.
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
@@ -67,18 +67,6 @@ it starts: one WARNING line on the ``jaxacct`` logger (shown on stderr by Python
 handler when logging is not configured, and by the CLI) with the projection, and how to bound
 it (``max_seconds=``) or get an estimated σ first (``estimate_only=True``). Change it to move
 the threshold; ``math.inf`` turns the line (and the timing behind it) off."""
-
-SLOWEST_SAMPLE_ROUNDS_PER_SECOND = 5e6
-"""The throughput bound behind the sample-count gate of that announcement: one-σ sample-rounds
-per second per device (draws × σ × rounds n; each σ of a shared-draws program counted in
-full). A run whose draws of every phase — the verification's N per direction × k candidates
-and two estimation sweeps of 16 σ, both directions — take at most ``LONG_RUN_SECONDS`` at this
-rate is not timed (a plan times a few calls of every program: seconds); only larger runs are.
-Conservative: every shape measured on the 2-core CPU of benchmarks/RESULTS.md runs faster —
-2.5·10⁷ one-σ sample-rounds/s at the n = 7200, 256-band production shape (float64), 2.4·10⁷
-for the quickstart (n = 128), ~10⁸ for b-min-sep n = 1000 (float32), and several times more
-counting the σ a shared draw serves — so a run skipped here is short on any such machine (the
-quickstart counts 3.1·10⁸ sample-rounds: ≤ 61 s at this bound, ~20 s measured)."""
 
 ESTIMATE_LABEL = 'estimate, not a guarantee'
 """How an estimated σ is labelled wherever it appears (the result, its JSON, the CLI, figures)."""
@@ -381,17 +369,6 @@ def sigma_range(sweeps, *, base_delta: float, estimation_samples: int, sigma_hat
   return min(low, sigma_hat), max(high, sigma_hat), low_resolved, high_resolved, needed
 
 
-def _sample_rounds_seconds(n_verify: int, estimation_samples: int, num_candidates: int,
-                           iterations: int, devices: int, estimate_only: bool) -> float:
-  """The run's seconds at ``SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` from its sample counts alone:
-  both directions of two sweeps of 16 σ and (unless ``estimate_only``) of the verification's
-  k candidates, each σ of a draw counted in full, times n rounds."""
-  sigma_draws = plan_lib.MIN_SWEEPS * _SWEEP * estimation_samples + (
-      0 if estimate_only else num_candidates * n_verify)
-  return (len(DIRECTIONS) * sigma_draws * iterations
-          / (SLOWEST_SAMPLE_ROUNDS_PER_SECOND * devices))
-
-
 def _phase_seconds(plan: plan_lib.CapacityPlan) -> tuple[float, float, float]:
   """(sweeps, verification, compiles and starting points) of a capacity plan made without a
   report curve: its sampling after the plan is the projected sweeps plus the verification."""
@@ -453,7 +430,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   here logs one WARNING line on the ``jaxacct`` logger: the projection, and how to bound it
   (``max_seconds=``) or get an estimate first (``estimate_only=True``). The plan (a few timed
   calls, whose compiles the run reuses) is made only for a run whose sample counts could take
-  that long (``SLOWEST_SAMPLE_ROUNDS_PER_SECOND``), when ``max_seconds`` is given, and for an
+  that long (``plan.needs_timing``), when ``max_seconds`` is given, and for an
   estimate (its verification plan).
 
   Args:
@@ -572,11 +549,13 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   # sample counts could take past LONG_RUN_SECONDS (decided from counts alone, identically
   # on every process: the plan's timed calls run on all of them).
   mesh_size = len(run.devices) if run.devices is not None else jax.device_count()
+  # one-σ draws per direction: two sweeps of 16 σ and (unless estimate_only) the k candidates
+  sigma_draws = plan_lib.MIN_SWEEPS * _SWEEP * estimation_samples + (
+      0 if estimate_only else num_candidates * n_verify)
   plan = None
   if (max_seconds is not None or estimate_only or (
-      not _CALLER_PLANNED.get() and math.isfinite(LONG_RUN_SECONDS) and _sample_rounds_seconds(
-          n_verify, estimation_samples, num_candidates, placeholder.iterations, mesh_size,
-          estimate_only) > LONG_RUN_SECONDS)):
+      not _CALLER_PLANNED.get() and math.isfinite(LONG_RUN_SECONDS) and plan_lib.needs_timing(
+          placeholder, sigma_draws, LONG_RUN_SECONDS, devices=mesh_size))):
     plan = plan_lib.capacity_plan(probe, epsilon=epsilon, delta=delta, run=run,
                                   monte_carlo=dataclasses.replace(
                                       monte_carlo, num_samples=n_verify, base_delta=base,

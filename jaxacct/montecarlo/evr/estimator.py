@@ -42,7 +42,7 @@ import numpy as np
 
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
-from jaxacct.conventions import DIRECTIONS
+from jaxacct.conventions import DIRECTIONS, Method
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.engine import kernels, sampling, stream
@@ -234,6 +234,54 @@ class DeltaEstimate:
       mid = 0.5 * (low + high)
       low, high = (low, mid) if delta_at(mid) <= delta else (mid, high)
     return high
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class EstimateReport:
+  """A Monte Carlo estimate of a mechanism's δ(ε) as a report states it (``to_dict``, the
+  ``estimate.json`` of ``jaxacct estimate``): an estimate, not a guarantee.
+
+  Attributes:
+    mechanism: the mechanism estimated.
+    estimate: its ``DeltaEstimate`` (on a grid holding ``epsilons``: the figure's).
+    epsilons: the table's ε.
+    delta: the target δ at which the resolved ε is reported, or None.
+    precision: the device program's ``PrecisionChoice`` (``montecarlo/evr/precision.py``).
+  """
+
+  mechanism: MatrixMechanism
+  estimate: DeltaEstimate
+  epsilons: list
+  delta: float | None
+  precision: precision_lib.PrecisionChoice
+
+  @property
+  def resolution(self) -> Resolution | None:
+    """The ε the samples resolve at ``delta`` (``DeltaEstimate.resolved_epsilon``: δ̂ + 2·s.e.
+    below δ, δ above 3/N), or None without a target."""
+    return None if self.delta is None else self.estimate.resolved_epsilon(self.delta)
+
+  def to_dict(self) -> dict:
+    """JSON-ready: σ, the resolved ε at δ (None when unresolved), the scheme and its
+    description, the key words as ``seed`` (as ``Guarantee.to_dict``), the precision and why,
+    the ``resolution``, the table's rows (``DeltaEstimate.to_dict(epsilons)``) and the whole
+    grid as ``curve``."""
+    resolution = self.resolution
+    scheme = self.mechanism.scheme.to_dict()
+    return {
+        'noise_multiplier': float(self.mechanism.noise_multiplier),
+        'epsilon': None if resolution is None else resolution.epsilon, 'delta': self.delta,
+        'verified': False, 'method': Method.ESTIMATE.value,
+        'accountant': 'monte_carlo',  # accounting.MONTE_CARLO, the request's name for it
+        'conjectural': self.mechanism.scheme.conjectural, 'bounded': self.mechanism.bounded,
+        'scheme': scheme, 'sampling_prob': scheme.get('sampling_prob'),  # None: no p
+        'expected_participation_rate': self.mechanism.scheme.expected_participation_rate,
+        'seed': [int(w) for w in self.estimate.key_data],
+        'precision': self.precision.precision, 'precision_reason': self.precision.reason,
+        'resolution': None if resolution is None else resolution._asdict(),
+        **self.estimate.to_dict(self.epsilons),  # epsilons, delta_hat, standard_error, N
+        'curve': self.estimate.to_dict(),
+    }
 
 
 def _terms_np(epsilon: float, losses: np.ndarray) -> np.ndarray:

@@ -64,6 +64,32 @@ MIN_SWEEPS = 2  # a coarse sweep that brackets σ, then the fine one
 DEFAULT_CANDIDATE_COST = (6.45 - 1.0) / 15.0  # c₁/c₀ from 16 σ = 6.45 × one σ (RESULTS.md)
 _TIMED_CALLS = 3  # calls timed after the compiling one (median)
 
+SLOWEST_SAMPLE_ROUNDS_PER_SECOND = 5e6
+"""The throughput bound behind ``needs_timing``, the one gate deciding from sample counts alone
+whether a run is worth timing first: one-σ sample-rounds per second per device (draws × σ ×
+rounds n; each σ of a shared-draws program counted in full). A run whose draws take at most
+the caller's seconds at this rate is not timed (a plan times a few calls of every program:
+seconds); only larger runs are. Conservative: every shape measured on the 2-core CPU of
+benchmarks/RESULTS.md runs faster — 2.5·10⁷ one-σ sample-rounds/s at the n = 7200, 256-band
+production shape (float64), 2.4·10⁷ for the quickstart (n = 128), ~10⁸ for b-min-sep n = 1000
+(float32), and several times more counting the σ a shared draw serves — so a run skipped here
+is short on any such machine (the quickstart calibration counts 3.1·10⁸ sample-rounds: ≤ 61 s
+at this bound, ~20 s measured)."""
+
+
+def needs_timing(mechanism: MatrixMechanism, num_samples: int, seconds: float | None, *,
+                 devices: int = 1) -> bool:
+  """Whether ``num_samples`` one-σ draws per direction of ``mechanism`` (each σ of a shared
+  draw counted: K candidates of N draws are K·N) could take longer than ``seconds`` on
+  ``devices`` devices at ``SLOWEST_SAMPLE_ROUNDS_PER_SECOND`` — only then is a run worth timing
+  (None: no budget, nothing to time). The gate of the calibration's long-run announcement
+  (``calibration.LONG_RUN_SECONDS``) and of a budget the caller would otherwise time a run
+  against (the ``jaxacct estimate`` command under ``--max-minutes``)."""
+  if seconds is None:
+    return False
+  return (len(DIRECTIONS) * num_samples * mechanism.iterations
+          / (SLOWEST_SAMPLE_ROUNDS_PER_SECOND * devices)) > seconds
+
 
 @dataclasses.dataclass(frozen=True)
 class CapacityPlan:
@@ -80,16 +106,19 @@ class CapacityPlan:
     measured: True when timed here, False when from ``samples_per_second``.
     devices_here: devices the rate refers to.
     seconds_here: projected wall time of the run in a fresh process here: the
-      ``estimation_sweeps``, the verification, the report curve (if planned), the compiles and
-      the search's starting points; seconds_per_extra_sweep: each further sweep.
+      ``estimation_sweeps``, the verification, the report curve and figures (if planned), the
+      compiles and the search's starting points; seconds_per_extra_sweep: each further sweep.
     estimation_sweeps: the sweeps projected (``estimation_sweeps``: 2, or 3 when a pilot call
       shows the first coarse sweep cannot bracket σ; 2 when the throughput is given).
     seconds_after_plan: what is left of it in this process after the plan (whose compiles and
-      starting points the run reuses): the sampling calls and the report curve.
+      starting points the run reuses): the sampling calls, the report curve and figures.
     compile_seconds: the run's compiles (sweep, verification and one-σ programs in both
       directions), measured here as the first timed run's excess (0 when not measured).
     initial_seconds: the fallback's σ_up and the initial guess (host), computed here.
     report_seconds: the report curve's calls (one sweep's draws at one σ; 0 without one).
+    figure_seconds: the report's figures drawn after the run (host; 0 without): in
+      seconds_here, seconds_after_plan and seconds_on_target, not in device_hours_on_target
+      (no device draws them).
     target_devices: N for the projection; seconds_on_target / device_hours_on_target.
     memory_per_device: bytes of one call's arguments, outputs and temporaries (or None).
     block_size / iterations / blocks_per_call: the kernel's block and n, and the call size.
@@ -119,6 +148,7 @@ class CapacityPlan:
   initial_seconds: float = 0.0
   seconds_after_plan: float = 0.0
   estimation_sweeps: int = MIN_SWEEPS
+  figure_seconds: float = 0.0
 
   def to_dict(self) -> dict:
     record = dataclasses.asdict(self)
@@ -325,7 +355,7 @@ PLAN_FIELDS = frozenset(field.name for field in dataclasses.fields(
 @scoped_x64
 def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   target_devices: int | None = None, samples_per_second: float | None = None,
-                  report_epsilons=None,
+                  report_epsilons=None, figure_seconds: float = 0.0,
                   monte_carlo: options_lib.MonteCarloOptions | None = None,
                   run: options_lib.RunOptions | None = None) -> CapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
@@ -342,6 +372,8 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     samples_per_second: one-σ samples per second per device, instead of measuring.
     report_epsilons: the ε grid of a report curve that follows the calibration (the CLI's:
       ``estimate_delta`` at the released σ with one sweep's samples), or None for none.
+    figure_seconds: seconds of the report's figures drawn after the run, on the host (the
+      CLI's: ``report.figure_seconds`` per figure), added to every projected wall time.
     monte_carlo: the calibration's ``MonteCarloOptions`` (same defaults): ``num_samples``,
       ``base_delta`` and ``attempt`` size the verification (N for that attempt; the ledger's
       earlier runs are not read here), ``estimation_samples``, ``num_candidates``,
@@ -380,6 +412,9 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   if report is not None and (report.ndim != 1 or not np.all(np.isfinite(report))):
     raise InputError(f'report_epsilons must be a 1-D list of finite numbers, got '
                      f'{report.tolist()}')
+  figure_seconds = _validate.finite_real('figure_seconds', figure_seconds)
+  if figure_seconds < 0:
+    raise InputError(f'figure_seconds must be >= 0, got {figure_seconds}')
   fallback = search_start.fallback_accountant(monte_carlo.fallback)
   search_start.check_fallback(fallback, mechanism)
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
@@ -438,14 +473,16 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   after_plan = sampling_here + report_seconds
   here = after_plan + compile_seconds + initial_seconds
   on_target = after_plan * mesh.size / target_devices + compile_seconds + initial_seconds
+  device_hours = on_target * target_devices / 3600.0  # the figures use no device
   return CapacityPlan(
       num_samples=n_verify, base_delta=base, verification_candidates=num_candidates,
       estimation_samples=estimation_samples, verification_samples=len(DIRECTIONS) * n_verify,
       estimation_samples_per_sweep=len(DIRECTIONS) * estimation_samples,
-      seconds_per_sample=cost, measured=measured, devices_here=mesh.size, seconds_here=here,
-      seconds_per_extra_sweep=sweep_seconds, target_devices=target_devices,
-      seconds_on_target=on_target, device_hours_on_target=on_target * target_devices / 3600.0,
-      memory_per_device=memory, block_size=block_size, iterations=kernel.iterations,
-      precision=precision, compile_seconds=compile_seconds, report_seconds=report_seconds,
-      blocks_per_call=per_call, initial_seconds=initial_seconds,
-      seconds_after_plan=after_plan, estimation_sweeps=sweeps)
+      seconds_per_sample=cost, measured=measured, devices_here=mesh.size,
+      seconds_here=here + figure_seconds, seconds_per_extra_sweep=sweep_seconds,
+      target_devices=target_devices, seconds_on_target=on_target + figure_seconds,
+      device_hours_on_target=device_hours, memory_per_device=memory, block_size=block_size,
+      iterations=kernel.iterations, precision=precision, compile_seconds=compile_seconds,
+      report_seconds=report_seconds, blocks_per_call=per_call, initial_seconds=initial_seconds,
+      seconds_after_plan=after_plan + figure_seconds, estimation_sweeps=sweeps,
+      figure_seconds=figure_seconds)
