@@ -20,7 +20,8 @@ from jaxacct._version import __version__
 from jaxacct.errors import InputError
 from jaxacct.montecarlo.engine import sharding, watchdog
 from jaxacct.cli import config_keys
-from jaxacct.cli.common import (Command, DEFAULT_MAX_MINUTES, capacity_plan, print_plan)
+from jaxacct.cli.common import Command, DEFAULT_MAX_MINUTES
+from jaxacct.cli.plan import capacity_plan, print_plan
 from jaxacct.cli._folders import (check_outputs, leaving_no_new_empty_folders, run_folders)
 
 

@@ -266,8 +266,3 @@ def print_footer(payload: dict) -> None:
           'arXiv 2602.09338, §7.1)')
   print(f'report: {payload["report"]}')
 
-
-# cli/_entry.py imports these two from here; their home is cli/plan.py, which imports this
-# module, so they are bound last (the package's __init__ imports this module first).
-from jaxacct.cli.plan import capacity_plan as capacity_plan  # pylint: disable=wrong-import-position
-from jaxacct.cli.plan import print_plan as print_plan  # pylint: disable=wrong-import-position

@@ -17,7 +17,6 @@ from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import curve_plan, curve_report
 from jaxacct.mechanism import DIRECTIONS
 from jaxacct.montecarlo.evr import plan as plan_lib
-from jaxacct.montecarlo.evr import precision as precision_lib
 from jaxacct.montecarlo.evr.estimator import EstimateReport, estimate_delta
 from jaxacct.montecarlo.engine import sharding
 from jaxacct.options import MonteCarloOptions
@@ -114,17 +113,10 @@ def _estimate(args, raw) -> dict:
   name = config_lib.accountant_choice(raw, mechanism.scheme, mechanism.matrix).name
   if name != config_lib.MONTE_CARLO:
     return _estimate_deterministic(args, raw, mechanism, name)
-  mc = raw.get('monte_carlo', {})
   num_samples = int(config_lib.setting(raw, 'monte_carlo.num_samples'))
   seed = int(config_lib.setting(raw, 'monte_carlo.seed'))
   epsilons = [float(e) for e in config_lib.setting(raw, 'monte_carlo.epsilons')]
-  if 'precision' in mc and mc.get('dtype', 'float64') != 'float64':
-    raise config_lib.ConfigError('give monte_carlo.precision or its legacy spelling '
-                                 'monte_carlo.dtype, not both')
-  if 'precision' in mc or 'dtype' in mc:  # dtype: float32 is the 32-bit program too
-    choice = precision_lib.choose(mc.get('precision', mc.get('dtype')), mechanism)
-  else:
-    choice = run_precision(raw, mechanism)
+  choice = run_precision(raw, mechanism, 'monte_carlo')
   say_precision(choice)
   check_state_files(args, raw, ledger=False)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot

@@ -1,7 +1,7 @@
 """``jaxacct plan CONFIG``: the capacity plan of the config's Monte Carlo calibration — samples,
 throughput measured here, projected wall time here and on N devices (``montecarlo/evr/plan.py``).
 
-It times the device programs of the precision the run would use only (``monte_carlo.precision``,
+It times the device programs of the precision the run would use only (``calibration.precision``,
 ``common.run_precision``); ``--precision both`` (or the other precision's name) times the other
 one's too. On a CPU the float32 program of a large truncated scheme compiles in minutes, and a
 plan of both precisions cost more than the calibration it planned (benchmarks/RESULTS.md).
@@ -148,7 +148,7 @@ def print_plan(payload: dict, file=None) -> None:
     print(f'  memory per device per call: {plan["memory_per_device"] / 2**20:,.1f} MiB',
           file=file)
   plans = payload.get('plans', {})
-  print(f'  this run: {payload.get("precision", "float64")} (monte_carlo.precision)', file=file)
+  print(f'  this run: {payload.get("precision", "float64")} (calibration.precision)', file=file)
   for name, other in plans.items():
     memory = ('' if other['memory_per_device'] is None
               else f', {other["memory_per_device"] / 2**20:,.1f} MiB per device per call')
@@ -202,7 +202,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                       help='one-σ samples/s per device, instead of measuring here')
   parser.add_argument('--precision', choices=tuple(_PRECISIONS), default='run',
                       help='the device programs to time: the run\'s own (default: '
-                           'monte_carlo.precision), both, or the one named as well as the '
+                           'calibration.precision), both, or the one named as well as the '
                            'run\'s (each compiles once, the float32 one of a large truncated '
                            'scheme in minutes on a CPU)')
 
