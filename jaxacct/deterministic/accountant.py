@@ -1,22 +1,28 @@
-"""The public deterministic accounting functions, by accountant name or ``"auto"`` (host code).
+"""The public deterministic accounting functions, by accountant name or ``"tightest"`` (host code).
 
 - ``delta_for_epsilon(mechanism, epsilon, accountant=...)``: δ(ε), per direction or the max;
 - ``epsilon_for_delta(mechanism, delta, accountant=...)``: ε(δ), likewise;
 - ``calibrate_deterministic(scheme, matrix, epsilon=, delta=, accountant=...)``: the smallest
   σ meeting (ε, δ), with its ``Guarantee`` (which records the accountant);
-- ``privacy_curve(mechanism, accountant=...)``: the curve those read; for ``"auto"`` a
+- ``privacy_curve(mechanism, accountant=...)``: the curve those read; for ``"tightest"`` a
   ``TightestCurve`` that also says which accountant gave each answer;
 - ``mechanism_pld``: the PLD object of the ``"pld"`` accountant (as before the contract).
 
 ``accountant`` is a registered name (``jaxacct.deterministic.base.available()``: ``"pld"``,
 ``"unamplified_gaussian"``, ``"renyi"``, ``"conditional_composition"``, ``"mmcc"``) or
-``"auto"``: every registered *amplified* accountant that supports the mechanism under the
-given options is evaluated and the smallest ε, δ or σ is returned, per direction (the
-unamplified Gaussian bound ignores the sampling, so ``"auto"`` never answers with it: ask for
-it by name; where no amplified accountant supports a mechanism the error names Monte Carlo). Each is a valid bound of its direction, so
-their minimum is too. ``"auto"`` passes each accountant only the options
-it takes; an option that no supporting accountant takes is an error, never ignored, and an
-accountant that cannot honour the requested adjacency does not support the call.
+``"tightest"`` (the default): every registered *amplified* accountant that supports the
+mechanism under the given options is evaluated and the smallest ε, δ or σ is returned, per
+direction (the unamplified Gaussian bound ignores the sampling, so ``"tightest"`` never answers
+with it: ask for it by name; where no amplified accountant supports a mechanism the error names
+Monte Carlo). Each is a valid bound of its direction, so their minimum is too. It passes each
+accountant only the options it takes; an option that no supporting accountant takes is an
+error, never ignored, and an accountant that cannot honour the requested adjacency does not
+support the call.
+
+``"auto"`` means what it means everywhere (``jaxacct.account``, ``jaxacct.calibrate``,
+configs): the accountant of record (``jaxacct.accounting.choose``). Where a deterministic
+accountant supersedes Monte Carlo for the mechanism that is ``"tightest"``; otherwise it is
+verified Monte Carlo, which these functions do not run: they refuse, naming ``"tightest"``.
 
 References: those of each accountant (``base.get(name).references``): Ganesh, arXiv
 2508.15089v1 (truncated Poisson); Choquette-Choo et al., NeurIPS 2023 (cyclic Poisson);
@@ -42,7 +48,9 @@ from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.errors import InputError, InputTypeError
 
-AUTO = 'auto'
+AUTO = 'auto'  # the accountant of record, as everywhere (jaxacct.accounting.choose)
+TIGHTEST = 'tightest'  # the tightest supporting deterministic accountant: these functions' default
+_COMBINED = (AUTO, TIGHTEST)
 
 
 def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
@@ -50,7 +58,7 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
                        at_sigma: bool = True) -> list[tuple[DeterministicAccountant, dict]]:
   """The accountants to evaluate, each with the options it takes (checked before any compute).
 
-  With ``at_sigma`` (a curve of the mechanism's own σ, not a calibration) ``"auto"`` also
+  With ``at_sigma`` (a curve of the mechanism's own σ, not a calibration) ``"tightest"`` also
   leaves out an accountant whose grids would be too large at that σ (``size_refusal``: a σ
   far below 0.1), so another one answers.
 
@@ -62,10 +70,18 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
   """
   if isinstance(accountant, DeterministicAccountant):
     return [(accountant, dict(options))]
-  if accountant != AUTO:
+  if accountant not in _COMBINED:
     return [(base.get(accountant), dict(options))]
   base.check_mechanism(mechanism)
-  # "auto" is over the amplified accountants: a bound that ignores the sampling is answered
+  if accountant == AUTO and base.superseding_monte_carlo(mechanism) is None:
+    # "auto" means the accountant of record everywhere: here that is Monte Carlo, which these
+    # deterministic functions do not run
+    raise InputError(
+        f'the accountant of record for {type(mechanism.scheme).__name__} is verified Monte '
+        'Carlo (no registered deterministic accountant supersedes it): jaxacct.account and '
+        'jaxacct.calibrate run it', argument='accountant', value=AUTO,
+        alternatives={TIGHTEST: 'the tightest supporting deterministic bound'})
+  # "tightest" is over the amplified accountants: a bound that ignores the sampling is answered
   # only when asked for by name, never as the silent winner of a sampled mechanism.
   every = tuple(a for a in base.accountants() if a.amplified)
   known = {name for a in every for name in a.option_names()}
@@ -95,7 +111,7 @@ def chosen_accountants(mechanism: MatrixMechanism, accountant: str,
              and a.supports(mechanism, **base.taken_options(a, options)) is None]
     raise UnsupportedMechanismError(
         'no amplified deterministic accountant supports this mechanism under these options ('
-        + '; '.join(reasons) + ')', argument='accountant', value=AUTO,
+        + '; '.join(reasons) + ')', argument='accountant', value=accountant,
         alternatives={**base.MONTE_CARLO_ALTERNATIVE, **{
             name: 'a loose bound that ignores the sampling' for name in loose[:1]}})
   used = {name for candidate, taken in chosen for name in taken}
@@ -158,13 +174,13 @@ class TightestCurve(base.PrivacyCurve):
 
 
 def privacy_curve(mechanism: MatrixMechanism, *,
-                  accountant: str | DeterministicAccountant = AUTO,
+                  accountant: str | DeterministicAccountant = TIGHTEST,
                   **options) -> base.PrivacyCurve:
   """The δ(ε) / ε(δ) curve of ``mechanism`` under ``accountant`` (built once, queried often).
 
   Args:
     mechanism: the ``MatrixMechanism``.
-    accountant: a registered name or instance (its own curve), or ``"auto"``: a
+    accountant: a registered name or instance (its own curve), or ``"tightest"``: a
       ``TightestCurve`` over every supporting accountant, whose ``explain(δ)`` names the one
       that gave ε(δ).
     **options: as ``delta_for_epsilon``.
@@ -173,14 +189,14 @@ def privacy_curve(mechanism: MatrixMechanism, *,
     as ``delta_for_epsilon``.
   """
   chosen = chosen_accountants(mechanism, accountant, options)
-  if accountant != AUTO:
+  if accountant not in _COMBINED:
     (single, taken), = chosen
     return single.privacy_curve(mechanism, **taken)
   return TightestCurve({a.name: a.privacy_curve(mechanism, **taken) for a, taken in chosen})
 
 
 def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
-                      accountant: str | DeterministicAccountant = AUTO,
+                      accountant: str | DeterministicAccountant = TIGHTEST,
                       direction: str | None = None, **options) -> float:
   """δ(ε) of ``mechanism`` by a deterministic accountant: a proven upper bound.
 
@@ -188,8 +204,9 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
     mechanism: the ``MatrixMechanism`` (its σ is used as is).
     epsilon: ε, finite and ≥ 0.
     accountant: a registered name (``"pld"``, ``"unamplified_gaussian"``, ``"renyi"``,
-      ``"conditional_composition"``), an accountant instance, or ``"auto"`` (the smallest δ
-      over the supporting accountants, per direction).
+      ``"conditional_composition"``), an accountant instance, ``"tightest"`` (default: the
+      smallest δ over the supporting accountants, per direction), or ``"auto"`` (the
+      accountant of record: ``"tightest"`` where a deterministic one supersedes Monte Carlo).
     direction: ``"remove"`` (H(P‖Q)), ``"add"`` (H(Q‖P)) or None (default: the maximum over
       both, the (ε, δ)-DP statement).
     **options: the accountant's options: ``adjacency`` (``"zero_out"`` default,
@@ -206,7 +223,8 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
       mechanism (naming those that do); ``base.CurveTooLargeError`` (a ValueError) when its
       σ is too small for the accountant's PLD grid (``pld``, ``mmcc``,
       ``conditional_composition``: the message names the grid step that would fit), before
-      any compute; ``"auto"`` then leaves that accountant out.
+      any compute; ``"tightest"`` then leaves that accountant out; ``"auto"`` where the
+      accountant of record is Monte Carlo.
     TypeError: an option the accountant does not take.
 
   References:
@@ -220,14 +238,14 @@ def delta_for_epsilon(mechanism: MatrixMechanism, epsilon: float, *,
 
 
 def epsilon_for_delta(mechanism: MatrixMechanism, delta: float, *,
-                      accountant: str | DeterministicAccountant = AUTO,
+                      accountant: str | DeterministicAccountant = TIGHTEST,
                       direction: str | None = None, **options) -> float:
   """ε(δ) of ``mechanism`` by a deterministic accountant: the smallest proven ε.
 
   Args:
     mechanism: the ``MatrixMechanism``.
     delta: δ ∈ (0, 1).
-    accountant: a registered name or ``"auto"`` (the smallest ε over the supporting ones).
+    accountant: a registered name or ``"tightest"`` (the smallest ε over the supporting ones).
     direction: ``"remove"``, ``"add"`` or None (the maximum over both).
     **options: as ``delta_for_epsilon``.
 
@@ -246,7 +264,7 @@ def epsilon_for_delta(mechanism: MatrixMechanism, delta: float, *,
 
 
 def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
-                            accountant: str | DeterministicAccountant = AUTO,
+                            accountant: str | DeterministicAccountant = TIGHTEST,
                             tolerance: float = 1e-4, progress=None,
                             **options) -> tuple[MatrixMechanism, Guarantee]:
   """Smallest σ (to ``tolerance`` relative, rounded up) with ε(δ) ≤ ``epsilon``.
@@ -255,7 +273,7 @@ def calibrate_deterministic(scheme, matrix, *, epsilon: float, delta: float,
     scheme, matrix: the mechanism's sampling scheme and strategy.
     epsilon: target ε ≥ 0.
     delta: target δ ∈ (0, 1).
-    accountant: a registered name, or ``"auto"`` (default): the smallest σ over the
+    accountant: a registered name, or ``"tightest"`` (default): the smallest σ over the
       supporting accountants; the ``Guarantee`` names the one that gave it.
     tolerance: relative σ tolerance in [1e-12, 0.5): σ·(1 − 2·tolerance) does not meet the
       target (unless σ is the accountant's ``sigma_floor``).

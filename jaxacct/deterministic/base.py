@@ -60,7 +60,8 @@ from jaxacct.errors import InputError, InputTypeError
 # What a refusal offers when no deterministic accountant covers a mechanism (an error's
 # ``alternatives``: the CLI writes ``accountant: monte_carlo``, Python ``accountant='monte_carlo'``)
 MONTE_CARLO_ALTERNATIVE = {'monte_carlo': 'the Monte Carlo accountant'}
-RESERVED_NAMES = ('auto', 'monte_carlo')  # accountant choices that are not registry entries
+# accountant choices that are not registry entries
+RESERVED_NAMES = ('auto', 'monte_carlo', 'tightest')
 MIN_TOLERANCE = 1e-12  # the finest relative σ tolerance any accountant promises
 
 

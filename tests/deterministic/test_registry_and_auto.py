@@ -215,6 +215,25 @@ def test_auto_never_answers_with_the_unamplified_bound():
   assert jaxacct.epsilon_for_delta(bminsep, 1e-5, accountant='unamplified_gaussian') > 0
 
 
+def test_auto_means_the_accountant_of_record_and_tightest_the_deterministic_minimum():
+  # "auto" is accounting.choose's everywhere: for b-min-sep that is Monte Carlo, which the
+  # deterministic functions refuse naming "tightest"; where a deterministic accountant
+  # supersedes Monte Carlo (Poisson with C = I) "auto" is "tightest", the functions' default.
+  bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
+  with pytest.raises(jaxacct.InputError, match="accountant='auto': the accountant of record for "
+                                               'BMinSep is verified Monte Carlo') as refused:
+    jaxacct.epsilon_for_delta(bminsep, 1e-5, accountant='auto')
+  assert refused.value.alternatives == {'tightest': 'the tightest supporting deterministic bound'}
+  from jaxacct import accounting
+  assert accounting.choose(bminsep).name == 'monte_carlo'
+  poisson = mechanism(jaxacct.Poisson(sampling_prob=0.1, iterations=6))
+  assert accounting.choose(poisson).name == 'auto'
+  by_default = jaxacct.epsilon_for_delta(poisson, 1e-5)
+  assert by_default == jaxacct.epsilon_for_delta(poisson, 1e-5, accountant='auto') == \
+      jaxacct.epsilon_for_delta(poisson, 1e-5, accountant='tightest')
+  assert 'tightest' in base.RESERVED_NAMES  # no accountant can be registered under it
+
+
 def test_auto_options_are_passed_only_where_taken_and_never_ignored():
   bminsep = mechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=6, min_sep=3))
   with pytest.raises(TypeError, match=r"'bandwidths' is not taken by any accountant that "
