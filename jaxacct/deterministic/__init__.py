@@ -12,8 +12,9 @@
 - ``truncated_poisson``: Ganesh (2025) (truncated Poisson sampling): regimes, exact
   dominating pairs, PLD composition, calibration of σ, T and B.
 
-Importing this package registers the accountants, in this order (``"auto"`` breaks ties by
-it): a new accountant is a module here with an ``@register``-ed class and one import below.
+Importing this package imports each of its public modules (found, not listed), which
+registers the accountants: a new accountant is one module here with an ``@register``-ed class
+whose ``tie_order`` places it (``"tightest"`` gives ties to the lower one).
 
 References:
   Christopher A. Choquette-Choo, Arun Ganesh, Thomas Steinke and Abhradeep Thakurta, "Privacy
@@ -22,8 +23,10 @@ References:
   (docs/references.md).
 """
 
-from jaxacct.deterministic import pld_accountant as pld_accountant
-from jaxacct.deterministic import unamplified as unamplified
-from jaxacct.deterministic import renyi as renyi
-from jaxacct.deterministic import conditional_composition as conditional_composition
-from jaxacct.deterministic import mmcc as mmcc
+import importlib as _importlib
+import pkgutil as _pkgutil
+
+# Every public module, in name order; the registry orders the accountants by tie_order.
+for _module in _pkgutil.iter_modules(__path__):
+  if not _module.name.startswith('_'):
+    _importlib.import_module(f'{__name__}.{_module.name}')

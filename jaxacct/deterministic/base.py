@@ -183,7 +183,11 @@ class DeterministicAccountant(abc.ABC):
   """Interface of a deterministic accountant (abstract; concrete accountants are final).
 
   Class attributes of a concrete accountant:
-    name: the registry key (an identifier, not ``"auto"`` or ``"monte_carlo"``).
+    name: the registry key (an identifier, not ``"auto"``, ``"monte_carlo"`` or
+      ``"tightest"``).
+    tie_order: its place in the registry (an int, unique): ``available()`` lists the
+      accountants by it, and ``"tightest"`` gives a tie to the lower one. Set explicitly, so
+      the order does not depend on how the package's modules are found.
     references: citations of the results it implements (paper, arXiv id and version, theorem).
     adjacencies: the adjacencies it covers for at least one mechanism.
     options: its keyword options besides ``adjacency`` (name → ``Option``).
@@ -197,6 +201,7 @@ class DeterministicAccountant(abc.ABC):
   """
 
   name: ClassVar[str]
+  tie_order: ClassVar[int]
   references: ClassVar[tuple[str, ...]]
   adjacencies: ClassVar[tuple[str, ...]]
   options: ClassVar[Mapping[str, Option]] = types.MappingProxyType({})
@@ -375,7 +380,7 @@ class DeterministicAccountant(abc.ABC):
 
 # ---------------------------------------------------------------- registry
 class AccountantRegistry:
-  """Deterministic accountants by name, in registration order."""
+  """Deterministic accountants by name, in ``tie_order``."""
 
   def __init__(self):
     self._accountants: dict[str, DeterministicAccountant] = {}
@@ -385,7 +390,8 @@ class AccountantRegistry:
 
     Raises:
       TypeError: not a ``DeterministicAccountant``.
-      ValueError: a reserved or invalid name, or a name already registered.
+      ValueError: a reserved or invalid name, a name already registered, a missing
+        ``tie_order`` or one another accountant has.
     """
     instance = accountant() if isinstance(accountant, type) else accountant
     if not isinstance(instance, DeterministicAccountant):
@@ -398,7 +404,16 @@ class AccountantRegistry:
     if name in self._accountants:
       raise InputError(f'a deterministic accountant named {name!r} is already registered '
                        f'({self._accountants[name]!r})')
-    self._accountants[name] = instance
+    order = getattr(instance, 'tie_order', None)
+    if not isinstance(order, int) or isinstance(order, bool):
+      raise InputTypeError(f'accountant {name!r} needs an int class attribute tie_order (its '
+                           f'place in the registry), got {order!r}')
+    taken = [other.name for other in self._accountants.values() if other.tie_order == order]
+    if taken:
+      raise InputError(f'accountant {name!r} has tie_order {order}, as {taken[0]!r} does: '
+                       'give it another')
+    self._accountants = dict(sorted({**self._accountants, name: instance}.items(),
+                                    key=lambda item: item[1].tie_order))
     return accountant
 
   def get(self, name: str) -> DeterministicAccountant:
@@ -412,11 +427,11 @@ class AccountantRegistry:
                        f'{", ".join(self._accountants) or "none"}') from None
 
   def available(self) -> tuple[str, ...]:
-    """The registered names, in registration order."""
+    """The registered names, in ``tie_order``."""
     return tuple(self._accountants)
 
   def accountants(self) -> tuple[DeterministicAccountant, ...]:
-    """The registered accountants, in registration order."""
+    """The registered accountants, in ``tie_order``."""
     return tuple(self._accountants.values())
 
   def supporting(self, mechanism: MatrixMechanism, **options) -> tuple[str, ...]:
@@ -457,12 +472,12 @@ def get(name: str) -> DeterministicAccountant:
 
 
 def available() -> tuple[str, ...]:
-  """Names of the registered deterministic accountants, in registration order."""
+  """Names of the registered deterministic accountants, in ``tie_order``."""
   return _REGISTRY.available()
 
 
 def accountants() -> tuple[DeterministicAccountant, ...]:
-  """The registered accountants, in registration order."""
+  """The registered accountants, in ``tie_order``."""
   return _REGISTRY.accountants()
 
 

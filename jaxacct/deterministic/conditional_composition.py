@@ -756,6 +756,8 @@ class ConditionalCompositionAccountant(DeterministicAccountant):
   """
 
   name = 'conditional_composition'
+
+  tie_order = 40
   references = (
       'Schuchardt & Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under '
       'Random Allocation", arXiv 2601.21636, Lemmas 4.1-4.5, Theorems 4.6, 4.8, D.3, '

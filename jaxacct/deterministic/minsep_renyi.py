@@ -586,6 +586,8 @@ class MinSepRenyiAccountant(DeterministicAccountant):
   """
 
   name = 'minsep_renyi'
+
+  tie_order = 60
   references = (
       'Dong & Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling", arXiv '
       '2602.09338v2, Sections 2.4, 4, 5 (the pair and the schemes)',

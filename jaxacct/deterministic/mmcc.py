@@ -432,6 +432,8 @@ class MMCCAccountant(DeterministicAccountant):
   """
 
   name = 'mmcc'
+
+  tie_order = 50
   references = (
       'Choquette-Choo, Ganesh, Steinke, Thakurta, "Privacy Amplification for Matrix Mechanisms", '
       'ICLR 2024, arXiv 2310.15526v2, Thm 3.1, Lemma 4.9, Cor. 4.4, Algorithms 1-2, Thm 4.8, '

@@ -256,6 +256,8 @@ class PLDAccountant(DeterministicAccountant):
   """
 
   name = 'pld'
+
+  tie_order = 10
   references = (
       'Ganesh, "Tighter Privacy Analysis for Truncated Poisson Sampling", arXiv 2508.15089v1, '
       'Thms 3.1, 3.3, 3.4 (truncated Poisson; remark after Thm 3.1: cyclic Poisson)',

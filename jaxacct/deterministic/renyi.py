@@ -528,6 +528,8 @@ class RenyiAccountant(DeterministicAccountant):
   """
 
   name = 'renyi'
+
+  tie_order = 30
   references = (
       'Schuchardt & Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms under '
       'Random Allocation", arXiv 2601.21636, Lemmas 2.8, 3.2-3.4, Theorem 3.1, Algorithms 1-3',

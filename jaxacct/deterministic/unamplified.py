@@ -58,6 +58,8 @@ class UnamplifiedGaussianAccountant(DeterministicAccountant):
   """
 
   name = 'unamplified_gaussian'
+
+  tie_order = 20
   references = (
       'Balle & Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018, '
       'Theorem 8 (analytic Gaussian)',

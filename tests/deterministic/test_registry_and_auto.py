@@ -24,24 +24,23 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[2] / 'jaxacct' / 'determinist
 
 
 def registered_names(package: pathlib.Path) -> tuple[str, ...]:
-  """The accountant names the modules imported by ``package/__init__.py`` register, in import
-  order (read with ``ast``: each ``@register``-ed class's ``name = '...'``)."""
-  names = []
-  for node in ast.parse((package / '__init__.py').read_text()).body:
-    if isinstance(node, ast.ImportFrom) and node.module:
-      for alias in node.names:
-        path = package / f'{alias.name}.py'
-        for cls in ast.parse(path.read_text()).body if path.exists() else ():
-          if isinstance(cls, ast.ClassDef) and any(
-              isinstance(d, (ast.Name, ast.Attribute)) and
-              getattr(d, 'id', getattr(d, 'attr', None)) == 'register'
-              for d in cls.decorator_list):
-            names += [s.value.value for s in cls.body if isinstance(s, ast.Assign) and
-                      [getattr(t, 'id', None) for t in s.targets] == ['name']]
-  return tuple(names)
+  """The accountant names the public modules of ``package`` register, in ``tie_order`` (read
+  with ``ast``: each ``@register``-ed class's ``name = '...'`` and ``tie_order = N``); the
+  package imports every public module, so a new accountant is one file."""
+  found = []
+  for path in sorted(package.glob('*.py')):
+    if path.name.startswith('_'):
+      continue
+    for cls in ast.parse(path.read_text()).body:
+      if isinstance(cls, ast.ClassDef) and any(
+          getattr(d, 'id', getattr(d, 'attr', None)) == 'register' for d in cls.decorator_list):
+        fields = {s.targets[0].id: s.value.value for s in cls.body if isinstance(s, ast.Assign)
+                  and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Constant)}
+        found.append((fields['tie_order'], fields['name']))
+  return tuple(name for _, name in sorted(found))
 
 
-# The package's accountants, in registration order (``jaxacct/deterministic/__init__.py``).
+# The package's accountants, in tie_order (every public module of jaxacct/deterministic/).
 REGISTERED = registered_names(PACKAGE)
 
 
@@ -50,6 +49,7 @@ class _Stub(base.DeterministicAccountant):
   """A do-nothing accountant for registry tests (registered only in private registries)."""
 
   name = 'stub'
+  tie_order = 1000
   references = ('none',)
   adjacencies = ('zero_out',)
 
@@ -74,18 +74,28 @@ def test_registered_accountants_in_order():
 
 
 def test_registered_names_are_read_from_the_package(tmp_path):
-  """The negative case: a module the package imports that registers one more accountant is
-  named, in its place; a registered class in a module not imported is not."""
+  """The negative case: one more public module that registers an accountant is named in its
+  tie_order place; a private module's is not."""
   assert REGISTERED[:2] == ('pld', 'unamplified_gaussian')
-  (tmp_path / '__init__.py').write_text(
-      'from jaxacct.deterministic import extra as extra\n'
-      'from jaxacct.deterministic import mmcc as mmcc\n')
-  registered = '@register\n@typing.final\nclass Extra(base.DeterministicAccountant):\n' \
-               '  name = {!r}\n'
-  (tmp_path / 'extra.py').write_text(registered.format('extra'))
-  (tmp_path / 'mmcc.py').write_text(registered.format('mmcc'))
-  (tmp_path / 'other.py').write_text(registered.format('other'))
+  registered = ('@register\n@typing.final\nclass Extra(base.DeterministicAccountant):\n'
+                '  name = {!r}\n  tie_order = {}\n')
+  (tmp_path / 'zeta.py').write_text(registered.format('extra', 5))
+  (tmp_path / 'mmcc.py').write_text(registered.format('mmcc', 50))
+  (tmp_path / '_private.py').write_text(registered.format('other', 1))
   assert registered_names(tmp_path) == ('extra', 'mmcc')
+
+
+def test_the_registry_orders_by_tie_order_and_refuses_a_missing_or_taken_one():
+  registry = base.AccountantRegistry()
+  late = type('Late', (_Stub,), {'name': 'late', 'tie_order': 7})
+  early = type('Early', (_Stub,), {'name': 'early', 'tie_order': 3})
+  registry.register(late)
+  registry.register(early)
+  assert registry.available() == ('early', 'late')
+  with pytest.raises(jaxacct.InputError, match="tie_order 3, as 'early' does"):
+    registry.register(type('Same', (_Stub,), {'name': 'same', 'tie_order': 3}))
+  with pytest.raises(TypeError, match='needs an int class attribute tie_order'):
+    registry.register(type('Unplaced', (_Stub,), {'name': 'unplaced', 'tie_order': None}))
 
 
 def contract_classes() -> dict[str, list[str]]:
