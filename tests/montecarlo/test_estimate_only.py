@@ -87,6 +87,11 @@ def test_the_estimate_is_labelled_everywhere_and_never_a_guarantee(estimated):
   assert 0 < plan.seconds_here < plan.calibration_seconds_here
   assert plan.accelerator_hint == calibration_lib.ACCELERATOR_HINT
   assert plan.base_delta == estimate.base_delta == result.record.base_delta < RUN['delta']
+  # The plan check: the projection of this estimate (sweeps, compiles, starting points) beside
+  # the call's own seconds, in the result and its JSON; a run nobody planned has none.
+  check = record['plan_check']
+  assert check['projected_seconds'] == estimate.seconds_here > 0
+  assert check['measured_seconds'] > 0 and result.plan_check == check
 
 
 def test_the_estimate_lies_in_its_range_and_the_range_brackets_the_verified_sigma(
@@ -122,6 +127,10 @@ def test_an_unresolved_range_ends_at_the_fallback_and_says_how_many_samples_reso
   low, high, *_ = calibration_lib.sigma_range(
       sweeps, base_delta=0.1, estimation_samples=1000, sigma_hat=1.1, sigma_up=3.0)
   assert (low, high) == (1.1, 1.2)  # 0.09 + 2·0.01 > δ_b: 1.1 does not surely pass
+
+
+def test_an_unplanned_calibration_has_no_plan_check(verified):
+  assert verified[0].plan_check is None and 'plan_check' not in verified[0].to_dict()
 
 
 def test_an_estimate_is_never_charged_in_the_ledger(estimated, verified):

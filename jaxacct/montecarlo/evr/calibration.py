@@ -39,6 +39,7 @@ import dataclasses
 from typing import Any
 import logging
 import math
+import time
 
 import jax
 import numpy as np
@@ -281,6 +282,10 @@ class Calibration:
       ``jaxacct.calibrate``, None from ``calibrate_noise_multiplier`` called directly).
     curve: a deterministic calibration's privacy curve at the released σ (the accountant's
       ``PrivacyCurve``; ``explain`` reads it); None for Monte Carlo.
+    plan_check: when the run was planned (a ``max_seconds`` budget, ``estimate_only``, or a
+      run projected past ``LONG_RUN_SECONDS``): ``projected_seconds`` (the capacity plan's
+      projection of this run here: sweeps, verification, compiles and starting points) beside
+      ``measured_seconds`` (the whole call), so a plan's error is seen; None otherwise.
   """
 
   mechanism: MatrixMechanism
@@ -291,6 +296,7 @@ class Calibration:
   estimate: SigmaEstimate | None = None
   choice: Any = None
   curve: Any = None
+  plan_check: dict | None = None
 
   @property
   def estimate_only(self) -> bool:
@@ -323,7 +329,7 @@ class Calibration:
     """JSON-ready: the guarantee's fields (``Guarantee.to_dict``: ``verified`` False and
     ``method`` "estimate" for an estimate), ``estimate_only``, the verified ``candidates``,
     the search ``record``, the ledger ``charge``, for an estimate its ``label`` and
-    ``estimate`` (``SigmaEstimate.to_dict``), and ``choice`` when known."""
+    ``estimate`` (``SigmaEstimate.to_dict``), and ``choice`` and ``plan_check`` when known."""
     record = {**self.guarantee.to_dict(), 'estimate_only': self.estimate_only,
               'candidates': list(self.candidates),
               'record': None if self.record is None else self.record.to_dict(),
@@ -332,6 +338,8 @@ class Calibration:
       record.update(label=self.estimate.label, estimate=self.estimate.to_dict())
     if self.choice is not None:
       record['choice'] = self.choice.to_dict()
+    if self.plan_check is not None:
+      record['plan_check'] = dict(self.plan_check)
     return record
 
 
@@ -507,6 +515,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   grid_ratio, attempt, shared_draws = (monte_carlo.grid_ratio, monte_carlo.attempt,
                                        monte_carlo.shared_draws)
   estimate_only, precision = monte_carlo.estimate_only, monte_carlo.precision
+  started = time.perf_counter()
   epsilon = _validate.finite_real('epsilon', epsilon)
   # Checks the band against the scheme before any compute (σ is a placeholder).
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
@@ -620,11 +629,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   fine_passes = sweep(fine, final=True) <= base
   boundary = float(fine[int(np.argmax(fine_passes))]) if fine_passes.any() else float(high)
   if estimate_only:
-    return _estimate(scheme, matrix, plan, sweeps, last['result'], boundary=boundary,
-                     epsilon=epsilon, delta=delta, base=base, n_verify=n_verify,
-                     attempt=attempt, sigma_up=sigma_up, guess=guess,
-                     estimation_samples=estimation_samples, shared_draws=shared_draws,
-                     fallback=fallback, precision=choice.precision, key=key)
+    estimated = _estimate(scheme, matrix, plan, sweeps, last['result'], boundary=boundary,
+                          epsilon=epsilon, delta=delta, base=base, n_verify=n_verify,
+                          attempt=attempt, sigma_up=sigma_up, guess=guess,
+                          estimation_samples=estimation_samples, shared_draws=shared_draws,
+                          fallback=fallback, precision=choice.precision, key=key)
+    return _with_plan_check(estimated, estimated.estimate.seconds_here, started)
   # Candidates: the estimated boundary, a few steps below and above, then the fallback.
   below = max(1, num_candidates // 4)
   grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
@@ -641,7 +651,15 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
       estimation_samples=estimation_samples, sweeps=tuple(sweeps),
       verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
       fallback_accountant=fallback.name)
-  return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record, outcome.charge)
+  released = Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record,
+                         outcome.charge)
+  return released if plan is None else _with_plan_check(released, plan.seconds_here, started)
+
+
+def _with_plan_check(result: Calibration, projected: float, started: float) -> Calibration:
+  """``result`` with its plan check: the projection beside the call's measured seconds."""
+  return dataclasses.replace(result, plan_check={
+      'projected_seconds': float(projected), 'measured_seconds': time.perf_counter() - started})
 
 
 # The MonteCarloOptions fields a calibration uses: all of them.
