@@ -102,6 +102,10 @@ class Purpose(enum.IntEnum):
   TRAINING = 3
   SAMPLING = 4
   REPORT = 5  # the report's δ̂(ε) curve at a released σ: an illustration, never a guarantee
+  # The host generators of the tilted law's α-tuples (montecarlo/engine/tilted.py): below it
+  # the run's purpose, the direction and the block are folded (``keys.host_stream_key``), so
+  # tuples of estimation and verification never coincide and never equal a sample's key.
+  TILTED_TUPLES = 6
 
 
 class DirectionStream(enum.IntEnum):

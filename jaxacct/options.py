@@ -46,6 +46,9 @@ from jaxacct.errors import InputError, InputTypeError
 MIN_BLOCKS_PER_CALL = 2
 
 PRECISIONS = ('auto', 'float32', 'float64')
+# How the remove direction's outputs are drawn: from P ('plain') or from the law tilted by the
+# privacy loss ('tilted', montecarlo/evr/tilted.py).
+PROPOSALS = ('plain', 'tilted')
 
 
 @runtime_checkable
@@ -90,6 +93,13 @@ class MonteCarloOptions:
       accountant object); None: ``"unamplified_gaussian"``.
     estimate_only: a calibration stops after its estimation sweeps and returns σ̂ with its
       range: an estimate, not a guarantee (``calibration.SigmaEstimate``).
+    proposal: ``"plain"`` (default: y ~ P) or ``"tilted"``: the remove direction is drawn from
+      the law tilted by the privacy loss, Q_α ∝ P^αQ^{1−α}, and weighted back, every term
+      bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain). Used
+      by ``estimate_delta`` only for now (float64, untruncated Poisson with one band and
+      b-min-sep with bands ≤ b); other drivers refuse it.
+    tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it, refused without it);
+      ``deterministic.tilt_bound.choose_order`` gives the α of the smallest M.
   """
 
   num_samples: int | None = None
@@ -103,6 +113,8 @@ class MonteCarloOptions:
   block_size: int | None = None
   fallback: Any = None
   estimate_only: bool = False
+  proposal: str = 'plain'
+  tilt_order: int | None = None
 
   def __post_init__(self):
     def put(name, value):
@@ -125,10 +137,33 @@ class MonteCarloOptions:
     if self.block_size is not None:
       put('block_size', _validate.integer_at_least('block_size', self.block_size, 1))
     put('estimate_only', _validate.boolean('estimate_only', self.estimate_only))
+    self._check_proposal(put)
     if self.fallback is not None and not isinstance(self.fallback, str) and not hasattr(
         self.fallback, 'delta_for_epsilon'):
       raise InputTypeError(f'fallback must be a registered accountant name or a deterministic '
                            f'accountant, got {self.fallback!r}')
+
+  def _check_proposal(self, put) -> None:
+    put('proposal', _validate.one_of('proposal', self.proposal, PROPOSALS))
+    if self.proposal == 'plain':
+      if self.tilt_order is not None:
+        raise InputError(argument='monte_carlo.tilt_order', value=self.tilt_order,
+                         requirement=f"is the order of proposal='tilted'; with proposal="
+                         f"'plain' it must be None, got {self.tilt_order!r}",
+                         suggestion={'monte_carlo.proposal': 'tilted'})
+      return
+    if self.tilt_order is None:
+      raise InputError(argument='monte_carlo.tilt_order',
+                       requirement="is required with proposal='tilted': an integer α >= 2 "
+                       '(deterministic.tilt_bound.choose_order gives the α of the smallest '
+                       'support bound M)', suggestion={'monte_carlo.tilt_order': 2})
+    put('tilt_order', _validate.integer_at_least('tilt_order', self.tilt_order, 2))
+    if self.precision != 'float64':
+      # The 32-bit program's margin η would inflate M by e^{2(α−1)η}: not proven yet.
+      raise InputError(argument='monte_carlo.precision', value=self.precision,
+                       requirement="must be 'float64' with proposal='tilted' (the 32-bit "
+                       "program's certified margin does not cover the tilted weights yet)",
+                       suggestion={'monte_carlo.precision': 'float64'})
 
   def used_by(self, function: str, fields) -> MonteCarloOptions:
     """``self`` if every field ``function`` does not use keeps its default; else

@@ -48,11 +48,12 @@ ENGINE = (
     ('engine.program32',),
     ('engine.sampling', 'engine.selftest32'),
     ('engine.stream',),
+    ('engine.tilted',),
 )
 EVR = (
     ('evr', 'evr.bounds', 'evr.search_start'),
     ('evr.ledger', 'evr.checkpoint'),
-    ('evr.plan',), ('evr.precision',), ('evr.estimator',), ('evr.candidates',),
+    ('evr.plan',), ('evr.precision',), ('evr.tilted',), ('evr.estimator',), ('evr.candidates',),
     ('evr.verification',), ('evr.calibration',),
 )
 INNER = {'montecarlo': ENGINE + EVR + (('__init__',),)}

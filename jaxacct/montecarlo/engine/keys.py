@@ -97,6 +97,35 @@ def purpose_key(key: jax.Array, purpose: str | Purpose) -> jax.Array:
   return jax.random.fold_in(key, code)
 
 
+def host_stream_key(key: jax.Array, purpose: str | Purpose, direction: str) -> jax.Array:
+  """The root of the host-drawn part of a (purpose, direction) stream: the tilted law's
+  α-tuples (``montecarlo/engine/tilted.py``), fold_in(key, TILTED_TUPLES) → purpose →
+  direction. Its own level-1 code keeps it apart from every sample key of the run, and the
+  purpose below it keeps estimation's tuples apart from verification's."""
+  return direction_key(purpose_key(purpose_key(key, Purpose.TILTED_TUPLES), purpose), direction)
+
+
+@jax.jit
+def _block_key_words(stream_key, high, low):
+  return jax.vmap(lambda h, l: jax.random.key_data(
+      jax.random.fold_in(jax.random.fold_in(stream_key, h), l)))(high, low)
+
+
+def host_block_seeds(stream_key: jax.Array, block_ids) -> list[int]:
+  """Host: one 64-bit seed per block of a host-drawn stream (``host_stream_key``): the two
+  words (hi, lo) of fold_in(fold_in(stream_key, block >> 32), block & (2³² − 1)) as
+  hi·2³² + lo, the key of ``np.random.Philox`` for that block's generator. A block's draws are
+  then a function of (key, purpose, direction, block) only, whatever call or device asks."""
+  ids = np.asarray(block_ids, np.int64).reshape(-1)
+  if ids.size and (ids.min() < 0 or ids.max() >= 2**52):
+    raise InputError(f'block ids must be in [0, 2**52), got {ids.min()} … {ids.max()}')
+  words = np.asarray(_block_key_words(stream_key, (ids >> 32).astype(np.uint32),
+                                      (ids & 0xFFFFFFFF).astype(np.uint32)))
+  if words.shape[-1] != 2:
+    raise InputError(f'host seeds need a 2-word (threefry) key, got {words.shape[-1]} words')
+  return [(int(hi) << 32) | int(lo) for hi, lo in words]
+
+
 def keys_for_indices(stream_key: jax.Array, indices: jax.Array) -> jax.Array:
   """Keys of the samples with the given global indices (int64) of one stream.
 

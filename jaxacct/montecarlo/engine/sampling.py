@@ -105,6 +105,15 @@ def traced_params(mechanism: MatrixMechanism, kernel: SchemeKernel):
           jax.tree_util.tree_map(lambda c: jnp.asarray(c, jnp.float64), view))
 
 
+def draw_noise(stream_key, indices, kernel: SchemeKernel):
+  """(sample keys, z) of the samples with global ``indices`` (N,): z (N, n) in the kernel's
+  dtype from each sample's ``Stream.NOISE`` sub-stream (the noise of every proposal)."""
+  sample_keys = keys_lib.keys_for_indices(stream_key, indices)
+  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
+  return sample_keys, noise.standard_normals_per_key(noise_keys, kernel.iterations,
+                                                     jnp.dtype(kernel.dtype))
+
+
 def draw_components(stream_key, indices, params, view, kernel: SchemeKernel, direction: str):
   """(C·x, z, info) of the samples with global ``indices`` (N,), batch-major (N, n) each.
 
@@ -114,9 +123,7 @@ def draw_components(stream_key, indices, params, view, kernel: SchemeKernel, dir
   several σ shares them (common random numbers).
   """
   dtype = jnp.dtype(kernel.dtype)
-  sample_keys = keys_lib.keys_for_indices(stream_key, indices)
-  noise_keys = jax.vmap(lambda k: jax.random.fold_in(k, int(Stream.NOISE)))(sample_keys)
-  z = noise.standard_normals_per_key(noise_keys, kernel.iterations, dtype)
+  sample_keys, z = draw_noise(stream_key, indices, kernel)
   if not kernel.has_signal(direction):
     return None, z, kernel.empty_info()
   mean, info = kernel.sample_mean(sample_keys, params, view, direction)

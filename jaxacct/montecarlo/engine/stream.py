@@ -607,6 +607,16 @@ class StreamState:
     return state
 
 
+def loss_block_sums(program, stream_key, ids, direction: str, *, first_block: int,
+                    block_size: int, num_samples: int, epsilons: jax.Array, edges: jax.Array,
+                    mesh: SampleMesh) -> list[tuple]:
+  """Per candidate, the host (sums, squares, counts) of the blocks ``ids`` (from
+  ``first_block``) of a loss program: its losses reduced by ``block_reductions``."""
+  remaining = jnp.asarray(num_samples - first_block * block_size, jnp.int64)
+  return [mesh.to_host(block_reductions(losses, remaining, epsilons, edges, mesh=mesh.mesh))
+          for losses in program(stream_key, ids, direction)]
+
+
 def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: StreamState, *,
                program_index: int = 0, num_programs: int = 1, candidate_offset: int = 0,
                num_samples: int,
@@ -627,7 +637,8 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
 
   Args:
     stream_key_of: the key of a direction's stream (purpose and direction folded in).
-    program: a loss program (``sampling.OneSigma`` or ``SharedDraws``).
+    program: a loss program (``sampling.OneSigma`` or ``SharedDraws``), or one that reduces
+      its own blocks (``block_sums``: ``program32.Program32``, ``tilted.TiltedDraws``).
     state: the run's state (fresh or resumed); updated in place.
     program_index: this program's index in the run, of ``num_programs``.
     blocks_per_call: blocks per device per call (performance only; default keeps ~2²⁰
@@ -657,14 +668,13 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
     start = resume_block if index == resume_direction and resume_block is not None else first_block
     stream_key = stream_key_of(direction)
     for block, used, ids in mesh.calls(start, total_blocks, blocks_per_call):
-      if program.precision == 'float32':
+      if hasattr(program, 'block_sums'):  # it reduces its own blocks (32-bit, tilted)
         reduced = program.block_sums(stream_key, block, ids.shape[0], direction, num_samples,
                                      epsilons, edges)
       else:
-        remaining = jnp.asarray(num_samples - block * block_size, jnp.int64)
-        reduced = [mesh.to_host(block_reductions(losses, remaining, eps_device, edges_device,
-                                                 mesh=mesh.mesh))
-                   for losses in program(stream_key, ids, direction)]
+        reduced = loss_block_sums(program, stream_key, ids, direction, first_block=block,
+                                  block_size=block_size, num_samples=num_samples,
+                                  epsilons=eps_device, edges=edges_device, mesh=mesh)
       samples = min((block + used) * block_size, num_samples) - block * block_size
       for j, (block_sums, block_squares, block_counts, *block_margins) in enumerate(reduced):
         state.totals.add(direction, candidate_offset + j, block_sums[:used],

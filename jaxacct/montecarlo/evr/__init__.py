@@ -1,5 +1,6 @@
 """Estimate-Verify-Release on top of the engine (Dong & Ganesh (2026) App. A): failure-bound
-arithmetic (``bounds``), estimation (``estimator``, ``candidates``), verification and
+arithmetic (``bounds``), estimation (``estimator``, ``candidates``; ``tilted``: the remove
+direction drawn from the law tilted by the privacy loss), verification and
 calibration (``verification``, ``calibration``, ``search_start``), plans and precision
 (``plan``, ``precision``), resumable runs (``checkpoint``) and the attempt ledger (``ledger``).
 

@@ -662,9 +662,10 @@ def _with_plan_check(result: Calibration, projected: float, started: float) -> C
       'projected_seconds': float(projected), 'measured_seconds': time.perf_counter() - started})
 
 
-# The MonteCarloOptions fields a calibration uses: all of them.
+# The MonteCarloOptions fields a calibration uses: all of them but the tilted proposal's
+# (``estimate_delta`` only, for now: a calibration refuses them rather than sample plainly).
 CALIBRATE_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions))
+    options_lib.MonteCarloOptions)) - {'proposal', 'tilt_order'}
 
 
 class _ProgressPlan:

@@ -48,6 +48,7 @@ from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.engine import kernels, sampling, stream
 from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.evr import tilted as tilted_lib
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct.montecarlo.engine.stream import hockey_stick_terms as hockey_stick_terms
@@ -342,7 +343,8 @@ def _check_edges(histogram_edges):
 def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                    histogram_edges=None, state: EstimatorState | None = None,
                    monte_carlo: options_lib.MonteCarloOptions | None = None,
-                   run: options_lib.RunOptions | None = None) -> DeltaEstimate:
+                   run: options_lib.RunOptions | None = None
+                   ) -> DeltaEstimate | tilted_lib.TiltedDeltaEstimate:
   """Streaming MC estimate of δ(ε) = H_{e^ε} for both directions (Dong & Ganesh (2026) §2.5).
 
   Args:
@@ -360,8 +362,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       ε − η and block sums are rounded up, so δ̂ is ≥ that of the exact losses,
       ``montecarlo/engine/margin.py``; ``"auto"``: ``montecarlo/evr/precision.py``) and ``block_size``
       (samples per reduction block, part of the result's identity; default
-      ``sampling.default_block_size(iterations)``). Sums are float64. Other fields are
-      refused (an estimate verifies nothing).
+      ``sampling.default_block_size(iterations)``). Sums are float64. With
+      ``proposal='tilted'`` and ``tilt_order=α`` the remove direction is drawn from the law
+      tilted by the privacy loss and weighted back, each term bounded by M(α, ε) (float64
+      only; ``montecarlo/evr/tilted.py``: Poisson with C = c·I, b-min-sep with bands ≤ b; no
+      ``histogram_edges``, ``state`` or ``run.max_seconds``); the add direction stays plain.
+      Other fields are refused (an estimate verifies nothing).
     run: ``RunOptions``: devices (default every device of every process; under
       ``jax.distributed`` all processes call this with the same arguments), blocks per call,
       progress (stage "estimate"), checkpoint (a folder where the run saves its state every
@@ -372,7 +378,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       an estimate charges no attempt, so a ledger here is refused rather than silently unused.
 
   Returns:
-    ``DeltaEstimate`` with δ̂ and standard errors per direction.
+    ``DeltaEstimate`` with δ̂ and standard errors per direction; with ``proposal='tilted'``
+    a ``tilted.TiltedDeltaEstimate`` (the same per-direction δ̂ and standard errors, with the
+    proposal per direction, α, ln Z_α and M per ε).
+
+  Raises:
+    tilted.TermAboveBoundError: a tilted term above its bound M (never clipped).
 
   The estimate uses the key's *estimation* stream only; the verification stream
   is reachable only through ``evr.verify``, so candidates cannot be chosen by
@@ -393,11 +404,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                      'ledger=None))')
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation',
                       precision=monte_carlo.precision, block_size=monte_carlo.block_size,
-                      histogram_edges=histogram_edges, state=state, run=run)
+                      histogram_edges=histogram_edges, state=state, run=run,
+                      tilt_order=monte_carlo.tilt_order)
 
 
 # The MonteCarloOptions fields an estimate uses.
-ESTIMATE_FIELDS = frozenset({'precision', 'block_size'})
+ESTIMATE_FIELDS = frozenset({'precision', 'block_size', 'proposal', 'tilt_order'})
 
 
 @scoped_x64
@@ -405,9 +417,11 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                  precision: str = 'float64',
                  block_size: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None,
-                 run: options_lib.RunOptions = options_lib.RunOptions()) -> DeltaEstimate:
+                 run: options_lib.RunOptions = options_lib.RunOptions(),
+                 tilt_order: int | None = None
+                 ) -> DeltaEstimate | tilted_lib.TiltedDeltaEstimate:
   """``estimate_delta`` on the stream of ``purpose`` (library-internal); progress is
-  reported under the stage "estimate"."""
+  reported under the stage "estimate". ``tilt_order``: the tilted proposal's α (None: plain)."""
   sampling.check_mechanism(mechanism)
   grid = check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
@@ -423,6 +437,10 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   kernel = kernels.kernel_for(mechanism, choice.dtype)
   run_fingerprint = fingerprint(mechanism, kernel, grid.tolist(), edges, block_size, purpose,
                                 key_data)
+  if tilt_order is not None:
+    return _tilted(key, mechanism, grid, num_samples, tilt_order, purpose=purpose,
+                   precision=choice.precision, block_size=block_size, edges=edges, state=state,
+                   identity={'estimator': run_fingerprint, 'num_samples': num_samples}, run=run)
   bins = None if edges is None else len(edges) + 1
   if state is None:
     first_block = 0
@@ -465,6 +483,25 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
       run_state.totals, fingerprint=run_fingerprint, key_data=key_data, purpose=purpose,
       epsilons=tuple(grid.tolist()), block_size=block_size, num_samples=num_samples,
       histogram_edges=edges))
+
+
+def _tilted(key, mechanism, grid, num_samples, order, *, purpose, precision, block_size, edges,
+            state, identity, run) -> tilted_lib.TiltedDeltaEstimate:
+  """The tilted proposal's estimate (``tilted.run_tilted_estimate``), after its refusals."""
+  unused = "is not available with proposal='tilted' ({}): give None"
+  for argument, given, requirement in (
+      ('histogram_edges', edges is not None,
+       unused.format('its losses are drawn under the tilted law, not P')),
+      ('state', state is not None, unused.format('extend a tilted run through run.checkpoint')),
+      ('run.max_seconds', run.max_seconds is not None,
+       unused.format('its host tuple draws are not projected yet')),
+      ('monte_carlo.precision', precision != 'float64',
+       "must resolve to 'float64' with proposal='tilted' (the float64 program only)")):
+    if given:
+      raise InputError(argument=argument, requirement=requirement)
+  tilt = tilted_lib.tilt_for(mechanism, order, grid)
+  return tilted_lib.run_tilted_estimate(key, mechanism, tilt, num_samples, purpose=purpose,
+                                        block_size=block_size, identity=identity, run=run)
 
 
 def estimate_from_state(state: EstimatorState) -> DeltaEstimate:

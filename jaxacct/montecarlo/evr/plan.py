@@ -346,9 +346,9 @@ def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, bloc
 
 
 # The MonteCarloOptions fields a plan uses: a calibration's, but for ``shared_draws`` (the
-# plan times shared draws).
+# plan times shared draws) and the tilted proposal's (not projected yet: refused).
 PLAN_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions)) - {'shared_draws'}
+    options_lib.MonteCarloOptions)) - {'shared_draws', 'proposal', 'tilt_order'}
 
 
 @options_lib.moved

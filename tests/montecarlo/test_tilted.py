@@ -1,0 +1,282 @@
+"""The tilted remove-direction estimate (montecarlo/evr/tilted.py, engine/tilted.py): oracles
+(E[w] = 1, plain Monte Carlo, dp_accounting's PLD), bitwise reproducibility, terms ≤ M, fail
+closed above M, and refusals before compute.
+
+Tolerances: statistical comparisons are within 4 standard errors (fixed keys: every run checks
+the same draws); bounds within the stated float64 rounding allowance.
+"""
+
+import dataclasses
+
+import hypothesis
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.deterministic import tilt_bound
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine import tilted as engine_tilted
+from jaxacct.montecarlo.evr import tilted
+
+# The tiny b-min-sep of the issue (n = 12, b = 3, warm start, 3 bands ≤ b). σ = 1.6 keeps the
+# weights' variance small at α = 3 (Z_2 ≈ 1.7, Z_3 ≈ 5.2; at σ = 0.7, Z_3 ≈ 6e7 and E[w] = 1 is
+# beyond any small sample); plain δ at ε = 2.5 is ≈ 4e-4.
+BMINSEP = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.6)
+# ε = −40: every term is w·(1 − e^{ε−L}) with L ≥ ln Pr[x = 0] > −5 here, so e^{ε−L} < 1e-15
+# and the estimate is E_{Q_α}[w] = 1 (tilting.md (b)) to 1e-15.
+EPS = [-40.0, 1.0, 2.0, 2.5]
+SAMPLES, BLOCK = 6000, 256
+
+
+def _tilted(mechanism, order, epsilons, num_samples, *, key=1, block_size=BLOCK, run=None):
+  return jaxacct.estimate_delta(
+      jax.random.key(key), mechanism, epsilons, num_samples,
+      monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=order,
+                                            block_size=block_size), run=run)
+
+
+@pytest.fixture(scope='module')
+def plain():
+  return jaxacct.estimate_delta(jax.random.key(1), BMINSEP, EPS, 4 * SAMPLES,
+                                monte_carlo=jaxacct.MonteCarloOptions(block_size=BLOCK))
+
+
+@pytest.fixture(scope='module', params=[2, 3], ids=lambda a: f'alpha={a}')
+def tilted_run(request):
+  return _tilted(BMINSEP, request.param, EPS, SAMPLES)
+
+
+def test_weights_have_mean_one(tilted_run):
+  mean, error = tilted_run.delta_hat['remove'][0], tilted_run.standard_error['remove'][0]
+  assert error > 0 and abs(mean - 1.0) <= 4 * error, (mean, error)
+
+
+def test_tilted_agrees_with_plain_sampling(tilted_run, plain):
+  both = np.hypot(tilted_run.standard_error['remove'], plain.standard_error['remove'])
+  gap = np.abs(tilted_run.delta_hat['remove'] - plain.delta_hat['remove'])
+  assert np.all(gap[1:] <= 4 * both[1:]), gap / both
+
+
+def test_the_result_states_what_ran(tilted_run, plain):
+  result = tilted_run.to_dict()
+  assert result['proposal'] == {'remove': 'tilted', 'add': 'plain'}
+  assert result['method'] == 'estimate' and result['num_samples'] == SAMPLES
+  log_z = tilt_bound.log_partition(BMINSEP, tilted_run.order)
+  assert tilted_run.log_z == log_z
+  np.testing.assert_array_equal(
+      tilted_run.support,
+      np.exp([tilt_bound.log_support_bound(log_z, tilted_run.order, e) for e in EPS]))
+  # Every term checked ≤ M (here: as drawn, ≤ 1 up to the rounding allowance, 64 ulps).
+  assert np.all(tilted_run.largest_scaled_term <= 1.0 + 1e-12)
+  assert np.all(tilted_run.largest_scaled_term[1:] > 0.5)  # the bound is approached
+  # The add direction is the plain estimate's own stream: the same sums for the same samples.
+  same = jaxacct.estimate_delta(jax.random.key(1), BMINSEP, EPS, SAMPLES,
+                                monte_carlo=jaxacct.MonteCarloOptions(block_size=BLOCK))
+  np.testing.assert_array_equal(tilted_run.delta_hat['add'], same.delta_hat['add'])
+  np.testing.assert_array_equal(tilted_run.standard_error['add'], same.standard_error['add'])
+
+
+def test_bitwise_identical_whatever_the_blocks_per_call():
+  # 5 blocks of 256, the last partial: calls of 2 blocks (the fewest allowed) and of 8.
+  runs = [_tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(blocks_per_call=calls))
+          for calls in (2, 8)]
+  assert runs[0].to_dict() == runs[1].to_dict()
+
+
+def test_a_tilted_run_resumes_from_its_checkpoint_bitwise(tmp_path):
+  class Stop(Exception):
+    pass
+
+  def stop_after_one_call(done, total, stage):
+    raise Stop
+
+  folder = tmp_path / 'tilted'
+  with pytest.raises(Stop):
+    _tilted(BMINSEP, 2, EPS, 1100, key=7,
+            run=jaxacct.RunOptions(blocks_per_call=2, checkpoint=folder,
+                                   checkpoint_interval=1e-9, progress=stop_after_one_call))
+  seen = []
+  resumed = _tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(
+      blocks_per_call=2, checkpoint=folder, progress=lambda done, total, stage: seen.append(done)))
+  whole = _tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(blocks_per_call=2))
+  assert seen[0] > 512  # it went on from the saved blocks
+  for direction in ('remove', 'add'):
+    np.testing.assert_array_equal(resumed.delta_hat[direction], whole.delta_hat[direction])
+  with pytest.raises(jaxacct.InputError):  # another order is another run: refused, not mixed
+    _tilted(BMINSEP, 3, EPS, 1100, key=7, run=jaxacct.RunOptions(checkpoint=folder))
+
+
+def test_tuple_seeds_depend_only_on_the_block_and_the_purpose():
+  key = jax.random.key(3)
+  stream = keys_lib.host_stream_key(key, 'estimation', 'remove')
+  whole = keys_lib.host_block_seeds(stream, range(6))
+  assert whole == keys_lib.host_block_seeds(stream, [0, 1, 2]) + keys_lib.host_block_seeds(
+      stream, [3, 4, 5])
+  assert len(set(whole)) == 6
+  other = keys_lib.host_block_seeds(keys_lib.host_stream_key(key, 'verification', 'remove'),
+                                    range(6))
+  assert not set(whole) & set(other)
+  # Never a sample key of the run's own streams.
+  with jax.enable_x64(True):
+    samples = keys_lib.sample_keys(keys_lib.direction_key(
+        keys_lib.purpose_key(key, 'estimation'), 'remove'), jnp.asarray(0), 8)
+  words = {(int(a) << 32) | int(b) for a, b in np.asarray(jax.random.key_data(samples))}
+  assert not words & set(whole)
+
+
+@pytest.mark.slow
+def test_dp_sgd_agrees_with_the_pld_at_a_small_delta():
+  # DP-SGD (Poisson q = 0.01, n = 1000, σ = 1, C = I) at the ε where the PLD's remove δ is 1e-6
+  # (jaxacct's "pld" accountant: dp_accounting's pessimistic PLD). α = 8 is the order of the
+  # smallest M there (tilt_bound.choose_order over 2 … 8): M ≈ 8.9e-6, so 1e4 samples give a
+  # relative s.e. of about 2 % (plain sampling: ~1.0, or ~3e9 samples for the same).
+  mechanism = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000),
+                                      jaxacct.BandedToeplitz([1.0]), 1.0)
+  epsilon = jaxacct.epsilon_for_delta(mechanism, 1e-6, accountant='pld', direction='remove')
+  pld = jaxacct.delta_for_epsilon(mechanism, epsilon, accountant='pld', direction='remove')
+  order = tilt_bound.choose_order(mechanism, epsilon).alpha
+  result = _tilted(mechanism, order, [epsilon], 10_000, key=2, block_size=1024)
+  estimate, error = result.delta_hat['remove'][0], result.standard_error['remove'][0]
+  assert order == 8 and error < 0.05 * pld
+  assert abs(estimate - pld) <= 4 * error, (estimate, pld, error)
+
+
+@hypothesis.given(losses=st.lists(st.floats(-50.0, 60.0), min_size=1, max_size=8),
+                  epsilon=st.floats(-5.0, 20.0), order=st.integers(2, 12),
+                  log_z=st.floats(0.0, 300.0))
+def test_every_term_is_at_most_its_bound(losses, epsilon, order, log_z):
+  log_support = tilt_bound.log_support_bound(log_z, order, epsilon)
+  with jax.enable_x64(True):
+    scaled, excess = engine_tilted.scaled_terms(
+        jnp.asarray([epsilon]), jnp.asarray(losses), jnp.asarray(log_z),
+        jnp.asarray([log_support]), jnp.asarray(float(order)))
+  assert np.all(np.asarray(excess) <= 0.0)
+  assert np.all(np.asarray(scaled) <= 1.0 + 1e-12) and np.all(np.asarray(scaled) >= 0.0)
+
+
+def test_an_injected_term_above_its_bound_fails_closed(monkeypatch):
+  grid = np.asarray([0.5, 1.0])
+  tilt = tilted.tilt_for(BMINSEP, 2, grid)
+  # M computed from ln Z − 1: the terms (weights at the true ln Z) exceed it.
+  low = dataclasses.replace(tilt, log_support=np.asarray(
+      [tilt_bound.log_support_bound(tilt.log_z - 1.0, 2, e) for e in grid]))
+  with pytest.raises(tilted.TermAboveBoundError, match='never clipped') as raised:
+    tilted.run_tilted_estimate(jax.random.key(1), BMINSEP, low, 512, purpose='estimation',
+                               block_size=BLOCK, identity={}, run=jaxacct.RunOptions())
+  assert raised.value.scaled > 1.0 and raised.value.epsilon in grid.tolist()
+  # A NaN term fails too (``not excess <= 0``).
+  with pytest.raises(tilted.TermAboveBoundError):
+    engine_tilted.check_block_maxima(np.asarray([[-1.0, np.nan]]), np.asarray([[0.5, np.nan]]),
+                                     3, grid)
+  engine_tilted.check_block_maxima(np.asarray([[-1.0, -np.inf]]), np.asarray([[0.5, 0.0]]), 3,
+                                   grid)
+
+
+def _no_compute(monkeypatch):
+  def fail(*args, **kwargs):
+    raise AssertionError('computed before refusing')
+  monkeypatch.setattr(tilted.minsep_chain, 'TupleChain', fail)
+  monkeypatch.setattr(tilted.stream, 'accumulate', fail)
+
+
+@pytest.mark.parametrize('mechanism, match', [
+    (jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=12, min_sep=3,
+                                             dataset_size=100, truncated_batch_size=8),
+                             jaxacct.BandedToeplitz([1.0]), 1.0), 'truncates'),
+    (jaxacct.MatrixMechanism(jaxacct.MultiAttributionBMinSep(
+        sampling_prob=0.1, iterations=12, min_sep=3, max_examples_per_user=2),
+        jaxacct.BandedToeplitz([1.0]), 1.0), 'multi-attribution'),
+    (jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.1, iterations=12, min_sep=3),
+                             jaxacct.LowerTriangular(np.tril(np.ones((12, 12)))), 1.0),
+     'LowerTriangular'),
+    (jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=12,
+                                                   cycle_length=3),
+                             jaxacct.BandedToeplitz([1.0]), 1.0), 'not covered yet'),
+], ids=['truncated', 'multi-attribution', 'lower-triangular', 'cyclic'])
+def test_uncovered_schemes_are_refused_before_compute(monkeypatch, mechanism, match):
+  _no_compute(monkeypatch)
+  with pytest.raises(jaxacct.InputError, match=match) as refused:
+    _tilted(mechanism, 2, [1.0], 512, block_size=128)
+  assert refused.value.argument == 'mechanism'
+
+
+def test_an_order_over_the_state_budget_is_refused_before_compute(monkeypatch):
+  _no_compute(monkeypatch)
+  big = jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.01, iterations=1000, min_sep=64),
+                                jaxacct.BandedToeplitz([1.0]), 1.0)
+  with pytest.raises(jaxacct.InputError, match='state budget') as refused:
+    _tilted(big, 8, [1.0], 512)
+  assert refused.value.argument == 'monte_carlo.tilt_order'
+
+
+@pytest.mark.parametrize('fields, argument', [
+    ({'proposal': 'tilted'}, 'monte_carlo.tilt_order'),
+    ({'tilt_order': 2}, 'monte_carlo.tilt_order'),
+    ({'proposal': 'tilted', 'tilt_order': 1}, None),
+    ({'proposal': 'tilted', 'tilt_order': 2, 'precision': 'float32'}, 'monte_carlo.precision'),
+    ({'proposal': 'tilted', 'tilt_order': 2, 'precision': 'auto'}, 'monte_carlo.precision'),
+    ({'proposal': 'auto'}, None),
+])
+def test_bad_tilt_options_are_named(fields, argument):
+  with pytest.raises(jaxacct.InputError) as refused:
+    jaxacct.MonteCarloOptions(**fields)
+  if argument is not None:
+    assert refused.value.argument == argument
+
+
+@pytest.mark.parametrize('extra, match', [
+    ({'histogram_edges': [1.0, 2.0]}, 'histogram_edges'),
+    ({'run': jaxacct.RunOptions(max_seconds=10.0)}, 'max_seconds'),
+])
+def test_estimate_arguments_the_tilt_does_not_use_are_refused(monkeypatch, extra, match):
+  _no_compute(monkeypatch)
+  with pytest.raises(jaxacct.InputError, match=match):
+    jaxacct.estimate_delta(jax.random.key(0), BMINSEP, [1.0], 512,
+                           monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted',
+                                                                 tilt_order=2), **extra)
+
+
+def test_drivers_that_do_not_tilt_yet_refuse_the_proposal():
+  options = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2)
+  key = jax.random.key(0)
+  from jaxacct.montecarlo.evr import plan
+  for call in (lambda: jaxacct.verify(key, [BMINSEP], epsilon=1.0, delta=1e-3,
+                                      monte_carlo=options),
+               lambda: jaxacct.calibrate_noise_multiplier(BMINSEP.scheme, BMINSEP.matrix,
+                                                          epsilon=1.0, delta=1e-3, key=key,
+                                                          monte_carlo=options),
+               lambda: plan.capacity_plan(BMINSEP, epsilon=1.0, delta=1e-3,
+                                          monte_carlo=options)):
+    with pytest.raises(jaxacct.InputError, match=r'does not use monte_carlo\.(proposal|tilt)'):
+      call()
+
+
+_DEVICE_SCRIPT = '''
+import json, jax, jaxacct, numpy as np
+mechanism = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.6)
+options = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2, block_size=256)
+runs = [jaxacct.estimate_delta(jax.random.key(7), mechanism, [-40.0, 1.0, 2.0, 2.5], 1100,
+                               monte_carlo=options,
+                               run=jaxacct.RunOptions(devices=devices, blocks_per_call=2)
+                               ).to_dict()
+        for devices in (jax.devices()[:1], jax.devices())]
+print(json.dumps({'devices': len(jax.devices()), 'runs': runs}))
+'''
+
+
+@pytest.mark.slow
+def test_bitwise_identical_on_one_and_two_devices():
+  from devices import run_on_devices
+  result = run_on_devices(_DEVICE_SCRIPT, 2)
+  assert result['devices'] == 2
+  one, two = result['runs']
+  assert one == two
+  here = _tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(blocks_per_call=2))
+  assert one == here.to_dict()
