@@ -477,10 +477,13 @@ class TupleChain:
     law, (num, n) = self.law, counts.shape
     state = rng.permuted(initial, axis=1)
     patterns = np.zeros((num, self.alpha, n), bool)
+    positions = np.broadcast_to(np.arange(self.alpha), (num, self.alpha))
+    rank = np.empty((num, self.alpha), np.int64)
     for t in range(n):
       eligible = state == law.eligible
       keys = np.where(eligible, rng.random(state.shape), 2.0)
-      rank = np.argsort(np.argsort(keys, axis=1), axis=1)
+      # The rank of each key: the inverse of its sorting permutation (one sort, one scatter).
+      np.put_along_axis(rank, np.argsort(keys, axis=1), positions, axis=1)
       joins = rank < counts[:, t:t + 1]
       patterns[:, :, t] = joins
       state = np.where(joins, law.join, law.skip[state])

@@ -280,3 +280,30 @@ def test_bitwise_identical_on_one_and_two_devices():
   assert one == two
   here = _tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(blocks_per_call=2))
   assert one == here.to_dict()
+
+
+def test_a_block_is_its_tuples_its_noise_and_the_exact_loss():
+  """Oracle of one block: the tuples are ``TupleChain.draw`` on the block's Philox seed, y is
+  C·Σ_j x_j (NumPy band product) + σ·z of the run's own NOISE stream, L is ``privacy_loss``."""
+  from jaxacct.deterministic import minsep_chain
+  from jaxacct.montecarlo.engine import kernels, sampling
+  from jaxacct.montecarlo.engine.sharding import SampleMesh
+  tilt = tilted.tilt_for(BMINSEP, 3, np.asarray([1.0]))
+  key = jax.random.key(5)
+  kernel = kernels.kernel_for(BMINSEP, np.dtype(np.float64))
+  program = engine_tilted.TiltedDraws(
+      mechanism=BMINSEP, kernel=kernel, block_size=BLOCK,
+      mesh=SampleMesh.over(jax.local_devices()[:1]), tuples=tilt.tuples,
+      tuple_key=keys_lib.host_stream_key(key, 'estimation', 'remove'), order=3,
+      log_z=tilt.log_z, log_support=tilt.log_support)
+  seed, = keys_lib.host_block_seeds(program.tuple_key, [3])
+  patterns = tilt.chain.draw(np.random.Generator(np.random.Philox(key=seed)), BLOCK)
+  np.testing.assert_array_equal(program.draw_tuples([3, 4])[0], patterns)
+  stream_key = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
+  with jax.enable_x64(True):
+    losses = np.asarray(program.losses(stream_key, 3, 2))[0]
+    _, z = sampling.draw_noise(stream_key, 3 * BLOCK + jnp.arange(BLOCK, dtype=jnp.int64), kernel)
+  y = (minsep_chain.apply_band(BMINSEP.matrix.banded_coefficients(), patterns).sum(axis=1)
+       + 1.6 * np.asarray(z))
+  np.testing.assert_allclose(losses, np.asarray(jaxacct.privacy_loss(BMINSEP, y, 'remove')),
+                             rtol=1e-12, atol=1e-12)
