@@ -305,8 +305,15 @@ def partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET
                                       alpha)
     return LogPartition(_round_up(value, n), value, 1, 'fixed_phase')
   law = minsep_chain.law_for(scheme, c.size)
-  chain = minsep_chain.TupleChain(law, c, sigma, alpha, n, state_budget=budget)
-  return LogPartition(_round_up(chain.log_z, n), chain.log_z, chain.num_states, 'chain')
+  return chain_partition(minsep_chain.TupleChain(law, c, sigma, alpha, n, state_budget=budget))
+
+
+def chain_partition(chain: minsep_chain.TupleChain) -> LogPartition:
+  """The ``LogPartition`` of a built tuple chain (method ``"chain"``): its forward pass's
+  ln Z_α rounded up over its rounds (module docstring, "Rounding"); ``partition``'s value for
+  the same chain, without a second forward pass for a caller that also samples from it."""
+  return LogPartition(_round_up(chain.log_z, chain.iterations), chain.log_z, chain.num_states,
+                      'chain')
 
 
 def log_partition(mechanism, alpha: int, *, state_budget: int = DEFAULT_STATE_BUDGET,

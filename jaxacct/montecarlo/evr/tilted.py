@@ -135,7 +135,7 @@ def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
                      f'{reason}', alternatives={"monte_carlo.proposal='plain'": None})
   order = _validate.integer_at_least('tilt_order', order, 2)
   grid = np.asarray(epsilons, np.float64).reshape(-1)
-  states, _ = tilt_bound.state_space(mechanism, order)
+  states, method = tilt_bound.state_space(mechanism, order)
   budget = _validate.integer_at_least('state_budget', state_budget, 1)
   coefficients = mechanism.matrix.banded_coefficients()
   law = minsep_chain.law_for(mechanism.scheme, coefficients.size)
@@ -144,9 +144,12 @@ def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
     raise InputError(argument='monte_carlo.tilt_order', value=order,
                      requirement=f'needs {max(states, chain_states):,} tuple-chain states for '
                      f'{law.name}, above the state budget {budget:,}; use a smaller order')
-  partition = tilt_bound.partition(mechanism, order, state_budget=budget)
   chain = minsep_chain.TupleChain(law, coefficients, float(mechanism.noise_multiplier), order,
                                   mechanism.iterations, state_budget=budget)
+  # The chain's own forward pass is b-min-sep's exact value; Poisson's is checked against the
+  # closed form (Mironov, Talwar & Zhang (2019) §3.3) below.
+  partition = (tilt_bound.chain_partition(chain) if method == 'chain'
+               else tilt_bound.partition(mechanism, order, state_budget=budget))
   if not chain.log_z <= partition.log_z:
     raise InputError(argument='mechanism', requirement=(
         f'has a tuple sampler whose normaliser ln Z_α = {chain.log_z!r} exceeds the rounded-up '
