@@ -62,6 +62,20 @@ def test_tilted_agrees_with_plain_sampling(tilted_run, plain):
   assert np.all(gap[1:] <= 4 * both[1:]), gap / both
 
 
+@pytest.mark.parametrize('mechanism', [
+    jaxacct.MatrixMechanism(jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3,
+                                            warm_start=False),
+                            jaxacct.BandedToeplitz([1.0, 0.5]), 1.6),
+    jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.2, iterations=12),
+                            jaxacct.BandedToeplitz([0.6]), 1.0),
+], ids=['cold-start', 'poisson-c=0.6'])
+def test_weights_have_mean_one_for_cold_start_and_scaled_poisson(mechanism):
+  result = _tilted(mechanism, 3, EPS, 4000)
+  mean, error = result.delta_hat['remove'][0], result.standard_error['remove'][0]
+  assert error > 0 and abs(mean - 1.0) <= 4 * error, (mean, error)
+  assert np.all(result.largest_scaled_term <= 1.0 + 1e-12)
+
+
 def test_the_result_states_what_ran(tilted_run, plain):
   result = tilted_run.to_dict()
   assert result['proposal'] == {'remove': 'tilted', 'add': 'plain'}
@@ -197,7 +211,9 @@ def _no_compute(monkeypatch):
     (jaxacct.MatrixMechanism(jaxacct.CyclicPoisson(sampling_prob=0.5, iterations=12,
                                                    cycle_length=3),
                              jaxacct.BandedToeplitz([1.0]), 1.0), 'not covered yet'),
-], ids=['truncated', 'multi-attribution', 'lower-triangular', 'cyclic'])
+    (jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.5, iterations=12),
+                             jaxacct.BandedToeplitz([1.0, 0.5]), 1.0), 'exceed the separation'),
+], ids=['truncated', 'multi-attribution', 'lower-triangular', 'cyclic', 'poisson-two-bands'])
 def test_uncovered_schemes_are_refused_before_compute(monkeypatch, mechanism, match):
   _no_compute(monkeypatch)
   with pytest.raises(jaxacct.InputError, match=match) as refused:

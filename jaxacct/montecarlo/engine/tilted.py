@@ -36,7 +36,9 @@ direction by plain sampling, the plain program's calls and sums exactly (bitwise
 ``sampling.OneSigma``).
 
 Where the code runs: the y, loss and reduction programs are JAX (device, sharded over blocks);
-the tuple draws and the checks of the block maxima are NumPy (host).
+the tuple draws and the checks of the block maxima are NumPy (host). Under ``jax.distributed``
+every process draws the whole call's tuples (the same on each, from the same seeds) and places
+its own devices' rows: correct, and redundant host work to remove when it matters.
 
 References:
   Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
