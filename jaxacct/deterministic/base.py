@@ -138,11 +138,12 @@ class PrivacyCurve(abc.ABC):
 
   @typing.final
   def delta_for_epsilon(self, epsilon: float, *, direction: str | None = None) -> float:
-    """δ(ε) in ``direction`` (``"remove"`` or ``"add"``), or the max over both (None)."""
+    """δ(ε) in ``direction`` (``"remove"`` or ``"add"``), or the max over both (None); never
+    below 0 (a hockey-stick divergence is ≥ 0: a PLD's float64 tail can cancel to −1e-14)."""
     epsilon, direction = check_epsilon(epsilon), check_direction(direction)
     if direction is not None:
-      return float(self._delta(epsilon, direction))
-    return max(float(self._delta(epsilon, d)) for d in DIRECTIONS)
+      return max(0.0, float(self._delta(epsilon, direction)))
+    return max(0.0, *(float(self._delta(epsilon, d)) for d in DIRECTIONS))
 
   @typing.final
   def epsilon_for_delta(self, delta: float, *, direction: str | None = None) -> float:

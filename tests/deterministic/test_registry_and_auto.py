@@ -427,3 +427,9 @@ def test_cli_auto_on_balls_in_bins_reports_every_accountant(tmp_path, capsys):
   assert estimate['epsilon'] == jaxacct.epsilon_for_delta(
       jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=10, cycle_length=10),
                               jaxacct.BandedToeplitz([1.0]), 3.0), 1e-5)
+
+
+def test_a_delta_is_never_reported_below_zero():
+  # dp_accounting's add-direction PLD tail cancels to −2.8e-14 here in float64
+  dpsgd = mechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000))
+  assert jaxacct.delta_for_epsilon(dpsgd, 2.698, accountant='pld', direction='add') == 0.0
