@@ -218,7 +218,9 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
     monte_carlo: ``MonteCarloOptions`` of the Monte Carlo verification
       (``verification.verify``): ``num_samples``, ``base_delta``, ``attempt``, ``fallback``,
       ``precision``, and ``estimation_samples`` of the ε estimate (default as
-      ``calibrate_noise_multiplier``'s); other fields are refused.
+      ``calibrate_noise_multiplier``'s); ``proposal='tilted'`` with ``tilt_order`` verifies
+      the remove direction tilted (``montecarlo/evr/tilted.py``; ε required, δ_b default
+      δ/2, each direction sized by its own support); other fields are refused.
     run: ``RunOptions`` (devices, progress, checkpoint, ledger, max_seconds).
 
   A ``key``, ``monte_carlo`` or ``run.ledger`` given with an explicit deterministic
@@ -276,7 +278,7 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
 
 # The MonteCarloOptions fields ``account`` uses.
 ACCOUNT_FIELDS = frozenset({'num_samples', 'base_delta', 'estimation_samples', 'attempt',
-                            'fallback', 'precision'})
+                            'fallback', 'precision', 'proposal', 'tilt_order'})
 
 
 def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
@@ -288,6 +290,9 @@ def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
                      'epsilon, or let account estimate it), or use estimate_delta for δ̂(ε)')
   if key is None:
     raise InputError('Monte Carlo accounting needs key= (a JAX key; never a default key)')
+  if monte_carlo.proposal == 'tilted':
+    return _verified_tilted(mechanism, epsilon, delta, key=key, monte_carlo=monte_carlo,
+                            run=run)
   precision = monte_carlo.precision
   estimation_run, verification_run = _phase_runs(run)
   # The attempt's N and δ_b from the ledger before any compute (ε may be estimated below:
@@ -305,6 +310,41 @@ def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
   if epsilon is None:
     epsilon = _estimated_epsilon(mechanism, key, fallback, n, base,
                                  monte_carlo.estimation_samples, precision, estimation_run)
+  return _against_fallback(mechanism, epsilon, delta, key=key, fallback=fallback,
+                           run=verification_run, monte_carlo=MonteCarloOptions(num_samples=n, base_delta=base,
+                                                         attempt=monte_carlo.attempt,
+                                                         fallback=fallback, precision=precision))
+
+
+def _verified_tilted(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
+                     run: RunOptions) -> Guarantee:
+  """``_verified`` with the tilted remove direction (``montecarlo/evr/tilted.py``): the
+  candidates (M, M at σ_up) verified with per-direction sample sizes (``verification.verify``
+  sizes them from each direction's support). ε must be given: the plain ε estimate needs
+  ~50/δ_b samples, which the tilt exists to avoid; δ_b is the given one or δ/2."""
+  if epsilon is None:
+    raise InputError(argument='epsilon', requirement="is required with monte_carlo.proposal="
+                     "'tilted' (account's ε estimate samples plainly, ~50/δ_b draws)",
+                     alternatives={"monte_carlo.proposal='plain'": None})
+  if monte_carlo.estimation_samples is not None:
+    raise InputError(argument='monte_carlo.estimation_samples',
+                     value=monte_carlo.estimation_samples,
+                     requirement="is not used with proposal='tilted' (ε is given)")
+  base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
+  fallback = verification.fallback_accountant(monte_carlo.fallback)
+  verification.check_fallback(fallback, mechanism)
+  return _against_fallback(mechanism, epsilon, delta, key=key, fallback=fallback,
+                           run=_phase_runs(run)[1],
+                           monte_carlo=dataclasses.replace(monte_carlo, base_delta=base,
+                                                           fallback=fallback))
+
+
+def _against_fallback(mechanism, epsilon, delta, *, key, fallback, run: RunOptions,
+                      monte_carlo: MonteCarloOptions) -> Guarantee:
+  """The fallback's own guarantee when it proves the mechanism at (ε, δ_b) (nothing sampled or
+  charged), else Algorithm 5 on (M, M at the fallback's σ_up); ``NotVerifiedError`` when the
+  verifier rejects M."""
+  base = monte_carlo.base_delta
   proven = fallback.delta_for_epsilon(mechanism, epsilon)
   if proven <= base:  # the fallback alone proves it: no Monte Carlo to run or charge
     return Guarantee(epsilon=epsilon, delta=float(proven), method=Method.DETERMINISTIC,
@@ -312,19 +352,17 @@ def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
                      bounded=mechanism.bounded, accountant=fallback.name)
   sigma_up = fallback.sigma(mechanism.scheme, mechanism.matrix, epsilon=epsilon, delta=base)
   candidates = [mechanism, MatrixMechanism(mechanism.scheme, mechanism.matrix, sigma_up)]
-  result = verification.verify(
-      key, candidates, epsilon=epsilon, delta=delta, run=verification_run,
-      monte_carlo=MonteCarloOptions(num_samples=n, base_delta=base,
-                                    attempt=monte_carlo.attempt, fallback=fallback,
-                                    precision=precision))
-  if result.index != 0:
-    worst = max(float(np.asarray(result.delta_hat[d])[0]) for d in result.delta_hat)
-    raise NotVerifiedError(
-        f'the verifier rejected σ = {mechanism.noise_multiplier:g} at (ε, δ) = ({epsilon:g}, '
-        f'{delta:g}): δ̂ = {worst:.4g} > δ_b = {base:.4g} on {n:,} samples per direction; '
-        f'{fallback.name} proves σ ≥ {sigma_up:.6g}. A new verification of this mechanism at '
-        f'the same (ε, δ) is another attempt (monte_carlo=MonteCarloOptions(attempt=2))', result)
-  return result.guarantee
+  result = verification.verify(key, candidates, epsilon=epsilon, delta=delta, run=run,
+                               monte_carlo=monte_carlo)
+  if result.index == 0:
+    return result.guarantee
+  worst = max(float(np.asarray(result.delta_hat[d])[0]) for d in result.delta_hat)
+  raise NotVerifiedError(
+      f'the verifier rejected σ = {mechanism.noise_multiplier:g} at (ε, δ) = ({epsilon:g}, '
+      f'{delta:g}): δ̂ = {worst:.4g} > δ_b = {result.base_delta:.4g} on '
+      f'{result.num_samples:,} samples per direction; {fallback.name} proves σ ≥ '
+      f'{sigma_up:.6g}. A new verification of this mechanism at the same (ε, δ) is another '
+      'attempt (monte_carlo=MonteCarloOptions(attempt=2))', result)
 
 
 def _estimated_epsilon(mechanism, key, fallback, n, base, estimation_samples, precision,

@@ -60,6 +60,11 @@ class Guarantee:
       rounded up, so δ̂ is ≥ that of the exact losses: ``jaxacct/montecarlo/engine/margin.py``).
     margin: for ``"float32"``, the largest per-sample margin η among the verification
       draws of the released candidate (None otherwise).
+    tilt: None for plain sampling; for a release verified with ``proposal="tilted"``
+      (``montecarlo/evr/tilted.py``): the proposal per direction (``"tilted"``, ``"plain"``, or
+      ``"certified"`` — δ exactly 0 at ε, no sample), ``tilt_order`` α, ``log_z`` (ln Z_α,
+      rounded up) and its method, ``support`` (M(α, ε) of the released candidate) and per
+      direction [N, support] (``num_samples`` is then the larger N).
   """
 
   epsilon: float
@@ -77,6 +82,7 @@ class Guarantee:
   accountant: str | None = None
   precision: str = 'float64'
   margin: float | None = None
+  tilt: dict | None = None
 
   def __post_init__(self):
     if self.method not in METHODS:
@@ -105,6 +111,8 @@ class Guarantee:
   def to_dict(self) -> dict:
     """A JSON-ready dict of every field plus ``verified`` (seed as a list of ints)."""
     record = dataclasses.asdict(self)
+    if self.tilt is None:
+      del record['tilt']  # plain sampling: the form written before tilted releases existed
     record['seed'] = None if self.seed is None else [int(w) for w in self.seed]
     record['verified'] = self.verified
     return record

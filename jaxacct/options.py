@@ -95,9 +95,10 @@ class MonteCarloOptions:
       range: an estimate, not a guarantee (``calibration.SigmaEstimate``).
     proposal: ``"plain"`` (default: y ~ P) or ``"tilted"``: the remove direction is drawn from
       the law tilted by the privacy loss, Q_α ∝ P^αQ^{1−α}, and weighted back, every term
-      bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain). Used
-      by ``estimate_delta`` only for now (float64, untruncated Poisson with one band and
-      b-min-sep with bands ≤ b); other drivers refuse it.
+      bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain, or is
+      certified without samples for ε ≥ −ln Pr[x = 0]). Used by ``estimate_delta``,
+      ``verify`` and ``account`` (float64, untruncated Poisson with one band and b-min-sep
+      with bands ≤ b); ``calibrate`` and ``capacity_plan`` refuse it for now.
     tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it, refused without it);
       ``deterministic.tilt_bound.choose_order`` gives the α of the smallest M.
   """

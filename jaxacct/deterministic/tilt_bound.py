@@ -327,6 +327,31 @@ def _round_up(value: float, operations: int) -> float:
   return value + _ROUNDING * (operations + 1) * (1.0 + abs(value))
 
 
+# ---------------------------------------------------------------- (A1): the add direction
+def add_vanishing_epsilon(mechanism) -> float | None:
+  """The ε from which the add direction's δ is exactly 0: −ln Pr[x = 0], rounded up; None
+  when no pattern-free mass exists (balls-in-bins: every example takes part) or the scheme's
+  pair is not the mixture one (truncated, multi-attribution).
+
+  Add direction: y ~ Q = N(0, σ²I), L' = ln Q/P with P = Σ_x p_x N(Cx, σ²I). Every mixture
+  term is ≥ 0 and the x = 0 one is Q itself, so P/Q ≥ p₀ := Pr[x = 0] and L' ≤ −ln p₀: every
+  term (1 − e^{ε−L'})₊ vanishes for ε ≥ −ln p₀, whatever C and σ (docs/proofs/tilting.md;
+  re-derived in docs/proofs/review-per-direction.md, claim 1). p₀ is the all-zero pattern's
+  probability under one example's participation chain (``minsep_chain.pattern_log_prob``),
+  and −ln p₀ is rounded up (a larger threshold certifies fewer ε: conservative).
+  """
+  scheme = mechanism.scheme
+  participation = scheme.participation
+  if scheme.truncates or isinstance(participation.model, (UserLevel, FixedBins)):
+    return None
+  law = minsep_chain.law_for(scheme, 1)
+  log_p0 = float(minsep_chain.pattern_log_prob(
+      law, np.zeros((1, mechanism.iterations), bool))[0])
+  if not math.isfinite(log_p0):
+    return None
+  return _round_up(-log_p0, mechanism.iterations)
+
+
 # ---------------------------------------------------------------- the order
 class OrderRow(typing.NamedTuple):
   """One order of ``choose_order``'s table (``log_z``, ``log_bound`` None: over budget)."""

@@ -140,7 +140,7 @@ def test_which_recorded_runs_back_a_claim():
   assert not stricter.backs(0.4, 1e-3)  # its ε is weaker
   assert not stricter.backs(1.0, 5e-5)  # its released δ is weaker
   charge = ledger_lib.charge_of([stricter, _record('x', epsilon=9.0)], 3, 1.0, 1e-3)
-  assert charge.attempts == 3 and charge.earlier == ((10, 1e-5),)
+  assert charge.attempts == 3 and charge.earlier == {d: ((10, 1e-5, 1.0),) for d in ('remove', 'add')}
 
 
 # ---- item 2: the user's ledger by default; an in-memory one says so ----

@@ -358,19 +358,49 @@ class Layout:
       it are already in the sums, full).
     num_programs: loss programs run in turn, each over both directions; the K candidates
       are theirs in order, K / num_programs each (one program of K, or K programs of one).
+    per_direction: None (both directions draw ``num_samples``), or the samples of each
+      direction in ``DIRECTIONS`` order when they differ (a tilted verification sizes each
+      direction by its own support bound; 0: a direction certified without samples);
+      ``num_samples`` is then their maximum.
   """
 
   num_samples: int
   block_size: int
   first_block: int = 0
   num_programs: int = 1
+  per_direction: tuple[int, ...] | None = None
+
+  @classmethod
+  def of(cls, num_samples, block_size: int, first_block: int = 0,
+         num_programs: int = 1) -> 'Layout':
+    """The layout of a run of ``num_samples`` per direction: an int, or a mapping direction →
+    N (``per_direction`` unless they are all equal)."""
+    if isinstance(num_samples, dict):
+      counts = tuple(int(num_samples[d]) for d in DIRECTIONS)
+      if len(set(counts)) > 1:
+        return cls(max(counts), block_size, first_block, num_programs, counts)
+      num_samples = counts[0]
+    return cls(int(num_samples), block_size, first_block, num_programs)
+
+  def samples_in(self, direction: int) -> int:
+    """N of the direction with index ``direction`` (``DIRECTIONS`` order)."""
+    return self.num_samples if self.per_direction is None else self.per_direction[direction]
+
+  def blocks_in(self, direction: int) -> int:
+    """⌈N / block_size⌉ of the direction with index ``direction``."""
+    return -(-self.samples_in(direction) // self.block_size)
 
   @property
   def total_blocks(self) -> int:
     return -(-self.num_samples // self.block_size)
 
   def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
+    record = dataclasses.asdict(self)
+    if self.per_direction is None:
+      del record['per_direction']  # the form saved before per-direction sizes existed
+    else:
+      record['per_direction'] = list(self.per_direction)
+    return record
 
   @classmethod
   def from_dict(cls, record, where: str = 'layout') -> 'Layout':
@@ -379,12 +409,22 @@ class Layout:
       raise InputError(f'{where} must be a mapping, got {type(record).__name__}')
     values = {}
     for field in dataclasses.fields(cls):
+      if field.name == 'per_direction':
+        continue
       value = record.get(field.name)
       low = 0 if field.name == 'first_block' else 1
       if isinstance(value, bool) or not isinstance(value, int) or not low <= value < _COUNT_LIMIT:
         raise InputError(f'{where}.{field.name} must be an integer in [{low}, 2^62), got '
                          f'{value!r:.40}')
       values[field.name] = value
+    if 'per_direction' in record:
+      counts = record['per_direction']
+      if (not isinstance(counts, list) or len(counts) != len(DIRECTIONS)
+          or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < _COUNT_LIMIT
+                 for c in counts) or max(counts) != values.get('num_samples')):
+        raise InputError(f'{where}.per_direction must list {len(DIRECTIONS)} sample counts '
+                         f'in [0, 2^62) whose maximum is num_samples, got {counts!r:.80}')
+      values['per_direction'] = tuple(counts)
     if set(record) != set(values):
       raise InputError(f'{where} must hold exactly {", ".join(values)}')
     layout = cls(**values)
@@ -447,14 +487,15 @@ class StreamState:
     A state with a layout (a resumed one) is refused, as ``accumulate`` would, unless the
     run is its layout's: a projection never runs on a saved state of another run.
     """
+    layout = Layout.of(num_samples, block_size, first_block, num_programs)
     if self.layout is not None:
-      self._check_layout(Layout(num_samples, block_size, first_block, num_programs))
-    per_direction = max(0, -(-num_samples // block_size) - first_block)
+      self._check_layout(layout)
     if self.program >= num_programs:
       return 0
-    done = self.direction * per_direction + (0 if self.block is None else min(
-        per_direction, max(0, self.block - first_block)))
-    return (num_programs - self.program) * len(DIRECTIONS) * per_direction - done
+    blocks = [max(0, layout.blocks_in(i) - first_block) for i in range(len(DIRECTIONS))]
+    done = sum(blocks[:self.direction]) + (0 if self.block is None else min(
+        blocks[self.direction], max(0, self.block - first_block)))
+    return (num_programs - self.program) * sum(blocks) - done
 
   def expected_counts(self, layout: Layout) -> tuple[dict, dict]:
     """Per direction, the (K,) samples and blocks the totals hold at this position."""
@@ -469,15 +510,15 @@ class StreamState:
 
   def _cell(self, layout: Layout, program: int, direction: int) -> tuple[int, int, str]:
     """(samples, blocks, why) of one program's candidates in one direction at this position."""
-    n, size = layout.num_samples, layout.block_size
+    n, size = layout.samples_in(direction), layout.block_size
     here = (program, direction)
     if here < (self.program, self.direction):
-      return n, layout.total_blocks, f'a finished direction holds all N = {n} samples'
+      return n, layout.blocks_in(direction), f'a finished direction holds all N = {n} samples'
     if here == (self.program, self.direction) and self.block is not None:
       return (min(self.block * size, n), self.block,
               f'the direction in progress holds the samples of the blocks before '
               f'{self.where}.block = {self.block} (blocks of {size}, N = {n})')
-    first = layout.first_block
+    first = min(layout.first_block, layout.blocks_in(direction))
     return (first * size, first,
             'a direction not started holds no samples' if first == 0 else
             f'a direction not started holds the {first} blocks before the run\'s first')
@@ -619,7 +660,7 @@ def loss_block_sums(program, stream_key, ids, direction: str, *, first_block: in
 
 def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: StreamState, *,
                program_index: int = 0, num_programs: int = 1, candidate_offset: int = 0,
-               num_samples: int,
+               num_samples: int | dict,
                first_block: int, block_size: int, blocks_per_call: int | None,
                mesh: SampleMesh, epsilons: np.ndarray, edges: tuple[float, ...] | None,
                progress: Callable[[int, int], None] | None = None,
@@ -637,6 +678,8 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
 
   Args:
     stream_key_of: the key of a direction's stream (purpose and direction folded in).
+    num_samples: N per direction, or a mapping direction → N when they differ (``Layout.of``;
+      a direction of 0 samples computes nothing).
     program: a loss program (``sampling.OneSigma`` or ``SharedDraws``), or one that reduces
       its own blocks (``block_sums``: ``program32.Program32``, ``tilted.TiltedDraws``).
     state: the run's state (fresh or resumed); updated in place.
@@ -647,8 +690,8 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
       the samples of all ``num_programs`` programs and both directions.
     after_call: called with ``state`` after each call (a checkpoint hook).
   """
-  state.enter(Layout(num_samples, block_size, first_block, num_programs),
-              program_index=program_index, candidate_offset=candidate_offset,
+  layout = Layout.of(num_samples, block_size, first_block, num_programs)
+  state.enter(layout, program_index=program_index, candidate_offset=candidate_offset,
               program_candidates=program.num_candidates)
   if program_index < state.program:
     return  # finished before the run was resumed
@@ -657,7 +700,6 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
                      'the state is finished')
   if blocks_per_call is None:
     blocks_per_call = sampling.default_blocks_per_call(block_size, program.kernel.iterations)
-  total_blocks = -(-num_samples // block_size)
   eps_device = jnp.asarray(epsilons)
   edges_device = jnp.asarray(edges if edges is not None else [0.0])
   # Where this program starts: a resumed state's direction and block, else the beginning.
@@ -667,15 +709,16 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
       continue
     start = resume_block if index == resume_direction and resume_block is not None else first_block
     stream_key = stream_key_of(direction)
-    for block, used, ids in mesh.calls(start, total_blocks, blocks_per_call):
+    n = layout.samples_in(index)
+    for block, used, ids in mesh.calls(start, layout.blocks_in(index), blocks_per_call):
       if hasattr(program, 'block_sums'):  # it reduces its own blocks (32-bit, tilted)
-        reduced = program.block_sums(stream_key, block, ids.shape[0], direction, num_samples,
-                                     epsilons, edges)
+        reduced = program.block_sums(stream_key, block, ids.shape[0], direction, n, epsilons,
+                                     edges)
       else:
         reduced = loss_block_sums(program, stream_key, ids, direction, first_block=block,
-                                  block_size=block_size, num_samples=num_samples,
+                                  block_size=block_size, num_samples=n,
                                   epsilons=eps_device, edges=edges_device, mesh=mesh)
-      samples = min((block + used) * block_size, num_samples) - block * block_size
+      samples = min((block + used) * block_size, n) - block * block_size
       for j, (block_sums, block_squares, block_counts, *block_margins) in enumerate(reduced):
         state.totals.add(direction, candidate_offset + j, block_sums[:used],
                          block_squares[:used], None if edges is None else block_counts[:used],
@@ -684,8 +727,9 @@ def accumulate(stream_key_of: Callable[[str], jax.Array], program, state: Stream
       if after_call is not None:
         after_call(state)
       if progress is not None:
-        done = ((program_index * len(DIRECTIONS) + index) * num_samples
-                + min((block + used) * block_size, num_samples))
-        progress(done, num_programs * len(DIRECTIONS) * num_samples)
+        per_program = sum(layout.samples_in(i) for i in range(len(DIRECTIONS)))
+        done = (program_index * per_program + sum(layout.samples_in(i) for i in range(index))
+                + min((block + used) * block_size, n))
+        progress(done, num_programs * per_program)
     state.program, state.direction, state.block = program_index, index + 1, None
   state.program, state.direction, state.block = program_index + 1, 0, None

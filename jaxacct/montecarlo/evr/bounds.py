@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Any
 
 import jax
@@ -88,6 +89,7 @@ import scipy.optimize
 import scipy.special
 
 from jaxacct import _validate
+from jaxacct.conventions import DIRECTIONS
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.errors import InputError
 
@@ -710,6 +712,104 @@ def resolve_sample_size(target_delta: float, num_samples: int | None,
         + (f' with attempt = {attempts}' if attempts > 1 else '')
         + f': at least {needed} samples are needed (num_samples={needed})')
   return n, base
+
+
+class DirectionSize(typing.NamedTuple):
+  """One direction of a verification: N terms in [0, M] (M = ``support``; N = 0 with M ≤ δ_b:
+  certified without samples)."""
+
+  num_samples: int
+  support: float = 1.0
+
+
+def direction_sizes(sizes) -> dict:
+  """``sizes`` as a mapping direction → ``DirectionSize``: an int N is N terms in [0, 1] in
+  every direction (plain sampling)."""
+  if isinstance(sizes, dict):
+    return {d: DirectionSize(*sizes[d]) for d in DIRECTIONS}
+  return {d: DirectionSize(int(sizes), 1.0) for d in DIRECTIONS}
+
+
+def overall_delta_by_direction(sizes, base_delta: float, *, attempts: int = 1,
+                               earlier=None) -> float:
+  """The released δ of a verification whose directions have their own N_d and support M_d:
+  max over d of ``overall_delta(N_d, δ_b, support=M_d, earlier=earlier[d])``.
+
+  A candidate is accepted iff δ̂_d ≤ δ_b in both directions; a candidate that is not (ε, L)-DP
+  is so in some direction d, where it must be accepted — an event of probability ≤ direction
+  d's Fact 4.2 bound (formula 1) whatever the other direction drew, so Theorem A.1's argument
+  runs per direction and the release is (ε, max_d δ_overall,d)-DP
+  (docs/proofs/review-per-direction.md). With one (N, 1) in both directions and the same
+  ``earlier`` it is ``overall_delta(N, δ_b)`` bit for bit.
+
+  Args:
+    sizes: ``direction_sizes``' argument. earlier: None, or a mapping direction → the earlier
+      runs' (N_j, δ_b,j, M_j) of that direction (``ledger.Charge.earlier``).
+  """
+  sizes = direction_sizes(sizes)
+  earlier = {d: () for d in DIRECTIONS} if earlier is None else earlier
+  return max(overall_delta(sizes[d].num_samples, base_delta, attempts=attempts,
+                           earlier=earlier[d], support=sizes[d].support) for d in DIRECTIONS)
+
+
+def resolve_direction_sizes(target_delta: float, num_samples: int | None,
+                            base_delta_value: float | None, supports: dict, *,
+                            attempts: int = 1, earlier=None) -> tuple[dict, float]:
+  """(per direction ``DirectionSize``, δ_b) for a target overall δ when each direction has its
+  own support (``overall_delta_by_direction``).
+
+  ``supports[d]`` is M_d ∈ (0, 1] (the bound on direction d's terms and candidates' δ), or None
+  when the direction's δ is exactly 0 (the add direction above −ln Pr[x = 0]): it draws no
+  sample and is recorded as N_d = 0 with support δ_b. The missing one of N and δ_b is filled in
+  as ``resolve_sample_size`` does, per direction: δ_b = δ/2 (or the smallest of the directions'
+  largest δ_b for a given N), N_d = the minimum for that δ_b (or the given N in every sampled
+  direction); when every direction is certified at δ (M_d and the earlier runs' tops ≤ δ) and
+  neither is given: no samples, δ_b = δ. With supports of 1 and the same ``earlier`` in both
+  directions this is ``resolve_sample_size``'s (N, δ_b) in each direction, bit for bit.
+
+  Raises:
+    InputError: before any compute, when the given N and δ_b cannot reach the target, naming
+      the ``num_samples`` that can.
+  """
+  target = _open_unit('delta', target_delta)
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  earlier = {d: check_earlier(() if earlier is None else earlier[d], attempts)
+             for d in DIRECTIONS}
+  sampled = {d: check_support(supports[d]) for d in DIRECTIONS if supports[d] is not None}
+  if base_delta_value is not None:
+    base = _open_unit('base_delta', base_delta_value)
+    if base >= target:
+      raise InputError(f'base_delta must be < delta = {target}, got {base}')
+  elif num_samples is not None:
+    n = _num_samples(num_samples, 1)
+    keys_lib.check_num_samples(n)
+    base = min([base_delta(n, target, attempts=attempts, earlier=earlier[d], support=m)
+                for d, m in sampled.items()] or [target / 2])
+  elif all(_top(target, sampled.get(d, target), earlier[d]) <= target for d in DIRECTIONS):
+    return {d: DirectionSize(0, sampled.get(d, target)) for d in DIRECTIONS}, target
+  else:
+    base = target / 2
+  sizes = {}
+  for d in DIRECTIONS:
+    if d not in sampled:
+      sizes[d] = DirectionSize(0, base)
+      continue
+    if num_samples is not None:
+      n = _samples_for(num_samples, base, sampled[d])
+    else:
+      n = minimum_samples(base, target, attempts=attempts, earlier=earlier[d],
+                          support=sampled[d])
+    if n:
+      keys_lib.check_num_samples(n)
+    sizes[d] = DirectionSize(n, sampled[d])
+  if overall_delta_by_direction(sizes, base, attempts=attempts, earlier=earlier) > target:
+    needed = max(minimum_samples(base, target, attempts=attempts, earlier=earlier[d],
+                                 support=m) for d, m in sampled.items())
+    raise InputError(
+        f'num_samples = {num_samples} is too small to verify base_delta = {base} at delta = '
+        f'{target}' + (f' with attempt = {attempts}' if attempts > 1 else '')
+        + f': at least {needed} samples are needed (num_samples={needed})')
+  return sizes, base
 
 
 def default_estimation_samples(num_samples: int, base_delta: float, *,

@@ -76,6 +76,7 @@ import time
 from typing import Callable, Iterator
 
 from jaxacct import _files, _secret
+from jaxacct.conventions import DIRECTIONS
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import sharding
 from jaxacct.montecarlo.evr import bounds as evr
@@ -191,6 +192,9 @@ class RunRecord:
       is not a new attempt.
     epsilon / delta: its target. num_samples / base_delta: its N and δ_b. support: the bound M
       on its terms (1 for plain sampling). overall_delta: the δ it released (its claim).
+    directions: None (both directions drew ``num_samples`` terms in [0, ``support``]), or
+      per direction [N_d, M_d] when they differ (a tilted verification: the remove direction
+      tilted, the add direction plain or certified without samples, N_d = 0 with M_d ≤ δ_b).
   """
 
   run: str
@@ -200,13 +204,24 @@ class RunRecord:
   base_delta: float
   overall_delta: float
   support: float = 1.0
+  directions: dict | None = None
 
   def backs(self, epsilon: float, delta: float) -> bool:
     """True when this run's statement implies (ε, δ): it could be released as that claim."""
     return self.epsilon <= epsilon and self.overall_delta <= delta
 
+  def triple(self, direction: str) -> tuple[int, float, float]:
+    """(N_d, δ_b, M_d) of one direction: what it is charged with (``evr.overall_delta``)."""
+    if self.directions is None:
+      return self.num_samples, self.base_delta, self.support
+    samples, support = self.directions[direction]
+    return samples, self.base_delta, support
+
   def to_dict(self) -> dict:
-    return dataclasses.asdict(self)
+    record = dataclasses.asdict(self)
+    if self.directions is None:
+      del record['directions']  # the form written before per-direction sizes existed
+    return record
 
   @classmethod
   def from_dict(cls, record, where: str) -> 'RunRecord':
@@ -216,31 +231,65 @@ class RunRecord:
         not {'run', 'epsilon', 'delta', 'num_samples', 'base_delta', 'overall_delta'} <= set(
             record):
       raise LedgerError(f'{where} must hold the fields {", ".join(fields)}')
+    directions = record.get('directions')
+    if directions is not None and not _direction_sizes_ok(directions, record.get('base_delta')):
+      raise LedgerError(f'{where}.directions must map each of {", ".join(DIRECTIONS)} to '
+                        f'[num_samples >= 0, support in (0, 1]] (0 samples only with support <= '
+                        f'base_delta), got {directions!r:.120}')
     ok = (isinstance(record['run'], str)
           and all(isinstance(record.get(k, 1.0), (int, float))
                   and not isinstance(record.get(k, 1.0), bool) and math.isfinite(record.get(k, 1.0))
                   for k in ('epsilon', 'delta', 'base_delta', 'overall_delta', 'support'))
           and isinstance(record['num_samples'], int) and not isinstance(record['num_samples'], bool)
-          and record['num_samples'] >= 1 and 0.0 < record['base_delta'] < 1.0
+          and record['num_samples'] >= (0 if directions is not None else 1)
+          and 0.0 < record['base_delta'] < 1.0
           and 0.0 < record['delta'] < 1.0 and record.get('support', 1.0) > 0)
     if not ok:
       raise LedgerError(f'{where} has a field of the wrong type or range: {record!r}')
     return cls(**record)
 
 
+def _direction_sizes_ok(directions, base) -> bool:
+  if not isinstance(directions, dict) or set(directions) != set(DIRECTIONS):
+    return False
+  for entry in directions.values():
+    if not (isinstance(entry, (list, tuple)) and len(entry) == 2):
+      return False
+    samples, support = entry
+    if (isinstance(samples, bool) or not isinstance(samples, int) or samples < 0
+        or isinstance(support, bool) or not isinstance(support, (int, float))
+        or not 0.0 < support <= 1.0):
+      return False
+    if samples == 0 and not (isinstance(base, (int, float)) and support <= base):
+      return False
+  return True
+
+
 @dataclasses.dataclass(frozen=True)
 class Charge:
   """What a verification run is charged: ``attempts`` (this run and every other recorded run
-  of the mechanism, or the declared attempt if larger) and ``earlier``, the (N_j, δ_b,j) of the
-  other runs that could back its claim (``evr.overall_delta``)."""
+  of the mechanism, or the declared attempt if larger) and ``earlier``, per direction the
+  (N_j, δ_b,j, M_j) of the other runs that could back its claim (``evr.overall_delta``; a run
+  recorded without per-direction sizes has the same triple in both)."""
 
   attempts: int
-  earlier: tuple[tuple[int, float], ...] = ()
+  earlier: dict = dataclasses.field(default_factory=lambda: {d: () for d in DIRECTIONS})
 
-  def overall_delta(self, num_samples: int, base_delta: float) -> float:
-    """The δ released with N samples at threshold δ_b under this charge (Theorem A.1)."""
-    return evr.overall_delta(num_samples, base_delta, attempts=self.attempts,
-                             earlier=self.earlier)
+  def overall_delta(self, sizes, base_delta: float) -> float:
+    """The δ released at threshold δ_b under this charge (Theorem A.1): ``sizes`` is N (every
+    direction's terms in [0, 1]) or a mapping direction → (N_d, M_d) (``evr.DirectionSize``);
+    the maximum over the directions (docs/proofs/review-per-direction.md)."""
+    return evr.overall_delta_by_direction(evr.direction_sizes(sizes), base_delta,
+                                          attempts=self.attempts, earlier=self.earlier)
+
+  def to_json(self) -> list:
+    """[attempts, {direction: [[N_j, δ_b,j, M_j], …]}] (floats exact through ``json``)."""
+    return [self.attempts, {d: [list(t) for t in self.earlier[d]] for d in DIRECTIONS}]
+
+  @classmethod
+  def from_json(cls, value) -> 'Charge':
+    attempts, earlier = value
+    return cls(attempts, {d: tuple(tuple(t) for t in earlier[d]) for d in DIRECTIONS})
 
 
 def charge_of(others, attempt: int, epsilon: float, delta: float) -> Charge:
@@ -250,9 +299,9 @@ def charge_of(others, attempt: int, epsilon: float, delta: float) -> Charge:
   others = list(others)
   if len(others) >= attempt:
     raise UndeclaredRetryError(len(others))
+  backing = [r for r in others if r.backs(epsilon, delta)]
   return Charge(attempts=max(attempt, len(others) + 1),
-                earlier=tuple((r.num_samples, r.base_delta) for r in others
-                              if r.backs(epsilon, delta)))
+                earlier={d: tuple(r.triple(d) for r in backing) for d in DIRECTIONS})
 
 
 class VerificationLedger:

@@ -31,8 +31,16 @@ Covered: untruncated Poisson with one band (C = c·I) and b-min-sep, cold or war
 reason: truncated schemes, multi-attribution, a dense ``LowerTriangular`` C, more bands than
 the separation, cyclic Poisson and balls-in-bins (their Z_α is known, their tuples are not
 drawn here yet), an order whose tuple chain exceeds the state budget, and the 32-bit program
-(``MonteCarloOptions``). This is an estimate, not a guarantee: verification (Fact 4.2 on X/M,
-``bounds.py``'s support M) is not wired yet.
+(``MonteCarloOptions``).
+
+**Verification** (``verification.verify`` with ``proposal='tilted'``): each Monte Carlo
+candidate k gets its own tilt and program (its tuples depend on its σ), on the independent key
+fold_in(key, 2¹⁶ + k). The remove direction's terms lie in [0, S], S = max_k M_k
+(``direction_supports``); the add direction is certified without samples when ε ≥ −ln Pr[x = 0]
+((A1): ``tilt_bound.add_vanishing_epsilon``), else drawn plainly. Each direction has its own N
+(``bounds.resolve_direction_sizes``) and the release is the maximum over the directions of
+Fact 4.2 on its (N, S) (``bounds.overall_delta_by_direction``; docs/proofs/
+review-per-direction.md). Not yet: a tilted calibration (its σ search).
 
 Where the code runs: Z_α, M and the tuples on the host (NumPy, float64); y, L and the term sums
 on device (``engine/tilted.py``).
@@ -209,6 +217,72 @@ class TiltedDeltaEstimate:
             'num_samples': self.num_samples, 'seed': list(self.key_data)}
 
 
+@dataclasses.dataclass(frozen=True)
+class TiltedSweep:
+  """δ̂(ε) per candidate and direction of tilted programs (``run_tilted_sweep``).
+
+  Attributes:
+    delta_hat / standard_error: per direction, float64 (K, E): the remove direction's
+      M_k·mean(X/M_k) and M_k·(s.d. of X/M_k)/√N, the add direction's the plain estimate's; a
+      direction of 0 samples (certified without samples) has 0 and 0.
+    largest_scaled_term: (K, E), the largest X/M_k drawn by this call (≤ 1 up to rounding).
+    sums: the stream accumulator (``stream.BlockSums``; remove sums are of X/M_k).
+    samples: per direction, N.
+  """
+
+  delta_hat: dict
+  standard_error: dict
+  largest_scaled_term: np.ndarray
+  sums: stream.BlockSums
+  samples: dict
+
+
+@scoped_x64
+def run_tilted_sweep(keys, mechanisms, tilts, samples: dict, *, purpose: str, block_size: int,
+                     run: options_lib.RunOptions, phase: checkpoint_lib.Phase,
+                     progress=None) -> TiltedSweep:
+  """Runs one ``TiltedDraws`` program per candidate k (``mechanisms[k]`` at ``tilts[k]``, its
+  draws on the ``purpose`` streams of ``keys[k]``), ``samples[d]`` draws in direction d (0: none),
+  through the one stream driver; ``phase`` resumes and saves it (library-internal: ``estimate``
+  and ``verify`` check their arguments and call it).
+
+  Raises:
+    TermAboveBoundError: a term above its M beyond rounding (no result is returned).
+  """
+  mesh = SampleMesh.over(run.devices)
+  grid = tilts[0].epsilons
+  largest = np.zeros((len(tilts), grid.size))  # of the blocks this call computes
+  counts = {d: int(samples[d]) for d in DIRECTIONS}
+  state = phase.start(stream.StreamState(stream.BlockSums.zeros(len(tilts), grid.size)))
+  for k, (key, mechanism, tilt) in enumerate(zip(keys, mechanisms, tilts)):
+    key = keys_lib.canonicalize_key(key)
+    purpose_key = keys_lib.purpose_key(key, purpose)
+    program = TiltedDraws(
+        mechanism=mechanism, kernel=kernels.kernel_for(mechanism, np.dtype(np.float64)),
+        block_size=block_size, mesh=mesh, tuples=tilt.tuples,
+        tuple_key=keys_lib.host_stream_key(key, purpose, Direction.REMOVE.value),
+        order=tilt.order, log_z=tilt.log_z, log_support=tilt.log_support,
+        observe=lambda block_largest, k=k: np.maximum(largest[k], block_largest.max(axis=0),
+                                                      out=largest[k]))
+    stream.accumulate(lambda direction, p=purpose_key: keys_lib.direction_key(p, direction),
+                      program, state, program_index=k, num_programs=len(tilts),
+                      candidate_offset=k, num_samples=counts, first_block=0,
+                      block_size=block_size, blocks_per_call=run.blocks_per_call, mesh=mesh,
+                      epsilons=grid, edges=None, progress=progress, after_call=phase.after_call)
+  phase.finish(state)
+  supports = np.exp(np.stack([tilt.log_support for tilt in tilts]))  # (K, E)
+  delta_hat, standard_error = {}, {}
+  for d in DIRECTIONS:
+    if counts[d] == 0:
+      delta_hat[d] = standard_error[d] = np.zeros((len(tilts), grid.size))
+      continue
+    mean, error = stream.mean_and_standard_error(state.totals.sums[d], state.totals.squares[d],
+                                                 counts[d])
+    scale = supports if d == Direction.REMOVE else 1.0
+    delta_hat[d], standard_error[d] = scale * mean, scale * error
+  return TiltedSweep(delta_hat, standard_error, largest, state.totals, counts)
+
+
 @scoped_x64
 def run_tilted_estimate(key, mechanism: MatrixMechanism, tilt: Tilt, num_samples: int, *,
                         purpose: str, block_size: int, identity: dict,
@@ -227,36 +301,69 @@ def run_tilted_estimate(key, mechanism: MatrixMechanism, tilt: Tilt, num_samples
     TermAboveBoundError: a term above M beyond rounding (no result is returned).
   """
   key = keys_lib.canonicalize_key(key)
-  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
-  mesh = SampleMesh.over(run.devices)
-  purpose_key = keys_lib.purpose_key(key, purpose)
-  largest = np.zeros(tilt.epsilons.size)  # of the blocks this call computes (not a resumed part)
-  program = TiltedDraws(
-      mechanism=mechanism, kernel=kernel, block_size=block_size, mesh=mesh, tuples=tilt.tuples,
-      tuple_key=keys_lib.host_stream_key(key, purpose, Direction.REMOVE.value),
-      order=tilt.order, log_z=tilt.log_z, log_support=tilt.log_support,
-      observe=lambda block_largest: np.maximum(largest, block_largest.max(axis=0), out=largest))
   saved = checkpoint_lib.open_checkpoint(
       run.checkpoint, {**identity, 'run': 'tilted_estimate', **tilt.identity()},
       run.checkpoint_interval)
-  phase = checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
-  state = phase.start(stream.StreamState(stream.BlockSums.zeros(1, tilt.epsilons.size)))
-  stream.accumulate(lambda direction: keys_lib.direction_key(purpose_key, direction), program,
-                    state, num_samples=num_samples, first_block=0, block_size=block_size,
-                    blocks_per_call=run.blocks_per_call, mesh=mesh, epsilons=tilt.epsilons,
-                    edges=None, progress=progress_lib.staged(run.progress, 'estimate'),
-                    after_call=phase.after_call)
-  phase.finish(state)
-  support = np.exp(tilt.log_support)
-  delta_hat, standard_error = {}, {}
-  for d in DIRECTIONS:
-    mean, error = stream.mean_and_standard_error(state.totals.sums[d][0],
-                                                 state.totals.squares[d][0], num_samples)
-    scale = support if d == Direction.REMOVE else 1.0
-    delta_hat[d], standard_error[d] = scale * mean, scale * error
+  sweep = run_tilted_sweep(
+      [key], [mechanism], [tilt], {d: num_samples for d in DIRECTIONS}, purpose=purpose,
+      block_size=block_size, run=run,
+      phase=checkpoint_lib.Phase(saved, 'estimate', identity=num_samples),
+      progress=progress_lib.staged(run.progress, 'estimate'))
   return TiltedDeltaEstimate(
-      epsilons=tilt.epsilons, delta_hat=delta_hat, standard_error=standard_error,
+      epsilons=tilt.epsilons, delta_hat={d: sweep.delta_hat[d][0] for d in DIRECTIONS},
+      standard_error={d: sweep.standard_error[d][0] for d in DIRECTIONS},
       proposal={Direction.REMOVE.value: 'tilted', Direction.ADD.value: 'plain'},
-      order=tilt.order, log_z=tilt.log_z, method=tilt.method, support=support,
-      largest_scaled_term=largest, num_samples=num_samples,
-      key_data=keys_lib.key_words(key))
+      order=tilt.order, log_z=tilt.log_z, method=tilt.method,
+      support=np.exp(tilt.log_support), largest_scaled_term=sweep.largest_scaled_term[0],
+      num_samples=num_samples, key_data=keys_lib.key_words(key))
+
+
+def direction_supports(mechanism: MatrixMechanism, tilts, epsilon: float) -> dict:
+  """Per direction, the support bound of a tilted verification's terms at ε, or None for a
+  direction whose δ is exactly 0 there (no sample is drawn):
+
+  - remove: S = max_k M(α, ε) over the candidates' tilts (each candidate's terms lie in
+    [0, M_k] ⊆ [0, S] and its δ ≤ M_k, Canonne, Kamath & Steinke (2020) Prop. 12); refused
+    (naming ``monte_carlo.tilt_order``) when S ≥ 1: plain terms would then do better
+    (``bounds``, "Support bound M"). With no Monte Carlo candidate, 1.
+  - add: None when ε ≥ −ln Pr[x = 0] (``tilt_bound.add_vanishing_epsilon``: every add term
+    is 0, (A1) of docs/proofs/tilting.md), else 1 (plain sampling: no exact tilt of Q is
+    known for these mixtures).
+  """
+  remove = 1.0
+  if tilts:
+    log_support = max(float(tilt.log_support[0]) for tilt in tilts)
+    if not log_support < 0.0:
+      raise InputError(argument='monte_carlo.tilt_order', value=tilts[0].order,
+                       requirement=f'gives the support bound M(α, ε = {epsilon}) = '
+                       f'{np.exp(log_support):.4g} >= 1: tilted terms would range wider than '
+                       'plain ones; choose another order '
+                       '(deterministic.tilt_bound.choose_order)',
+                       alternatives={"monte_carlo.proposal='plain'": None})
+    remove = float(np.exp(log_support))
+  threshold = tilt_bound.add_vanishing_epsilon(mechanism)
+  add = None if threshold is not None and epsilon >= threshold else 1.0
+  return {Direction.REMOVE.value: remove, Direction.ADD.value: add}
+
+
+def _sizes_record(sizes) -> dict:
+  return {d: [int(sizes[d].num_samples), float(sizes[d].support)] for d in DIRECTIONS}
+
+
+def run_identity(tilts, sizes, order: int) -> dict:
+  """What a tilted verification adds to its ledger identity and checkpoint fingerprint: the
+  proposal, α, each direction's (N, support) and each candidate's ln Z_α and its method."""
+  return {'proposal': 'tilted', 'tilt_order': int(order), 'directions': _sizes_record(sizes),
+          'log_z': [float(tilt.log_z) for tilt in tilts],
+          'log_z_method': [tilt.method for tilt in tilts]}
+
+
+def guarantee_record(tilt: Tilt, sizes, order: int) -> dict:
+  """The ``Guarantee.tilt`` of a verified tilted release: proposal per direction, α, ln Z_α and
+  its method, the released candidate's M(α, ε), and each direction's (N, support)."""
+  proposal = {Direction.REMOVE.value: 'tilted',
+              Direction.ADD.value: ('certified' if sizes[Direction.ADD.value].num_samples == 0
+                                    else 'plain')}
+  return {'proposal': proposal, 'tilt_order': int(order), 'log_z': float(tilt.log_z),
+          'log_z_method': tilt.method, 'support': float(np.exp(tilt.log_support[0])),
+          'directions': _sizes_record(sizes)}

@@ -19,8 +19,10 @@ import json
 import math
 from typing import Any
 
+import jax
+
 from jaxacct import _validate
-from jaxacct.conventions import DIRECTIONS, Method
+from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS, Method
 from jaxacct.deterministic import base as accountants
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
@@ -34,7 +36,8 @@ from jaxacct.montecarlo.engine import sharding, stream
 from jaxacct.montecarlo.evr import bounds as evr
 from jaxacct.montecarlo.evr.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.evr.ledger import VerificationLedger as VerificationLedger
-from jaxacct.montecarlo.evr.bounds import overall_delta, resolve_sample_size
+from jaxacct.montecarlo.evr import tilted as tilted_lib
+from jaxacct.montecarlo.engine import sampling
 from jaxacct.montecarlo.evr.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
 from jaxacct.montecarlo.evr.search_start import check_fallback as check_fallback
 from jaxacct.montecarlo.evr.search_start import fallback_accountant as fallback_accountant
@@ -95,26 +98,31 @@ def check_checkpoint_charge(saved, ledger) -> None:
 
 
 def _run_identity(key_data, sigmas, n: int, base: float, shared_draws: bool, precision: str,
-                  epsilon: float, delta: float) -> str:
-  """A verification run's ledger identity: the same run resumed is not a new attempt."""
-  return json.dumps({'seed': [int(w) for w in key_data], 'sigmas': [float(s) for s in sigmas],
-                     'num_samples': int(n), 'base_delta': float(base),
-                     'shared_draws': bool(shared_draws), 'precision': precision,
-                     'epsilon': float(epsilon), 'delta': float(delta)}, sort_keys=True)
+                  epsilon: float, delta: float, tilt: dict | None = None) -> str:
+  """A verification run's ledger identity: the same run resumed is not a new attempt. A tilted
+  run adds its proposal, order, per-direction sizes and each candidate's ln Z_α (``tilt``)."""
+  identity = {'seed': [int(w) for w in key_data], 'sigmas': [float(s) for s in sigmas],
+              'num_samples': int(n), 'base_delta': float(base),
+              'shared_draws': bool(shared_draws), 'precision': precision,
+              'epsilon': float(epsilon), 'delta': float(delta)}
+  if tilt is not None:
+    identity.update(tilt)
+  return json.dumps(identity, sort_keys=True)
 
 
 def check_retry(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
                 num_samples: int | None, base_delta: float | None, shared_draws: bool,
-                precision: str | None, attempt: int) -> ledger_lib.Charge:
+                precision: str | None, attempt: int,
+                proposal: str = 'plain') -> ledger_lib.Charge:
   """Before any compute: the charge of a coming verification of ``mechanism`` (every run the
   ledger holds of it, at any target), and ``ledger.UndeclaredRetryError`` when the ledger
   holds ``attempt`` or more runs of it and none could be this one (same key, target, shared
-  draws, and ε, N, δ_b and precision where given; ``None``: any). Its candidate σ are found by a
+  draws, proposal, and ε, N, δ_b and precision where given; ``None``: any). Its candidate σ are found by a
   search, so they cannot be compared yet; a run this check lets through is still checked in
   full when ``verify`` charges it. The charge gives the sample size of this attempt
   (``evr.resolve_sample_size(..., attempts=, earlier=)``)."""
   known = {'seed': [int(w) for w in key_data], 'shared_draws': bool(shared_draws),
-           'delta': float(delta)}
+           'delta': float(delta), 'proposal': proposal}
   optional = {'num_samples': num_samples, 'base_delta': base_delta, 'precision': precision,
               'epsilon': None if epsilon is None else float(epsilon)}
 
@@ -123,31 +131,44 @@ def check_retry(ledger, mechanism, *, epsilon: float | None, delta: float, key_d
       recorded = json.loads(record.run)
     except ValueError:
       return False  # a format-1 run: never this version's
+    recorded.setdefault('proposal', 'plain')  # runs recorded before proposals existed
     return (all(recorded.get(k) == v for k, v in known.items())
             and all(v is None or recorded.get(k) == v for k, v in optional.items()))
 
   # ε not known yet (``account`` estimates it): every recorded run at any ε could back it.
   claim = math.inf if epsilon is None else float(epsilon)
-  attempts, earlier = sharding.on_leader(lambda: _json_charge(ledger.preview(
-      mechanism, epsilon=claim, delta=float(delta), attempt=attempt, could_be=could_be)))
-  return ledger_lib.Charge(attempts, tuple(map(tuple, earlier)))
-
-
-def _json_charge(charge: ledger_lib.Charge) -> list:
-  return [charge.attempts, [list(pair) for pair in charge.earlier]]
+  return ledger_lib.Charge.from_json(sharding.on_leader(lambda: ledger.preview(
+      mechanism, epsilon=claim, delta=float(delta), attempt=attempt,
+      could_be=could_be).to_json()))
 
 
 def sample_size(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
                 num_samples: int | None, base_delta: float | None, shared_draws: bool,
                 precision: str | None, attempt: int) -> tuple[int, float]:
   """(N, δ_b) of this attempt before any compute: ``check_retry``'s charge, then the defaults
-  of ``evr.resolve_sample_size`` for it — a declared retry gets the samples it needs to pass,
-  and given ones too few for it are refused naming the ``num_samples`` that suffices."""
+  of ``evr.resolve_sample_size`` for it (per direction against the earlier runs of that
+  direction, N the larger) — a declared retry gets the samples it needs to pass, and given
+  ones too few for it are refused naming the ``num_samples`` that suffices."""
+  sizes, base = direction_sample_sizes(
+      ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
+      num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
+      precision=precision, attempt=attempt, supports={d: 1.0 for d in DIRECTIONS})
+  return max(size.num_samples for size in sizes.values()), base
+
+
+def direction_sample_sizes(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
+                           num_samples: int | None, base_delta: float | None,
+                           shared_draws: bool, precision: str | None, attempt: int,
+                           supports: dict, proposal: str = 'plain') -> tuple[dict, float]:
+  """(per direction ``evr.DirectionSize``, δ_b) of this attempt before any compute:
+  ``check_retry``'s charge, then ``evr.resolve_direction_sizes`` with each direction's support
+  (None: certified without samples) and earlier runs."""
   charge = check_retry(ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
                        num_samples=num_samples, base_delta=base_delta,
-                       shared_draws=shared_draws, precision=precision, attempt=attempt)
-  return resolve_sample_size(delta, num_samples, base_delta, attempts=charge.attempts,
-                             earlier=charge.earlier)
+                       shared_draws=shared_draws, precision=precision, attempt=attempt,
+                       proposal=proposal)
+  return evr.resolve_direction_sizes(delta, num_samples, base_delta, supports,
+                                     attempts=charge.attempts, earlier=charge.earlier)
 
 
 def released_index(accepted) -> int:
@@ -204,8 +225,11 @@ def verify(key, candidates, *, epsilon: float, delta: float,
       ``"unamplified_gaussian"``; a released fallback's ``Guarantee.accountant`` names it) and
       ``precision`` (``"float32"``: the 32-bit program, δ̂ evaluated at ε − η with a certified
       per-sample margin η and block sums rounded up, so the verifier never accepts on draws
-      whose exact-loss δ̂ exceeds δ_b, ``montecarlo/engine/margin.py``; part of the run's identity).
-      Other fields are refused.
+      whose exact-loss δ̂ exceeds δ_b, ``montecarlo/engine/margin.py``; part of the run's identity),
+      ``proposal`` and ``tilt_order`` (``"tilted"``: the remove direction drawn from the law
+      tilted by the privacy loss, each direction with its own N and support, the add direction
+      certified without samples for ε ≥ −ln Pr[x = 0]; ``montecarlo/evr/tilted.py``; the
+      release's ``Guarantee.tilt`` records it). Other fields are refused.
     run: ``RunOptions``: devices, progress (stage "verification"), checkpoint (a folder where
       the verification saves its state every ``checkpoint_interval`` seconds; calling again
       with the same arguments resumes it bitwise — the same ledger run, not a new attempt),
@@ -227,7 +251,7 @@ def verify(key, candidates, *, epsilon: float, delta: float,
 
 # The MonteCarloOptions fields a verification uses.
 VERIFY_FIELDS = frozenset({'num_samples', 'base_delta', 'shared_draws', 'attempt', 'fallback',
-                           'precision'})
+                           'precision', 'proposal', 'tilt_order'})
 
 
 def run_verification(key, candidates, *, epsilon: float, delta: float,
@@ -262,12 +286,25 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   choice = precision_lib.choose(precision, first)
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
+  tilted = monte_carlo.proposal == 'tilted'
+  # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample: each
+  # direction's support, or None for an add direction certified by (A1).
+  tilts = ([tilted_lib.tilt_for(m, monte_carlo.tilt_order, [epsilon]) for m in candidates[:-1]]
+           if tilted else [])
+  supports = (tilted_lib.direction_supports(first, tilts, epsilon) if tilted
+              else {d: 1.0 for d in DIRECTIONS})
   # Every verification of the mechanism (scheme, strategy up to scale, adjacency), at any
-  # target and with any key, candidates, N, δ_b, shared draws or precision, is an attempt.
+  # target and with any key, candidates, N, δ_b, shared draws, precision or proposal, is an
+  # attempt.
   ledger = ledger_lib.ledger_from(run.ledger)
-  n, base = sample_size(ledger, first, epsilon=epsilon, delta=delta, key_data=key_data,
-                        num_samples=num_samples, base_delta=base_delta,
-                        shared_draws=shared_draws, precision=choice.precision, attempt=attempt)
+  sizes, base = direction_sample_sizes(
+      ledger, first, epsilon=epsilon, delta=delta, key_data=key_data, num_samples=num_samples,
+      base_delta=base_delta, shared_draws=shared_draws, precision=choice.precision,
+      attempt=attempt, supports=supports, proposal=monte_carlo.proposal)
+  if not tilted:  # one N for both directions (per direction when earlier runs differ: the larger)
+    sizes = {d: evr.DirectionSize(max(z.num_samples for z in sizes.values()), 1.0)
+             for d in DIRECTIONS}
+  n = max(size.num_samples for size in sizes.values())
   fallback = fallback_accountant(fallback)
   check_fallback(fallback, first)
   if fallback.delta_for_epsilon(candidates[-1], epsilon) > base:
@@ -276,8 +313,10 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
         f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant '
         f'(fallback={fallback.name!r}): noise_multiplier must be >= {sigma_up}, got '
         f'{sigmas[-1]}')
+  tilt_identity = (tilted_lib.run_identity(tilts, sizes, monte_carlo.tilt_order) if tilted
+                   else None)
   run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision, epsilon,
-                         delta)
+                         delta, tilt_identity)
   if saved is None:
     saved = checkpoint_lib.open_checkpoint(
         run.checkpoint, {'run': 'verify', 'mechanism': ledger_lib.mechanism_description(first),
@@ -285,58 +324,87 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
         run.checkpoint_interval)
 
   def within_delta(charge: ledger_lib.Charge) -> float:
-    released = charge.overall_delta(n, base)
+    released = charge.overall_delta(sizes, base)
     if released > delta:
-      needed = evr.minimum_samples(base, delta, attempts=charge.attempts,
-                                   earlier=charge.earlier)
+      needed = max(evr.minimum_samples(base, delta, attempts=charge.attempts,
+                                       earlier=charge.earlier[d], support=sizes[d].support)
+                   for d in DIRECTIONS)
       raise InputError(f'with attempt = {charge.attempts} the overall delta {released} exceeds '
                        f'delta = {delta}; use num_samples >= {needed} or a smaller base_delta')
     return released
 
   check_checkpoint_charge(saved, ledger)
   sweep = None
-  if len(candidates) > 1:
+  if len(candidates) > 1 and not tilted:
     sweep = candidates_lib.prepare_sweep(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
         precision=choice.precision, run=run,
         phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
     sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
                              f'samples per direction', max_seconds)
+  elif tilted and max_seconds is not None:
+    raise InputError(argument='run.max_seconds', value=max_seconds,
+                     requirement="is not projected for proposal='tilted' yet (its host tuple "
+                     'draws are not timed by the plan): leave it None')
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
-  record = ledger_lib.RunRecord(run=run_id, epsilon=epsilon, delta=float(delta), num_samples=n,
-                                base_delta=base, overall_delta=1.0)
+  record = ledger_lib.RunRecord(
+      run=run_id, epsilon=epsilon, delta=float(delta), num_samples=n, base_delta=base,
+      overall_delta=1.0, support=max(z.support for z in sizes.values()),
+      directions=({d: [sizes[d].num_samples, sizes[d].support] for d in DIRECTIONS}
+                  if tilted else None))
 
   def charge_now():
     charge, entry = ledger.charge(first, record, attempt, within_delta)
-    return [_json_charge(charge), {'ledger': ledger.location, 'guarantee': entry,
-                                   'run': run_id}, ledger.persistent]
-  (attempts, earlier), charge, checked = sharding.on_leader(charge_now)
+    return [charge.to_json(), {'ledger': ledger.location, 'guarantee': entry, 'run': run_id},
+            ledger.persistent]
+  charge_json, charge, checked = sharding.on_leader(charge_now)
   if saved is not None:
     saved.record_charge(charge)
-  released_delta = overall_delta(n, base, attempts=attempts, earlier=tuple(map(tuple, earlier)))
+  released_delta = ledger_lib.Charge.from_json(charge_json).overall_delta(sizes, base)
 
   accepted = [True] * len(candidates)
   delta_hat = {d: [] for d in DIRECTIONS}
+  sums = None
   if sweep is not None:
     sweep = candidates_lib.run_sweep(sweep, progress_lib.staged(run.progress, 'verification'))
+    sums = sweep.sums
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]
+  elif tilts:
+    result = tilted_lib.run_tilted_sweep(
+        [jax.random.fold_in(key, CANDIDATE_TAG + j) for j in range(len(tilts))],
+        candidates[:-1], tilts, {d: sizes[d].num_samples for d in DIRECTIONS},
+        purpose='verification', block_size=sampling.default_block_size(first.iterations),
+        run=run, phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]),
+        progress=progress_lib.staged(run.progress, 'verification'))
+    sums = result.sums
+    for d in DIRECTIONS:
+      delta_hat[d] = result.delta_hat[d][:, 0].tolist()
+    accepted[:-1] = [bool(max(delta_hat[d][i] for d in DIRECTIONS) <= base)
+                     for i in range(len(tilts))]
   index = released_index(accepted)
   chosen = candidates[index]
   method = Method.VERIFIED_MC if index < len(candidates) - 1 else Method.FALLBACK
   if method == Method.VERIFIED_MC and chosen.scheme.conjectural:
     method = Method.CONJECTURAL  # e.g. Algorithm 4 by Conjecture 6.2 (Dong & Ganesh (2026) §6.3)
+  monte_carlo_release = method != Method.FALLBACK
   guarantee = Guarantee(
       epsilon=epsilon, delta=released_delta, method=method,
       noise_multiplier=float(chosen.noise_multiplier),
-      delta_hat=(None if method == Method.FALLBACK
-                 else {d: delta_hat[d][index] for d in DIRECTIONS}),
-      num_samples=n, base_delta=base, seed=key_data, attempts=attempts,
-      bounded=chosen.bounded and method != Method.FALLBACK,
-      accountant=fallback.name if method == Method.FALLBACK else None,
+      delta_hat=({d: delta_hat[d][index] for d in DIRECTIONS} if monte_carlo_release else None),
+      num_samples=n, base_delta=base, seed=key_data, attempts=attempts_of(charge_json),
+      bounded=chosen.bounded and monte_carlo_release,
+      accountant=None if monte_carlo_release else fallback.name,
       precision=choice.precision, margin=_released_margin(sweep, index, method),
-      attempts_checked=bool(checked))
-  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base,
-                      None if sweep is None else sweep.sums, charge)
+      attempts_checked=bool(checked),
+      tilt=(tilted_lib.guarantee_record(tilts[index], sizes, monte_carlo.tilt_order)
+            if tilted and monte_carlo_release else None))
+  return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base, sums,
+                      charge)
+
+
+def attempts_of(charge_json) -> int:
+  """The attempts of a ``ledger.Charge.to_json`` form."""
+  return int(charge_json[0])

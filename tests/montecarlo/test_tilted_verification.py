@@ -1,0 +1,243 @@
+"""Estimate-Verify-Release with the tilted remove direction (verification.py, evr/tilted.py,
+bounds.resolve_direction_sizes, ledger per-direction records) and the add direction's (A1)
+certificate (tilt_bound.add_vanishing_epsilon).
+
+Oracles: the sizes and released δ recomputed from bounds' primitives per direction
+(docs/proofs/review-per-direction.md); −ln Pr[x = 0] from an independent Markov-chain power
+computation and the Poisson closed form; plain draws whose add-direction losses never exceed
+it. Tolerances: exact (the same floats) unless stated.
+"""
+
+import dataclasses
+import json
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.deterministic import tilt_bound
+from jaxacct.montecarlo.engine import stream
+from jaxacct.montecarlo.evr import bounds, ledger, tilted
+
+# The tiny b-min-sep of test_tilted.py (n = 12, b = 3, warm start, 3 bands): −ln p₀ ≈ 4.04.
+BMINSEP = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.6)
+FALLBACK_SIGMA = 2.31  # unamplified_gaussian is (4.5, 5e-6)-DP above ≈ 2.3073
+
+
+def _candidates(*sigmas):
+  return [dataclasses.replace(BMINSEP, noise_multiplier=s) for s in sigmas]
+
+
+def _verify(candidates, epsilon, delta, order, *, key=3, ledger_object=None, **run):
+  return jaxacct.verify(
+      jax.random.key(key), candidates, epsilon=epsilon, delta=delta,
+      monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=order),
+      run=jaxacct.RunOptions(ledger=ledger_object or jaxacct.VerificationLedger(), **run))
+
+
+@pytest.fixture(scope='module')
+def certified_add():
+  return _verify(_candidates(1.5, 1.7, FALLBACK_SIGMA), 4.5, 1e-5, 3)
+
+
+def test_a_tilted_release_with_the_add_direction_certified(certified_add):
+  result = certified_add
+  guarantee = result.guarantee
+  assert guarantee.method == 'verified_mc' and result.accepted == (True, True, True)
+  supports = [math.exp(tilted.tilt_for(m, 3, [4.5]).log_support[0])
+              for m in _candidates(1.5, 1.7)]
+  support, base = max(supports), 5e-6
+  n = bounds.minimum_samples(base, 1e-5, support=support)
+  assert 0 < n < 1000  # plain: 10,745,967 per direction
+  assert guarantee.tilt['directions'] == {'remove': [n, support], 'add': [0, base]}
+  assert guarantee.tilt['proposal'] == {'remove': 'tilted', 'add': 'certified'}
+  assert guarantee.tilt['support'] == supports[0] and guarantee.num_samples == n
+  # The release: max over the directions, the add one certified at δ_b (formula 2).
+  assert guarantee.delta == max(bounds.overall_delta(n, base, support=support), base)
+  assert guarantee.delta <= 1e-5
+  assert result.delta_hat['add'] == [0.0, 0.0]
+  assert json.loads(guarantee.to_json())['tilt'] == guarantee.tilt
+
+
+def test_the_add_direction_is_sampled_plainly_below_its_threshold():
+  # ε = 2 < −ln p₀ ≈ 4.04: the add direction needs plain terms and their N.
+  result = _verify(_candidates(2.0, 4.0), 2.0, 0.05, 2)
+  base = 0.025
+  support = math.exp(tilted.tilt_for(_candidates(2.0)[0], 2, [2.0]).log_support[0])
+  expected = {'remove': [bounds.minimum_samples(base, 0.05, support=support), support],
+              'add': [bounds.minimum_samples(base, 0.05), 1.0]}
+  assert expected['remove'][0] < expected['add'][0]
+  assert result.guarantee.tilt['directions'] == expected
+  assert result.guarantee.tilt['proposal'] == {'remove': 'tilted', 'add': 'plain'}
+  assert {d: int(result.sums.samples[d][0]) for d in expected} == {
+      d: n for d, (n, _) in expected.items()}
+  assert result.guarantee.delta == max(
+      bounds.overall_delta(expected['remove'][0], base, support=support),
+      bounds.overall_delta(expected['add'][0], base))
+
+
+def test_bitwise_identical_whatever_the_blocks_per_call(certified_add):
+  other = _verify(_candidates(1.5, 1.7, FALLBACK_SIGMA), 4.5, 1e-5, 3, blocks_per_call=3)
+  for d in ('remove', 'add'):
+    np.testing.assert_array_equal(other.sums.sums[d], certified_add.sums.sums[d])
+  assert other.guarantee == certified_add.guarantee
+
+
+def test_the_ledger_records_each_direction_and_counts_a_plain_retry(tmp_path):
+  path = tmp_path / 'ledger.json'
+  first = _verify(_candidates(1.5, FALLBACK_SIGMA), 4.5, 1e-5, 3,
+                  ledger_object=jaxacct.FileLedger(path))
+  (record,) = jaxacct.FileLedger(path).runs(BMINSEP)  # reloaded from the file
+  sizes = first.guarantee.tilt['directions']
+  assert record.directions == sizes and record.num_samples == sizes['remove'][0]
+  assert record.triple('add') == (0, 5e-6, 5e-6)
+  assert json.loads(record.run)['proposal'] == 'tilted'
+  with pytest.raises(ledger.UndeclaredRetryError):  # another proposal is another attempt
+    jaxacct.verify(jax.random.key(4), _candidates(1.5, FALLBACK_SIGMA), epsilon=4.5, delta=1e-5,
+                   run=jaxacct.RunOptions(ledger=jaxacct.FileLedger(path)))
+  charge = ledger.charge_of([record], 2, 4.5, 1e-5)
+  assert charge.earlier == {'remove': ((sizes['remove'][0], 5e-6, sizes['remove'][1]),),
+                            'add': ((0, 5e-6, 5e-6),)}
+  # Runs recorded without per-direction sizes keep their one triple in both directions.
+  plain = ledger.RunRecord(run='x', epsilon=4.5, delta=1e-5, num_samples=100, base_delta=5e-6,
+                           overall_delta=1e-5)
+  assert 'directions' not in plain.to_dict()
+  assert ledger.charge_of([plain], 2, 4.5, 1e-5).earlier == {
+      'remove': ((100, 5e-6, 1.0),), 'add': ((100, 5e-6, 1.0),)}
+
+
+@pytest.mark.parametrize('directions', [
+    {'remove': [10, 0.5]},                          # a direction missing
+    {'remove': [10, 0.5], 'add': [0, 0.5]},        # 0 samples with support above δ_b
+    {'remove': [10, 1.5], 'add': [0, 5e-6]},       # support above 1
+    {'remove': [-1, 0.5], 'add': [0, 5e-6]},
+])
+def test_malformed_direction_sizes_are_refused(directions):
+  record = {'run': 'x', 'epsilon': 1.0, 'delta': 1e-5, 'num_samples': 10, 'base_delta': 5e-6,
+            'overall_delta': 1e-5, 'directions': directions}
+  with pytest.raises(ledger.LedgerError, match='directions'):
+    ledger.RunRecord.from_dict(record, 'runs[0]')
+
+
+def test_refusals_before_compute():
+  # α = 3 at σ = 0.7: Z_3 ≈ 6e7, M(3, 0.5) ≫ 1: the tilt cannot beat plain terms.
+  with pytest.raises(jaxacct.InputError) as refused:
+    _verify(_candidates(0.7, 9.0), 0.5, 1e-2, 3)
+  assert refused.value.argument == 'monte_carlo.tilt_order'
+  with pytest.raises(jaxacct.InputError) as refused:
+    _verify(_candidates(1.5, FALLBACK_SIGMA), 4.5, 1e-5, 3, max_seconds=60.0)
+  assert refused.value.argument == 'run.max_seconds'
+  truncated = jaxacct.MatrixMechanism(
+      jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True,
+                      truncated_batch_size=5, dataset_size=20),
+      jaxacct.BandedToeplitz([1.0, 0.5]), 1.5)
+  with pytest.raises(jaxacct.InputError) as refused:
+    _verify([truncated, dataclasses.replace(truncated, noise_multiplier=9.0)], 4.5, 1e-3, 2)
+  assert refused.value.argument == 'mechanism'
+
+
+# ------------------------------------------------------------------ (A1): −ln Pr[x = 0]
+def _never_participating(p: float, b: int, n: int, warm: bool) -> float:
+  """Pr[x = 0] of one example's b-min-sep chain by matrix powers (an independent oracle):
+  state k = rounds since the last participation, capped at b (k = b: eligible)."""
+  transition = np.zeros((b + 1, b + 1))  # k → k + 1 (cap b); eligible: join (→ 1) or stay
+  for k in range(1, b):
+    transition[k, k + 1] = 1.0
+  transition[b, 1], transition[b, b] = p, 1.0 - p
+  if warm:  # the stationary law of the chain
+    values, vectors = np.linalg.eig(transition[1:, 1:].T)
+    start = np.real(vectors[:, np.argmin(np.abs(values - 1.0))])
+    start = np.concatenate([[0.0], start / start.sum()])
+  else:
+    start = np.zeros(b + 1)
+    start[b] = 1.0
+  silent = transition.copy()
+  silent[b, 1] = 0.0  # the rounds in which the example does not take part
+  return float(start @ np.linalg.matrix_power(silent, n) @ np.ones(b + 1))
+
+
+@pytest.mark.parametrize('p,b,n,warm', [(0.3, 3, 10, True), (0.3, 3, 10, False),
+                                        (0.05, 4, 9, True), (0.5, 2, 7, True)])
+def test_add_threshold_is_minus_log_p0_rounded_up(p, b, n, warm):
+  mechanism = jaxacct.MatrixMechanism(
+      jaxacct.BMinSep(sampling_prob=p, iterations=n, min_sep=b, warm_start=warm),
+      jaxacct.BandedToeplitz([1.0]), 1.0)
+  exact = -math.log(_never_participating(p, b, n, warm))
+  threshold = tilt_bound.add_vanishing_epsilon(mechanism)
+  assert exact <= threshold <= exact * (1 + 1e-10) + 1e-12
+
+
+def test_add_threshold_of_poisson_and_the_uncovered():
+  poisson = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000),
+                                    jaxacct.BandedToeplitz([1.0]), 1.0)
+  exact = -1000 * math.log1p(-0.01)
+  assert exact <= tilt_bound.add_vanishing_epsilon(poisson) <= exact + 1e-9
+  bins = jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=12, cycle_length=4),
+                                 jaxacct.BandedToeplitz([1.0]), 1.0)
+  assert tilt_bound.add_vanishing_epsilon(bins) is None  # every example takes part
+
+
+def test_no_plain_add_loss_exceeds_the_threshold():
+  # σ = 0.5: most mixture terms are tiny for y ~ Q, so L' = ln Q/P comes close to −ln p₀.
+  mechanism = dataclasses.replace(BMINSEP, noise_multiplier=0.5)
+  threshold = tilt_bound.add_vanishing_epsilon(mechanism)
+  below = threshold - 0.5
+  result = jaxacct.estimate_delta(jax.random.key(5), mechanism, [below, threshold], 20_000)
+  assert result.delta_hat['add'][1] == 0.0 < result.delta_hat['add'][0]
+
+
+# ------------------------------------------------------------------ the arithmetic
+@pytest.mark.parametrize('n,base,attempts,earlier', [
+    (None, None, 1, ()), (5000, None, 1, ()), (None, 1e-3, 1, ()), (None, None, 2, ()),
+    (None, None, 2, ((40_000, 2e-3),)), (20_000, 4e-3, 3, ((40_000, 2e-3), (9000, 1e-3)))])
+def test_plain_direction_sizes_are_resolve_sample_size_bit_for_bit(n, base, attempts, earlier):
+  triples = tuple((m, b, 1.0) for m, b in earlier)
+  sizes, got_base = bounds.resolve_direction_sizes(
+      1e-2, n, base, {'remove': 1.0, 'add': 1.0}, attempts=attempts,
+      earlier={'remove': triples, 'add': triples})
+  expected = bounds.resolve_sample_size(1e-2, n, base, attempts=attempts, earlier=earlier)
+  assert (sizes['remove'].num_samples, got_base) == expected
+  assert sizes['add'] == sizes['remove']
+
+
+def test_direction_sizes_certified_and_refused():
+  # Both directions certified at the target: no sample, δ_b = δ.
+  sizes, base = bounds.resolve_direction_sizes(1e-5, None, None, {'remove': 4e-6, 'add': None})
+  assert base == 1e-5 and sizes == {'remove': (0, 4e-6), 'add': (0, 1e-5)}
+  assert bounds.overall_delta_by_direction(sizes, base) == 1e-5
+  with pytest.raises(jaxacct.InputError, match='num_samples=') as refused:
+    bounds.resolve_direction_sizes(1e-5, 100, 5e-6, {'remove': 1e-3, 'add': 1.0})
+  assert 'too small' in str(refused.value)
+
+
+def test_a_layout_with_per_direction_sizes_round_trips_and_counts():
+  layout = stream.Layout.of({'remove': 700, 'add': 0}, 256)
+  assert layout.per_direction == (700, 0) and layout.blocks_in(0) == 3 and layout.blocks_in(1) == 0
+  assert stream.Layout.from_dict(layout.to_dict()) == layout
+  assert stream.Layout.of({'remove': 9, 'add': 9}, 4).to_dict() == {
+      'num_samples': 9, 'block_size': 4, 'first_block': 0, 'num_programs': 1}
+  bad = dict(layout.to_dict(), per_direction=[700, 800])
+  with pytest.raises(jaxacct.InputError, match='per_direction'):
+    stream.Layout.from_dict(bad)
+  fresh = stream.StreamState(stream.BlockSums.zeros(1, 1))
+  assert fresh.blocks_remaining(num_samples={'remove': 700, 'add': 0}, first_block=0,
+                                block_size=256) == 3
+
+
+def test_account_verifies_a_mechanism_with_the_tilt():
+  mechanism = _candidates(1.5)[0]
+  guarantee = jaxacct.account(
+      mechanism, epsilon=4.5, delta=1e-5, key=jax.random.key(3), accountant='monte_carlo',
+      monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3),
+      run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert guarantee.method == 'verified_mc' and guarantee.delta <= 1e-5
+  assert guarantee.tilt['tilt_order'] == 3 and guarantee.tilt['directions']['add'][0] == 0
+  with pytest.raises(jaxacct.InputError) as refused:  # ε is not estimated with the tilt
+    jaxacct.account(mechanism, delta=1e-5, key=jax.random.key(3), accountant='monte_carlo',
+                    monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3),
+                    run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert refused.value.argument == 'epsilon'
