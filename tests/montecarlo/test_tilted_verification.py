@@ -59,7 +59,7 @@ def test_a_tilted_release_with_the_add_direction_certified(certified_add):
   # The release: max over the directions, the add one certified at δ_b (formula 2).
   assert guarantee.delta == max(bounds.overall_delta(n, base, support=support), base)
   assert guarantee.delta <= 1e-5
-  assert result.delta_hat['add'] == [0.0, 0.0]
+  assert result.delta_hat['add'] == [None, None]  # certified: no draws, no δ̂
   assert json.loads(guarantee.to_json())['tilt'] == guarantee.tilt
 
 
@@ -196,8 +196,9 @@ def test_no_plain_add_loss_exceeds_the_threshold():
     (None, None, 2, ((40_000, 2e-3),)), (20_000, 4e-3, 3, ((40_000, 2e-3), (9000, 1e-3)))])
 def test_plain_direction_sizes_are_resolve_sample_size_bit_for_bit(n, base, attempts, earlier):
   triples = tuple((m, b, 1.0) for m, b in earlier)
+  plain = bounds.DirectionProposal()
   sizes, got_base = bounds.resolve_direction_sizes(
-      1e-2, n, base, {'remove': 1.0, 'add': 1.0}, attempts=attempts,
+      1e-2, n, base, {'remove': plain, 'add': plain}, attempts=attempts,
       earlier={'remove': triples, 'add': triples})
   expected = bounds.resolve_sample_size(1e-2, n, base, attempts=attempts, earlier=earlier)
   assert (sizes['remove'].num_samples, got_base) == expected
@@ -206,11 +207,19 @@ def test_plain_direction_sizes_are_resolve_sample_size_bit_for_bit(n, base, atte
 
 def test_direction_sizes_certified_and_refused():
   # Both directions certified at the target: no sample, δ_b = δ.
-  sizes, base = bounds.resolve_direction_sizes(1e-5, None, None, {'remove': 4e-6, 'add': None})
-  assert base == 1e-5 and sizes == {'remove': (0, 4e-6), 'add': (0, 1e-5)}
+  Proposal = bounds.DirectionProposal
+  sizes, base = bounds.resolve_direction_sizes(
+      1e-5, None, None, {'remove': Proposal(4e-6, 4e-6), 'add': Proposal(1.0, 0.0)})
+  assert base == 1e-5 and sizes == {'remove': (0, 1e-5), 'add': (0, 1e-5)}
   assert bounds.overall_delta_by_direction(sizes, base) == 1e-5
+  # A bound between δ_b and δ: the direction is sampled (with its own term range).
+  sizes, base = bounds.resolve_direction_sizes(
+      1e-5, None, None, {'remove': Proposal(1e-3, 1e-3), 'add': Proposal(1.0, 7e-6)})
+  assert base == 5e-6 and sizes['add'] == (bounds.minimum_samples(5e-6, 1e-5), 1.0)
+  assert sizes['remove'] == (bounds.minimum_samples(5e-6, 1e-5, support=1e-3), 1e-3)
   with pytest.raises(jaxacct.InputError, match='num_samples=') as refused:
-    bounds.resolve_direction_sizes(1e-5, 100, 5e-6, {'remove': 1e-3, 'add': 1.0})
+    bounds.resolve_direction_sizes(1e-5, 100, 5e-6, {'remove': Proposal(1e-3, 1e-3),
+                                                     'add': Proposal()})
   assert 'too small' in str(refused.value)
 
 
@@ -241,3 +250,26 @@ def test_account_verifies_a_mechanism_with_the_tilt():
                     monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3),
                     run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
   assert refused.value.argument == 'epsilon'
+
+
+@pytest.mark.slow
+def test_dp_sgd_is_verified_at_a_small_delta_from_few_samples():
+  # The issue's goal: DP-SGD (Poisson q = 0.01, n = 1000, σ = 1) verified at δ = 1e-8 from
+  # ≤ 1e4 samples per direction (plain: ~1.2e10). ε is where the PLD's remove δ is 2e-9, so
+  # the candidate passes at δ_b = 5e-9; the add direction is certified by its Rényi bound
+  # (M'(α', ε) ≈ 3e-16 at α' ≈ 30, far below δ_b): no add sample.
+  mechanism = jaxacct.MatrixMechanism(jaxacct.Poisson(sampling_prob=0.01, iterations=1000),
+                                      jaxacct.BandedToeplitz([1.0]), 1.0)
+  epsilon = jaxacct.epsilon_for_delta(mechanism, 2e-9, accountant='pld', direction='remove')
+  guarantee = jaxacct.account(
+      mechanism, epsilon=epsilon, delta=1e-8, key=jax.random.key(11), accountant='monte_carlo',
+      monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=8),
+      run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert guarantee.method == 'verified_mc' and guarantee.delta <= 1e-8
+  sizes = guarantee.tilt['directions']
+  assert 0 < sizes['remove'][0] <= 10_000 and sizes['add'][0] == 0
+  assert guarantee.tilt['proposal'] == {'remove': 'tilted', 'add': 'certified'}
+  bound = tilted.add_bound([mechanism], epsilon)
+  assert 0.0 < bound < 5e-9
+  pld = jaxacct.delta_for_epsilon(mechanism, epsilon, accountant='pld', direction='remove')
+  assert guarantee.delta_hat['remove'] <= 5e-9 and abs(guarantee.delta_hat['remove'] - pld) < pld

@@ -752,20 +752,35 @@ def overall_delta_by_direction(sizes, base_delta: float, *, attempts: int = 1,
                            earlier=earlier[d], support=sizes[d].support) for d in DIRECTIONS)
 
 
+class DirectionProposal(typing.NamedTuple):
+  """What one direction of a verification would draw, and what is proven without drawing.
+
+  Attributes:
+    support: the range [0, M] of the terms it would draw (1: plain sampling; M(α, ε): tilted).
+    bound: a proven bound on every candidate's δ in this direction at ε (None: none known; 0:
+      exactly 0, (A1); a Rényi bound M'(α', ε)). The direction is certified without samples
+      when bound ≤ δ_b (formula 2 of the module docstring with the bound as its M).
+  """
+
+  support: float = 1.0
+  bound: float | None = None
+
+
 def resolve_direction_sizes(target_delta: float, num_samples: int | None,
-                            base_delta_value: float | None, supports: dict, *,
+                            base_delta_value: float | None, proposals: dict, *,
                             attempts: int = 1, earlier=None) -> tuple[dict, float]:
   """(per direction ``DirectionSize``, δ_b) for a target overall δ when each direction has its
-  own support (``overall_delta_by_direction``).
+  own ``DirectionProposal`` (``overall_delta_by_direction``).
 
-  ``supports[d]`` is M_d ∈ (0, 1] (the bound on direction d's terms and candidates' δ), or None
-  when the direction's δ is exactly 0 (the add direction above −ln Pr[x = 0]): it draws no
-  sample and is recorded as N_d = 0 with support δ_b. The missing one of N and δ_b is filled in
-  as ``resolve_sample_size`` does, per direction: δ_b = δ/2 (or the smallest of the directions'
-  largest δ_b for a given N), N_d = the minimum for that δ_b (or the given N in every sampled
-  direction); when every direction is certified at δ (M_d and the earlier runs' tops ≤ δ) and
-  neither is given: no samples, δ_b = δ. With supports of 1 and the same ``earlier`` in both
-  directions this is ``resolve_sample_size``'s (N, δ_b) in each direction, bit for bit.
+  A direction whose ``bound`` is ≤ δ_b draws no sample and is recorded as N_d = 0 with support
+  δ_b (every candidate's δ is ≤ δ_b in it: certified, charged nothing); the others draw N_d
+  terms in [0, ``support``]. The missing one of N and δ_b is filled in as
+  ``resolve_sample_size`` does, per direction: δ_b = δ/2 (or the smallest of the sampled
+  directions' largest δ_b for a given N), N_d = the minimum for that δ_b (or the given N in
+  every sampled direction); when every direction is certified at δ (its bound, and the earlier
+  runs' tops, ≤ δ) and neither is given: no samples, δ_b = δ. With proposals (1, None) and the
+  same ``earlier`` in both directions this is ``resolve_sample_size``'s (N, δ_b) in each
+  direction, bit for bit.
 
   Raises:
     InputError: before any compute, when the given N and δ_b cannot reach the target, naming
@@ -775,7 +790,13 @@ def resolve_direction_sizes(target_delta: float, num_samples: int | None,
   attempts = _validate.integer_at_least('attempts', attempts, 1)
   earlier = {d: check_earlier(() if earlier is None else earlier[d], attempts)
              for d in DIRECTIONS}
-  sampled = {d: check_support(supports[d]) for d in DIRECTIONS if supports[d] is not None}
+  proposals = {d: DirectionProposal(check_support(proposals[d].support), proposals[d].bound)
+               for d in DIRECTIONS}
+
+  def certified(d: str, base: float) -> bool:
+    bound = proposals[d].bound
+    return bound is not None and bound <= base
+
   if base_delta_value is not None:
     base = _open_unit('base_delta', base_delta_value)
     if base >= target:
@@ -783,28 +804,33 @@ def resolve_direction_sizes(target_delta: float, num_samples: int | None,
   elif num_samples is not None:
     n = _num_samples(num_samples, 1)
     keys_lib.check_num_samples(n)
-    base = min([base_delta(n, target, attempts=attempts, earlier=earlier[d], support=m)
-                for d, m in sampled.items()] or [target / 2])
-  elif all(_top(target, sampled.get(d, target), earlier[d]) <= target for d in DIRECTIONS):
-    return {d: DirectionSize(0, sampled.get(d, target)) for d in DIRECTIONS}, target
+    # The largest δ_b every sampled direction supports with N (a direction certified at the
+    # target stays certified at any δ_b its bound does not exceed: checked again below).
+    base = min([base_delta(n, target, attempts=attempts, earlier=earlier[d],
+                           support=proposals[d].support)
+                for d in DIRECTIONS if not certified(d, target / 2)] or [target / 2])
+  elif all(certified(d, target) and _top(target, target, earlier[d]) <= target
+           for d in DIRECTIONS):
+    return {d: DirectionSize(0, target) for d in DIRECTIONS}, target
   else:
     base = target / 2
   sizes = {}
   for d in DIRECTIONS:
-    if d not in sampled:
+    support = proposals[d].support
+    if certified(d, base):
       sizes[d] = DirectionSize(0, base)
       continue
     if num_samples is not None:
-      n = _samples_for(num_samples, base, sampled[d])
+      n = _samples_for(num_samples, base, support)
     else:
-      n = minimum_samples(base, target, attempts=attempts, earlier=earlier[d],
-                          support=sampled[d])
+      n = minimum_samples(base, target, attempts=attempts, earlier=earlier[d], support=support)
     if n:
       keys_lib.check_num_samples(n)
-    sizes[d] = DirectionSize(n, sampled[d])
+    sizes[d] = DirectionSize(n, support)
   if overall_delta_by_direction(sizes, base, attempts=attempts, earlier=earlier) > target:
     needed = max(minimum_samples(base, target, attempts=attempts, earlier=earlier[d],
-                                 support=m) for d, m in sampled.items())
+                                 support=sizes[d].support)
+                 for d in DIRECTIONS if sizes[d].num_samples)
     raise InputError(
         f'num_samples = {num_samples} is too small to verify base_delta = {base} at delta = '
         f'{target}' + (f' with attempt = {attempts}' if attempts > 1 else '')

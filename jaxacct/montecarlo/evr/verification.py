@@ -152,22 +152,23 @@ def sample_size(ledger, mechanism, *, epsilon: float | None, delta: float, key_d
   sizes, base = direction_sample_sizes(
       ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
       num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
-      precision=precision, attempt=attempt, supports={d: 1.0 for d in DIRECTIONS})
+      precision=precision, attempt=attempt,
+      proposals={d: evr.DirectionProposal() for d in DIRECTIONS})
   return max(size.num_samples for size in sizes.values()), base
 
 
 def direction_sample_sizes(ledger, mechanism, *, epsilon: float | None, delta: float, key_data,
                            num_samples: int | None, base_delta: float | None,
                            shared_draws: bool, precision: str | None, attempt: int,
-                           supports: dict, proposal: str = 'plain') -> tuple[dict, float]:
+                           proposals: dict, proposal: str = 'plain') -> tuple[dict, float]:
   """(per direction ``evr.DirectionSize``, δ_b) of this attempt before any compute:
-  ``check_retry``'s charge, then ``evr.resolve_direction_sizes`` with each direction's support
-  (None: certified without samples) and earlier runs."""
+  ``check_retry``'s charge, then ``evr.resolve_direction_sizes`` with each direction's
+  ``evr.DirectionProposal`` and earlier runs."""
   charge = check_retry(ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
                        num_samples=num_samples, base_delta=base_delta,
                        shared_draws=shared_draws, precision=precision, attempt=attempt,
                        proposal=proposal)
-  return evr.resolve_direction_sizes(delta, num_samples, base_delta, supports,
+  return evr.resolve_direction_sizes(delta, num_samples, base_delta, proposals,
                                      attempts=charge.attempts, earlier=charge.earlier)
 
 
@@ -287,12 +288,12 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
   tilted = monte_carlo.proposal == 'tilted'
-  # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample: each
-  # direction's support, or None for an add direction certified by (A1).
+  # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample, and
+  # each direction's term range and proven bound.
   tilts = ([tilted_lib.tilt_for(m, monte_carlo.tilt_order, [epsilon]) for m in candidates[:-1]]
            if tilted else [])
-  supports = (tilted_lib.direction_supports(first, tilts, epsilon) if tilted
-              else {d: 1.0 for d in DIRECTIONS})
+  proposals = (tilted_lib.direction_proposals(candidates[:-1], tilts, epsilon) if tilted
+               else {d: evr.DirectionProposal() for d in DIRECTIONS})
   # Every verification of the mechanism (scheme, strategy up to scale, adjacency), at any
   # target and with any key, candidates, N, δ_b, shared draws, precision or proposal, is an
   # attempt.
@@ -300,7 +301,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   sizes, base = direction_sample_sizes(
       ledger, first, epsilon=epsilon, delta=delta, key_data=key_data, num_samples=num_samples,
       base_delta=base_delta, shared_draws=shared_draws, precision=choice.precision,
-      attempt=attempt, supports=supports, proposal=monte_carlo.proposal)
+      attempt=attempt, proposals=proposals, proposal=monte_carlo.proposal)
   if not tilted:  # one N for both directions (per direction when earlier runs differ: the larger)
     sizes = {d: evr.DirectionSize(max(z.num_samples for z in sizes.values()), 1.0)
              for d in DIRECTIONS}
@@ -372,7 +373,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
     for d in DIRECTIONS:
       delta_hat[d] = sweep.delta_hat[d][:, 0].tolist()
     accepted[:-1] = [bool(v <= base) for v in sweep.delta_hat_max[:, 0]]
-  elif tilts:
+  elif tilts and n > 0:
     result = tilted_lib.run_tilted_sweep(
         [jax.random.fold_in(key, CANDIDATE_TAG + j) for j in range(len(tilts))],
         candidates[:-1], tilts, {d: sizes[d].num_samples for d in DIRECTIONS},
@@ -382,8 +383,13 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
     sums = result.sums
     for d in DIRECTIONS:
       delta_hat[d] = result.delta_hat[d][:, 0].tolist()
-    accepted[:-1] = [bool(max(delta_hat[d][i] for d in DIRECTIONS) <= base)
-                     for i in range(len(tilts))]
+  if tilts:
+    # A direction certified without samples has no δ̂ (None); its candidates pass in it.
+    for d in DIRECTIONS:
+      if sizes[d].num_samples == 0:
+        delta_hat[d] = [None] * len(tilts)
+    accepted[:-1] = [all(delta_hat[d][i] is None or delta_hat[d][i] <= base
+                         for d in DIRECTIONS) for i in range(len(tilts))]
   index = released_index(accepted)
   chosen = candidates[index]
   method = Method.VERIFIED_MC if index < len(candidates) - 1 else Method.FALLBACK
