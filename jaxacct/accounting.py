@@ -220,7 +220,9 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
       ``precision``, and ``estimation_samples`` of the ε estimate (default as
       ``calibrate_noise_multiplier``'s); ``proposal='tilted'`` with ``tilt_order`` verifies
       the remove direction tilted (``montecarlo/evr/tilted.py``; ε required, δ_b default
-      δ/2, each direction sized by its own support); other fields are refused.
+      δ/2, each direction sized by its own support), ``proposal='auto'`` the tilt where it
+      covers the mechanism and helps (with ε given; plain otherwise); other fields are
+      refused.
     run: ``RunOptions`` (devices, progress, checkpoint, ledger, max_seconds).
 
   A ``key``, ``monte_carlo`` or ``run.ledger`` given with an explicit deterministic
@@ -290,7 +292,7 @@ def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,
                      'epsilon, or let account estimate it), or use estimate_delta for δ̂(ε)')
   if key is None:
     raise InputError('Monte Carlo accounting needs key= (a JAX key; never a default key)')
-  if monte_carlo.proposal == 'tilted':
+  if monte_carlo.proposal == 'tilted' or (monte_carlo.proposal == 'auto' and epsilon is not None):
     return _verified_tilted(mechanism, epsilon, delta, key=key, monte_carlo=monte_carlo,
                             run=run)
   precision = monte_carlo.precision

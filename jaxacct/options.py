@@ -48,7 +48,7 @@ MIN_BLOCKS_PER_CALL = 2
 PRECISIONS = ('auto', 'float32', 'float64')
 # How the remove direction's outputs are drawn: from P ('plain') or from the law tilted by the
 # privacy loss ('tilted', montecarlo/evr/tilted.py).
-PROPOSALS = ('plain', 'tilted')
+PROPOSALS = ('plain', 'tilted', 'auto')
 
 
 @runtime_checkable
@@ -99,8 +99,14 @@ class MonteCarloOptions:
       certified without samples for ε ≥ −ln Pr[x = 0]). Used by ``estimate_delta``,
       ``verify`` and ``account`` (float64, untruncated Poisson with one band and b-min-sep
       with bands ≤ b); ``calibrate`` and ``capacity_plan`` refuse it for now.
-    tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it, refused without it);
-      ``deterministic.tilt_bound.choose_order`` gives the α of the smallest M.
+      ``"auto"`` (``verify``, ``account``): ``"tilted"`` where it covers the mechanism at
+      float64 with M < 1, at ``tilt_order`` or else the order of the smallest M
+      (``deterministic.tilt_bound.choose_order`` at the first candidate), and ``"plain"``
+      otherwise (``montecarlo/evr/tilted.py``, ``resolve_proposal``); the release records
+      what ran.
+    tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it; optional with ``"auto"``;
+      refused with ``"plain"``); ``deterministic.tilt_bound.choose_order`` gives the α of the
+      smallest M.
   """
 
   num_samples: int | None = None
@@ -153,6 +159,10 @@ class MonteCarloOptions:
                          f"'plain' it must be None, got {self.tilt_order!r}",
                          suggestion={'monte_carlo.proposal': 'tilted'})
       return
+    if self.proposal == 'auto':
+      if self.tilt_order is not None:
+        put('tilt_order', _validate.integer_at_least('tilt_order', self.tilt_order, 2))
+      return  # resolved per run: float32 or an uncovered mechanism resolves to plain
     if self.tilt_order is None:
       raise InputError(argument='monte_carlo.tilt_order',
                        requirement="is required with proposal='tilted': an integer α >= 2 "

@@ -238,7 +238,8 @@ def test_an_order_over_the_state_budget_is_refused_before_compute(monkeypatch):
     ({'proposal': 'tilted', 'tilt_order': 1}, None),
     ({'proposal': 'tilted', 'tilt_order': 2, 'precision': 'float32'}, 'monte_carlo.precision'),
     ({'proposal': 'tilted', 'tilt_order': 2, 'precision': 'auto'}, 'monte_carlo.precision'),
-    ({'proposal': 'auto'}, None),
+    ({'proposal': 'sideways'}, None),
+    ({'proposal': 'auto', 'tilt_order': 1}, None),
 ])
 def test_bad_tilt_options_are_named(fields, argument):
   with pytest.raises(jaxacct.InputError) as refused:

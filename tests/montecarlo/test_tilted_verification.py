@@ -273,3 +273,26 @@ def test_dp_sgd_is_verified_at_a_small_delta_from_few_samples():
   assert 0.0 < bound < 5e-9
   pld = jaxacct.delta_for_epsilon(mechanism, epsilon, accountant='pld', direction='remove')
   assert guarantee.delta_hat['remove'] <= 5e-9 and abs(guarantee.delta_hat['remove'] - pld) < pld
+
+
+def test_auto_tilts_where_it_covers_and_helps_and_samples_plainly_elsewhere():
+  options = jaxacct.MonteCarloOptions(proposal='auto')
+  mechanisms = _candidates(1.5, 1.7)
+  proposal, order = tilted.resolve_proposal('auto', None, mechanisms, 4.5, 'float64')
+  expected = tilt_bound.choose_order(mechanisms[0], 4.5).alpha
+  assert (proposal, order) == ('tilted', expected)
+  result = jaxacct.verify(jax.random.key(3), _candidates(1.5, 1.7, FALLBACK_SIGMA), epsilon=4.5,
+                          delta=1e-5, monte_carlo=options,
+                          run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert result.guarantee.tilt['tilt_order'] == expected
+  # Uncovered (truncated), float32, or M ≥ 1 at every order: plain.
+  truncated = jaxacct.MatrixMechanism(
+      jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True,
+                      truncated_batch_size=5, dataset_size=20),
+      jaxacct.BandedToeplitz([1.0, 0.5]), 1.5)
+  assert tilted.resolve_proposal('auto', None, [truncated], 4.5, 'float64') == ('plain', None)
+  assert tilted.resolve_proposal('auto', None, mechanisms, 4.5, 'float32') == ('plain', None)
+  assert tilted.resolve_proposal('auto', 3, _candidates(0.7), 0.5, 'float64') == ('plain', None)
+  with pytest.raises(jaxacct.InputError) as refused:  # an estimate needs an explicit order
+    jaxacct.estimate_delta(jax.random.key(0), BMINSEP, [1.0], 100, monte_carlo=options)
+  assert refused.value.argument == 'monte_carlo.proposal'

@@ -402,6 +402,12 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
                      f'verify/calibrate (got run.ledger = {run.ledger!r}; give '
                      'an estimate a RunOptions without one: dataclasses.replace(run, '
                      'ledger=None))')
+  if monte_carlo.proposal == 'auto':
+    raise InputError(argument='monte_carlo.proposal', value='auto',
+                     requirement="is for verify and account; an estimate takes 'plain' or "
+                     "'tilted' with its tilt_order (deterministic.tilt_bound.choose_order("
+                     'mechanism, ε) gives the order of the smallest M at an ε)',
+                     suggestion={'monte_carlo.proposal': 'tilted'})
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation',
                       precision=monte_carlo.precision, block_size=monte_carlo.block_size,
                       histogram_edges=histogram_edges, state=state, run=run,

@@ -287,11 +287,12 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   choice = precision_lib.choose(precision, first)
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
-  tilted = monte_carlo.proposal == 'tilted'
+  proposal, order = tilted_lib.resolve_proposal(monte_carlo.proposal, monte_carlo.tilt_order,
+                                                candidates[:-1], epsilon, choice.precision)
+  tilted = proposal == 'tilted'
   # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample, and
   # each direction's term range and proven bound.
-  tilts = ([tilted_lib.tilt_for(m, monte_carlo.tilt_order, [epsilon]) for m in candidates[:-1]]
-           if tilted else [])
+  tilts = [tilted_lib.tilt_for(m, order, [epsilon]) for m in candidates[:-1]] if tilted else []
   proposals = (tilted_lib.direction_proposals(candidates[:-1], tilts, epsilon) if tilted
                else {d: evr.DirectionProposal() for d in DIRECTIONS})
   # Every verification of the mechanism (scheme, strategy up to scale, adjacency), at any
@@ -301,7 +302,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   sizes, base = direction_sample_sizes(
       ledger, first, epsilon=epsilon, delta=delta, key_data=key_data, num_samples=num_samples,
       base_delta=base_delta, shared_draws=shared_draws, precision=choice.precision,
-      attempt=attempt, proposals=proposals, proposal=monte_carlo.proposal)
+      attempt=attempt, proposals=proposals, proposal=proposal)
   if not tilted:  # one N for both directions (per direction when earlier runs differ: the larger)
     sizes = {d: evr.DirectionSize(max(z.num_samples for z in sizes.values()), 1.0)
              for d in DIRECTIONS}
@@ -314,8 +315,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
         f'the last candidate must be (epsilon, base_delta)-DP by a deterministic accountant '
         f'(fallback={fallback.name!r}): noise_multiplier must be >= {sigma_up}, got '
         f'{sigmas[-1]}')
-  tilt_identity = (tilted_lib.run_identity(tilts, sizes, monte_carlo.tilt_order) if tilted
-                   else None)
+  tilt_identity = tilted_lib.run_identity(tilts, sizes, order) if tilted else None
   run_id = _run_identity(key_data, sigmas, n, base, shared_draws, choice.precision, epsilon,
                          delta, tilt_identity)
   if saved is None:
@@ -405,7 +405,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
       accountant=None if monte_carlo_release else fallback.name,
       precision=choice.precision, margin=_released_margin(sweep, index, method),
       attempts_checked=bool(checked),
-      tilt=(tilted_lib.guarantee_record(tilts[index], sizes, monte_carlo.tilt_order)
+      tilt=(tilted_lib.guarantee_record(tilts[index], sizes, order)
             if tilted and monte_carlo_release else None))
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base, sums,
                       charge)
