@@ -280,7 +280,8 @@ def account(mechanism: MatrixMechanism, *, epsilon: float | None = None,
 
 # The MonteCarloOptions fields ``account`` uses.
 ACCOUNT_FIELDS = frozenset({'num_samples', 'base_delta', 'estimation_samples', 'attempt',
-                            'fallback', 'precision', 'proposal', 'tilt_order'})
+                            'fallback', 'precision', 'proposal', 'tilt_order',
+                            'tilt_state_budget'})
 
 
 def _verified(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloOptions,

@@ -107,6 +107,10 @@ class MonteCarloOptions:
     tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it; optional with ``"auto"``;
       refused with ``"plain"``); ``deterministic.tilt_bound.choose_order`` gives the α of the
       smallest M.
+    tilt_state_budget: the largest tuple-chain state count a tilt may build (``verify``,
+      ``account``); None: ``deterministic.tilt_bound.DEFAULT_STATE_BUDGET`` (2·10⁶). An order
+      over it is refused (``"tilted"``) or not chosen (``"auto"``); host memory and seconds grow
+      with it (the §7.4 shape at α = 3: 2,829,056 states, ~2 min on one core).
   """
 
   num_samples: int | None = None
@@ -122,6 +126,7 @@ class MonteCarloOptions:
   estimate_only: bool = False
   proposal: str = 'plain'
   tilt_order: int | None = None
+  tilt_state_budget: int | None = None
 
   def __post_init__(self):
     def put(name, value):
@@ -152,6 +157,13 @@ class MonteCarloOptions:
 
   def _check_proposal(self, put) -> None:
     put('proposal', _validate.one_of('proposal', self.proposal, PROPOSALS))
+    if self.tilt_state_budget is not None:
+      put('tilt_state_budget',
+          _validate.integer_at_least('tilt_state_budget', self.tilt_state_budget, 1))
+      if self.proposal == 'plain':
+        raise InputError(argument='monte_carlo.tilt_state_budget', value=self.tilt_state_budget,
+                         requirement="bounds the tilt's tuple chain; with proposal='plain' it "
+                         'must be None', suggestion={'monte_carlo.proposal': 'auto'})
     if self.proposal == 'plain':
       if self.tilt_order is not None:
         raise InputError(argument='monte_carlo.tilt_order', value=self.tilt_order,

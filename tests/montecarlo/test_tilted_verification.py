@@ -296,3 +296,24 @@ def test_auto_tilts_where_it_covers_and_helps_and_samples_plainly_elsewhere():
   with pytest.raises(jaxacct.InputError) as refused:  # an estimate needs an explicit order
     jaxacct.estimate_delta(jax.random.key(0), BMINSEP, [1.0], 100, monte_carlo=options)
   assert refused.value.argument == 'monte_carlo.proposal'
+
+
+def test_the_state_budget_bounds_the_order():
+  mechanisms = _candidates(1.5)
+  states = {a: tilt_bound.state_space(mechanisms[0], a)[0] for a in (2, 3)}
+  assert states[2] < states[3]
+  # A budget admitting α = 2 only: auto takes 2 (or plain), an explicit α = 3 is refused.
+  proposal, order = tilted.resolve_proposal('auto', None, mechanisms, 4.5, 'float64',
+                                            state_budget=states[2])
+  assert (proposal, order) == ('tilted', 2)
+  assert tilted.resolve_proposal('auto', None, mechanisms, 4.5, 'float64',
+                                 state_budget=states[2] - 1) == ('plain', None)
+  with pytest.raises(jaxacct.InputError, match='state budget') as refused:
+    jaxacct.verify(jax.random.key(3), _candidates(1.5, FALLBACK_SIGMA), epsilon=4.5, delta=1e-5,
+                   monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3,
+                                                         tilt_state_budget=states[2]),
+                   run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert refused.value.argument == 'monte_carlo.tilt_order'
+  with pytest.raises(jaxacct.InputError) as refused:
+    jaxacct.MonteCarloOptions(tilt_state_budget=10)
+  assert refused.value.argument == 'monte_carlo.tilt_state_budget'

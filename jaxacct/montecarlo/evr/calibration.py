@@ -665,7 +665,7 @@ def _with_plan_check(result: Calibration, projected: float, started: float) -> C
 # The MonteCarloOptions fields a calibration uses: all of them but the tilted proposal's
 # (``estimate_delta`` only, for now: a calibration refuses them rather than sample plainly).
 CALIBRATE_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions)) - {'proposal', 'tilt_order'}
+    options_lib.MonteCarloOptions)) - {'proposal', 'tilt_order', 'tilt_state_budget'}
 
 
 class _ProgressPlan:

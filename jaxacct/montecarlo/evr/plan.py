@@ -348,7 +348,8 @@ def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, bloc
 # The MonteCarloOptions fields a plan uses: a calibration's, but for ``shared_draws`` (the
 # plan times shared draws) and the tilted proposal's (not projected yet: refused).
 PLAN_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions)) - {'shared_draws', 'proposal', 'tilt_order'}
+    options_lib.MonteCarloOptions)) - {'shared_draws', 'proposal', 'tilt_order',
+                                       'tilt_state_budget'}
 
 
 @options_lib.moved

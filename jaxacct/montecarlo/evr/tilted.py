@@ -93,24 +93,28 @@ def refusal(mechanism: MatrixMechanism) -> str | None:
 
 
 def resolve_proposal(proposal: str, order: int | None, mechanisms, epsilon: float,
-                     precision: str) -> tuple[str, int | None]:
+                     precision: str, *, state_budget: int = tilt_bound.DEFAULT_STATE_BUDGET
+                     ) -> tuple[str, int | None]:
   """(``"plain"``, None) or (``"tilted"``, α) for a verification of the Monte Carlo candidates
   ``mechanisms`` at ε. ``"plain"`` and ``"tilted"`` are returned as given; ``"auto"`` is
   ``"tilted"`` when the tilt covers the candidates (``refusal``) at float64 and M(α, ε) < 1 at
   every candidate — α = ``order``, else the order of the smallest M at the first candidate
   (the smallest σ: the largest M; ``tilt_bound.choose_order``, α ≤ 8 within the default state
-  budget) — and ``"plain"`` otherwise."""
+  budget, or ``state_budget``) — and ``"plain"`` otherwise."""
   if proposal != 'auto':
     return proposal, order
   if not mechanisms or precision != 'float64' or refusal(mechanisms[0]) is not None:
     return 'plain', None
   if order is None:
-    order = tilt_bound.choose_order(mechanisms[0], epsilon).alpha
+    try:
+      order = tilt_bound.choose_order(mechanisms[0], epsilon, state_budget=state_budget).alpha
+    except InputError:  # no order fits the state budget
+      return 'plain', None
   for mechanism in mechanisms:
     states, _ = tilt_bound.state_space(mechanism, order)
-    if states > tilt_bound.DEFAULT_STATE_BUDGET:
+    if states > state_budget:
       return 'plain', None
-    log_z = tilt_bound.partition(mechanism, order).log_z
+    log_z = tilt_bound.partition(mechanism, order, state_budget=state_budget).log_z
     if not tilt_bound.log_support_bound(log_z, order, epsilon) < 0.0:
       return 'plain', None
   return 'tilted', order

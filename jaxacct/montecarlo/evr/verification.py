@@ -24,6 +24,7 @@ import jax
 from jaxacct import _validate
 from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS, Method
 from jaxacct.deterministic import base as accountants
+from jaxacct.deterministic import tilt_bound
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import candidates as candidates_lib
@@ -252,7 +253,7 @@ def verify(key, candidates, *, epsilon: float, delta: float,
 
 # The MonteCarloOptions fields a verification uses.
 VERIFY_FIELDS = frozenset({'num_samples', 'base_delta', 'shared_draws', 'attempt', 'fallback',
-                           'precision', 'proposal', 'tilt_order'})
+                           'precision', 'proposal', 'tilt_order', 'tilt_state_budget'})
 
 
 def run_verification(key, candidates, *, epsilon: float, delta: float,
@@ -287,12 +288,15 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   choice = precision_lib.choose(precision, first)
   key = keys_lib.canonicalize_key(key)
   key_data = keys_lib.key_words(key)
+  budget = monte_carlo.tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET
   proposal, order = tilted_lib.resolve_proposal(monte_carlo.proposal, monte_carlo.tilt_order,
-                                                candidates[:-1], epsilon, choice.precision)
+                                                candidates[:-1], epsilon, choice.precision,
+                                                state_budget=budget)
   tilted = proposal == 'tilted'
   # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample, and
   # each direction's term range and proven bound.
-  tilts = [tilted_lib.tilt_for(m, order, [epsilon]) for m in candidates[:-1]] if tilted else []
+  tilts = ([tilted_lib.tilt_for(m, order, [epsilon], state_budget=budget)
+            for m in candidates[:-1]] if tilted else [])
   proposals = (tilted_lib.direction_proposals(candidates[:-1], tilts, epsilon) if tilted
                else {d: evr.DirectionProposal() for d in DIRECTIONS})
   # Every verification of the mechanism (scheme, strategy up to scale, adjacency), at any
