@@ -317,3 +317,21 @@ def test_the_state_budget_bounds_the_order():
   with pytest.raises(jaxacct.InputError) as refused:
     jaxacct.MonteCarloOptions(tilt_state_budget=10)
   assert refused.value.argument == 'monte_carlo.tilt_state_budget'
+
+
+def test_bounds_alone_certify_without_samples_or_a_charge():
+  # α = 3 at σ = 2.0, ε = 4.5, target δ = 2·M(3, 4.5): the remove bound M is below the
+  # target, so no remove sample is needed, and ε ≥ −ln p₀ ≈ 4.04 certifies the add direction:
+  # a deterministic statement at the largest bound, M.
+  mechanism = _candidates(2.0)[0]
+  support = math.exp(tilted.tilt_for(mechanism, 3, [4.5]).log_support[0])
+  delta = 2 * support
+  ledger_object = jaxacct.VerificationLedger()
+  result = _verify([mechanism, dataclasses.replace(mechanism, noise_multiplier=9.0)], 4.5,
+                   delta, 3, ledger_object=ledger_object)
+  guarantee = result.guarantee
+  assert guarantee.method == 'deterministic' and guarantee.accountant == 'tilt_bound'
+  assert guarantee.delta == support and guarantee.num_samples == 0
+  assert guarantee.tilt['proposal'] == {'remove': 'certified', 'add': 'certified'}
+  assert guarantee.tilt['directions'] == {'remove': [0, support], 'add': [0, 0.0]}
+  assert ledger_object.runs(mechanism) == ()  # nothing drawn, nothing charged
