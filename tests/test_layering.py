@@ -51,7 +51,7 @@ ENGINE = (
     ('engine.tilted',),
 )
 EVR = (
-    ('evr', 'evr.bounds', 'evr.search_start'),
+    ('evr', 'evr.bounds', 'evr.search_start', 'evr.resolution'),
     ('evr.ledger', 'evr.checkpoint'),
     ('evr.plan',), ('evr.precision',), ('evr.tilted',), ('evr.estimator',), ('evr.candidates',),
     ('evr.verification',), ('evr.calibration',),

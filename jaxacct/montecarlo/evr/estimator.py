@@ -35,8 +35,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
-import typing
 
 import numpy as np
 
@@ -48,6 +46,8 @@ from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.engine import kernels, sampling, stream
 from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.montecarlo.evr import precision as precision_lib
+from jaxacct.montecarlo.evr import resolution as resolution_lib
+from jaxacct.montecarlo.evr.resolution import Resolution as Resolution
 from jaxacct.montecarlo.evr import tilted as tilted_lib
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine.sharding import SampleMesh
@@ -120,15 +120,6 @@ class EstimatorState:
     return cls(**raw)
 
 
-class Resolution(typing.NamedTuple):
-  """What an estimate resolves at a δ (``DeltaEstimate.resolved_epsilon``): the resolved ε,
-  or None with the samples per direction that would resolve it and why."""
-
-  epsilon: float | None
-  needed_samples: int | None
-  reason: str | None
-
-
 @dataclasses.dataclass(frozen=True)
 class DeltaEstimate:
   """δ̂(ε) per direction with standard errors, from an ``EstimatorState``.
@@ -163,13 +154,7 @@ class DeltaEstimate:
     """JSON-ready: ``epsilons``, ``delta_hat`` and ``standard_error`` per direction and
     ``num_samples`` (per direction), on the estimate's grid or on the listed ``epsilons``
     (each must be a grid point)."""
-    rows = slice(None)
-    if epsilons is not None:
-      grid = self.epsilons.tolist()
-      missing = [float(e) for e in epsilons if float(e) not in grid]
-      if missing:
-        raise InputError(f'epsilons {missing} are not on this estimate\'s grid')
-      rows = [grid.index(float(e)) for e in epsilons]
+    rows = resolution_lib.grid_rows(self.epsilons, epsilons)
     return {'epsilons': self.epsilons[rows].tolist(),
             'delta_hat': {d: self.delta_hat[d][rows].tolist() for d in DIRECTIONS},
             'standard_error': {d: self.standard_error[d][rows].tolist() for d in DIRECTIONS},
@@ -183,30 +168,11 @@ class DeltaEstimate:
     ``needed_samples`` says how many samples per direction would resolve it (from the
     s.e.'s 1/√N scaling at the first ε where δ̂ < ``delta``; None when no grid ε has
     δ̂ < ``delta``: the grid, not N, is then short). The estimator and its standard error
-    are the sample mean of Dong & Ganesh (2026) §2.5 and its usual standard error.
+    are the sample mean of Dong & Ganesh (2026) §2.5 and its usual standard error
+    (``resolution.resolve``, which a tilted estimate shares with its own floors).
     """
-    delta = _validate.probability('delta', delta)
-    z = _validate.positive_finite('z', z)
-    floor = 3.0 / self.num_samples
-    rule_of_three = math.ceil(3.0 / delta) + 1
-    if floor >= delta:
-      return Resolution(None, rule_of_three,
-                        f'δ = {delta:.3g} is below the resolution 3/N = {floor:.3g} of '
-                        f'N = {self.num_samples:,} samples per direction')
-    error = np.maximum(*(self.standard_error[d] for d in DIRECTIONS))
-    upper = self.delta_hat_max + z * error
-    resolved = np.flatnonzero(upper < delta)
-    if resolved.size:
-      return Resolution(float(self.epsilons[resolved[0]]), None, None)
-    below = np.flatnonzero(self.delta_hat_max < delta)
-    if not below.size:
-      return Resolution(None, None, f'no ε of the grid (up to {self.epsilons.max():.4g}) has '
-                                    f'δ̂(ε) below δ = {delta:.3g}: extend the ε grid')
-    i = below[0]
-    needed = math.ceil(self.num_samples * (z * error[i] / (delta - self.delta_hat_max[i]))**2)
-    return Resolution(None, max(needed + 1, rule_of_three),
-                      f'the upper confidence bound δ̂ + {z:g}·s.e. is not below δ = {delta:.3g} '
-                      f'at any ε of the grid with N = {self.num_samples:,} samples per direction')
+    return resolution_lib.resolve(self.epsilons, self.delta_hat, self.standard_error,
+                                  self.num_samples, delta, z=z)
 
   def epsilon_for_delta(self, delta: float) -> float:
     """ε̂(δ): the smallest ε with δ̂(ε) ≤ δ in both directions (``inf`` if none).
@@ -244,14 +210,16 @@ class EstimateReport:
 
   Attributes:
     mechanism: the mechanism estimated.
-    estimate: its ``DeltaEstimate`` (on a grid holding ``epsilons``: the figure's).
+    estimate: its ``DeltaEstimate`` (on a grid holding ``epsilons``: the figure's), or a
+      ``tilted.TiltedDeltaEstimate``, whose rows add the proposal per direction, α, ln Z_α
+      and its method and M(α, ε) per ε, and whose resolution has a floor per direction.
     epsilons: the table's ε.
     delta: the target δ at which the resolved ε is reported, or None.
     precision: the device program's ``PrecisionChoice`` (``montecarlo/evr/precision.py``).
   """
 
   mechanism: MatrixMechanism
-  estimate: DeltaEstimate
+  estimate: DeltaEstimate | tilted_lib.TiltedDeltaEstimate
   epsilons: list
   delta: float | None
   precision: precision_lib.PrecisionChoice
@@ -259,7 +227,7 @@ class EstimateReport:
   @property
   def resolution(self) -> Resolution | None:
     """The ε the samples resolve at ``delta`` (``DeltaEstimate.resolved_epsilon``: δ̂ + 2·s.e.
-    below δ, δ above 3/N), or None without a target."""
+    below δ, δ above each direction's floor, 3/N for plain terms), or None without a target."""
     return None if self.delta is None else self.estimate.resolved_epsilon(self.delta)
 
   def to_dict(self) -> dict:
@@ -280,7 +248,8 @@ class EstimateReport:
         'seed': [int(w) for w in self.estimate.key_data],
         'precision': self.precision.precision, 'precision_reason': self.precision.reason,
         'resolution': None if resolution is None else resolution._asdict(),
-        **self.estimate.to_dict(self.epsilons),  # epsilons, delta_hat, standard_error, N
+        # epsilons, delta_hat, standard_error, N (tilted: and the proposal, α, ln Z_α, M)
+        **self.estimate.to_dict(self.epsilons),
         'curve': self.estimate.to_dict(),
     }
 

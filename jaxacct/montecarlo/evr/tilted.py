@@ -76,6 +76,7 @@ from jaxacct.montecarlo.engine.tilted import TermAboveBoundError as TermAboveBou
 from jaxacct.montecarlo.engine.tilted import TiltedDraws
 from jaxacct.montecarlo.evr import bounds
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.evr import resolution as resolution_lib
 from jaxacct.schemes.participation import MinSepChain
 
 
@@ -236,15 +237,30 @@ class TiltedDeltaEstimate:
   def delta_hat_max(self) -> np.ndarray:
     return np.maximum(*(self.delta_hat[d] for d in DIRECTIONS))
 
-  def to_dict(self) -> dict:
-    """JSON-ready: every attribute, arrays as lists, ``method`` "estimate"."""
-    return {'method': 'estimate', 'epsilons': self.epsilons.tolist(),
-            'delta_hat': {d: self.delta_hat[d].tolist() for d in DIRECTIONS},
-            'standard_error': {d: self.standard_error[d].tolist() for d in DIRECTIONS},
+  def to_dict(self, epsilons=None) -> dict:
+    """JSON-ready: every attribute, arrays as lists, ``method`` "estimate"; on the estimate's
+    grid or on the listed ``epsilons`` (each a grid point: the per-ε values are their rows)."""
+    rows = resolution_lib.grid_rows(self.epsilons, epsilons)
+    return {'method': 'estimate', 'epsilons': self.epsilons[rows].tolist(),
+            'delta_hat': {d: self.delta_hat[d][rows].tolist() for d in DIRECTIONS},
+            'standard_error': {d: self.standard_error[d][rows].tolist() for d in DIRECTIONS},
             'proposal': dict(self.proposal), 'tilt_order': self.order, 'log_z': self.log_z,
-            'log_z_method': self.method, 'support': self.support.tolist(),
-            'largest_scaled_term': self.largest_scaled_term.tolist(),
+            'log_z_method': self.method, 'support': self.support[rows].tolist(),
+            'largest_scaled_term': self.largest_scaled_term[rows].tolist(),
             'num_samples': self.num_samples, 'seed': list(self.key_data)}
+
+  def resolved_epsilon(self, delta: float, *, z: float = 2.0) -> resolution_lib.Resolution:
+    """As ``DeltaEstimate.resolved_epsilon`` (``resolution.resolve``), each direction above its
+    own floor: 3·M(α, ε)/N for the tilted remove direction (its terms lie in [0, M]), 3/N for
+    the plain add direction — a δ below the add direction's floor is not resolved, whatever
+    the remove direction resolves; the reason names the direction that limits it."""
+    supports = {d: (resolution_lib.Support(self.support, f'tilted {d} direction',
+                                           f'3·M(α = {self.order}, ε)/N')
+                    if self.proposal[d] == 'tilted' else
+                    resolution_lib.Support(np.ones(self.epsilons.size), f'plain {d} direction',
+                                           '3/N')) for d in DIRECTIONS}
+    return resolution_lib.resolve(self.epsilons, self.delta_hat, self.standard_error,
+                                  self.num_samples, delta, z=z, supports=supports)
 
 
 @dataclasses.dataclass(frozen=True)
