@@ -43,6 +43,7 @@ from jaxacct.deterministic import base as deterministic
 from jaxacct import strategy as strategy_lib  # keys registered by the strategy modules
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct import errors
+from jaxacct import options as options_lib
 from jaxacct.errors import InputError
 
 _LOG = logging.getLogger(__name__)
@@ -386,6 +387,16 @@ KEYS: tuple[Key, ...] = (
         'certified margin; auto, float32 on TPU/GPU and the faster one on a CPU. (Also read by '
         '`calibrate` and `train` when calibration.precision is not given: deprecated.)',
         library=_CALIBRATE),
+    Key('monte_carlo.proposal', _Choice(options_lib.PROPOSALS),
+        'The law of `estimate`\'s draws: plain, each direction sampled directly (remove: '
+        'y ~ P, add: y ~ Q); tilted, the remove '
+        'direction drawn from the law tilted by the privacy loss and weighted back, every term '
+        '≤ M(α, ε), the add direction plain. tilted covers untruncated Poisson with one band and '
+        'b-min-sep with bands ≤ b, in float64.', library=_CALIBRATE),
+    Key('monte_carlo.tilt_order', _Integer(2),
+        'The order α of proposal tilted (refused without it); '
+        'jaxacct.deterministic.tilt_bound.choose_order gives the α of the smallest M.',
+        library=_CALIBRATE, default_text='required with proposal tilted'),
     Key('calibration', _Section(),
         'The (ε, δ) target of `calibrate` and `train`, and the Estimate-Verify-Release search '
         '(`estimate` reports its ε̂ at calibration.delta).'),
@@ -652,8 +663,21 @@ def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
     raise ConfigError(f'{path} must hold a YAML mapping of sections (scheme, strategy, …), got '
                       f'a {type(raw).__name__}')
   raw = apply_overrides(_check(raw), list(overrides))
+  _check_proposal(raw)
   _warn_legacy_precision(raw)
   return raw
+
+
+def _check_proposal(raw: dict) -> None:
+  """``monte_carlo.proposal`` and ``monte_carlo.tilt_order`` together, by
+  ``MonteCarloOptions``' own rule (the order is required with tilted and refused without it),
+  on the config as overridden; the refusal names the key."""
+  given = {name: value for name, value in library_keywords(
+      raw, 'monte_carlo', ('proposal', 'tilt_order')).items() if value is not None}
+  try:
+    options_lib.MonteCarloOptions(**given)
+  except InputError as error:
+    raise ConfigError(describe(error, 'monte_carlo')) from None
 
 
 def scheme_from(raw: dict):

@@ -89,12 +89,14 @@ def _banner(fig, text: str | None) -> None:
 def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_error: dict,
                    title: str, *, num_samples: int, released=None, threshold=None,
                    point_label: str = 'released', name: str = 'delta_hat.png',
-                   banner: str | None = None) -> pathlib.Path:
+                   banner: str | None = None, remove_floor=None) -> pathlib.Path:
   """Monte Carlo δ̂(ε) of both directions on a log scale, with ±2 standard-error bands clipped
   to the plotted range (a lower edge ≤ 0 is drawn at the axis floor), the target and released
   (ε, δ) and the verification threshold when given. Points with δ̂ = 0 (no sample's loss
   above ε) are not drawn; below 3/N nothing is resolved. ``banner``: a line across the top
-  (an estimated σ's "estimate, not a guarantee")."""
+  (an estimated σ's "estimate, not a guarantee"). ``remove_floor``: per ε, the resolution
+  3·M(α, ε)/N of a tilted remove direction (terms ≤ M), drawn dashed; 3/N is then the add
+  direction's."""
   folder.mkdir(parents=True, exist_ok=True)
   fig, ax = _figure((7, 4.5))
   _banner(fig, banner)
@@ -111,7 +113,11 @@ def plot_delta_hat(folder: pathlib.Path, epsilons, delta_hat: dict, standard_err
                     color=colour, alpha=0.2, linewidth=0,
                     label=f'±2 s.e. ({direction}; clipped at the axis)')
   ax.axhline(3.0 / num_samples, color='0.5', linewidth=0.8,
-             label=f'3/N: resolution of N = {num_samples:,} samples')
+             label=f'3/N: resolution of N = {num_samples:,} samples'
+             + ('' if remove_floor is None else ' (add)'))
+  if remove_floor is not None:
+    ax.plot(eps, np.asarray(remove_floor, float), color='tab:blue', linewidth=0.8,
+            linestyle='--', label='3·M(α, ε)/N: resolution of the tilted remove direction')
   _mark_release(ax, released, threshold, point_label)
   ax.set_yscale('log')
   ax.set_ylim(bottom=floor, top=1.0)

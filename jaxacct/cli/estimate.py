@@ -1,5 +1,6 @@
 """``jaxacct estimate CONFIG``: the config's δ(ε) — a Monte Carlo estimate (``estimate_delta``,
-both directions with standard errors) or, with a deterministic accountant, the proven δ(ε)
+both directions with standard errors; ``monte_carlo.proposal: tilted`` draws the remove
+direction from the law tilted by the privacy loss, ``montecarlo/evr/tilted.py``) or, with a deterministic accountant, the proven δ(ε)
 and ε(δ), written to ``<report root>/estimate/`` (``_folders.output_dir``): ``estimate.json``
 and ``delta_hat.png`` (Monte Carlo) or ``delta.png`` (deterministic)."""
 
@@ -9,6 +10,7 @@ import sys
 import time
 
 import jax
+import numpy as np
 
 from jaxacct import config as config_lib
 from jaxacct import progress as progress_lib
@@ -93,12 +95,21 @@ def _estimate_deterministic(args, raw, mechanism, name: str) -> dict:
   return payload
 
 
-def _max_seconds(args, mechanism, num_samples: int) -> float | None:
+def _max_seconds(args, mechanism, num_samples: int, options: MonteCarloOptions) -> float | None:
   """The ``max_seconds`` of a Monte Carlo estimate: the run's budget (``budget_seconds``) when
   the estimate could exceed it (``plan.needs_timing``), None (nothing timed or refused)
   otherwise. An estimate that is not timed first is announced on stderr here, since its first
   call compiles the program without a line (a timed one is announced by the probe,
-  ``plan.program_seconds``)."""
+  ``plan.program_seconds``). A tilted estimate is never timed (``estimate_delta`` refuses
+  ``max_seconds`` with it: its host tuple draws are not projected yet), and says so."""
+  if options.proposal == 'tilted':
+    progress_lib.announce(reporter(args), f'estimate: {num_samples:,} samples per direction '
+                                          f'of n = {mechanism.iterations:,} rounds, the remove '
+                                          f'direction tilted (α = {options.tilt_order}), '
+                                          'starting; not timed first (a tilted run is not '
+                                          'projected yet: --max-minutes is not checked; its '
+                                          'first call may compile the program)…')
+    return None
   budget = budget_seconds(args)
   if plan_lib.needs_timing(mechanism, num_samples, budget, devices=jax.device_count()):
     return budget
@@ -120,11 +131,14 @@ def _estimate(args, raw) -> dict:
   say_precision(choice)
   check_state_files(args, raw, ledger=False)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
+  options = MonteCarloOptions(precision=choice.precision, **{
+      name: value for name, value in config_lib.library_keywords(
+          raw, 'monte_carlo', ('proposal', 'tilt_order')).items() if value is not None})
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
-                            monte_carlo=MonteCarloOptions(precision=choice.precision),
+                            monte_carlo=options,
                             run=run_options(args, reporter(args), max_seconds=_max_seconds(
-                                args, mechanism, num_samples)))
+                                args, mechanism, num_samples, options)))
   except plan_lib.OverBudgetError as refusal:  # timed by the library before any sample
     refuse_over_budget(args, f'the Monte Carlo estimate (monte_carlo.num_samples = '
                         f'{num_samples:,}, {choice.precision})', refusal.seconds,
@@ -141,12 +155,30 @@ def _estimate(args, raw) -> dict:
   write_on_leader(report.plot_delta_hat, folder, result.epsilons, result.delta_hat,
                   result.standard_error,
                   f'{report.describe(mechanism)}, N = {num_samples:,} per direction\nMonte Carlo '
-                  'estimate (not a guarantee)', num_samples=num_samples,
+                  f'estimate{_tilted_text(payload, ", ")} (not a guarantee)',
+                  num_samples=num_samples, remove_floor=(
+                      None if payload.get('proposal', {}).get('remove') != 'tilted'
+                      else 3.0 * np.asarray(payload['curve']['support']) / num_samples),
                   released=None if eps_hat is None else (eps_hat, target),
                   point_label='estimated')
   keep_only(args, folder, ('estimate.json', 'delta_hat.png'))
   payload['report'] = str(folder)
   return payload
+
+
+def _tilted_text(payload: dict, lead: str) -> str:
+  """"tilted remove direction (α = 3)" after ``lead`` for a tilted estimate, else ""."""
+  proposal = payload.get('proposal') or {}
+  tilted = [d for d in DIRECTIONS if proposal.get(d) == 'tilted']
+  return ''.join(f'{lead}tilted {d} direction (α = {payload["tilt_order"]})' for d in tilted)
+
+
+def _floor(payload: dict, direction: str, i: int) -> tuple[float, str]:
+  """The resolution of a direction's δ̂ at the table's i-th ε: below it δ̂ says nothing (the
+  rule of three, ``resolution``): 3/N, or 3·M(α, ε)/N for a tilted direction (terms ≤ M)."""
+  if (payload.get('proposal') or {}).get(direction) == 'tilted':
+    return 3.0 * payload['support'][i] / payload['num_samples'], '3M/N'
+  return 3.0 / payload['num_samples'], '3/N'
 
 
 def _print(payload: dict) -> None:
@@ -155,14 +187,15 @@ def _print(payload: dict) -> None:
   else:
     print(f'noise_multiplier σ = {payload["noise_multiplier"]}, {payload["num_samples"]:,} '
           f'samples per direction, seed {payload["seed"]} (Monte Carlo estimate, not a guarantee'
+          + _tilted_text(payload, '; ')
           + ('; CONJECTURAL: rests on Conjecture 6.2' if payload.get('conjectural') else '')
           + ('; App. B BOUNDS: upper bounds on δ̂' if payload.get('bounded') else '') + ')')
-    floor = 3.0 / payload['num_samples']  # below it δ̂ says nothing (the rule of three)
     print(f'{"epsilon":>8}  {"delta_hat remove":>24}  {"delta_hat add":>24}')
     for i, eps in enumerate(payload['epsilons']):
+      floors = [_floor(payload, d, i) for d in DIRECTIONS]
       cells = [f'{payload["delta_hat"][d][i]:.4e} ± {payload["standard_error"][d][i]:.1e}'
-               if payload['delta_hat'][d][i] >= floor else f'< {floor:.1e} (3/N)'
-               for d in DIRECTIONS]
+               if payload['delta_hat'][d][i] >= floor else f'< {floor:.1e} ({rule})'
+               for d, (floor, rule) in zip(DIRECTIONS, floors)]
       print(f'{eps:8.3f}  {cells[0]:>24}  {cells[1]:>24}')
     resolution = payload.get('resolution')
     if resolution is not None and resolution['epsilon'] is not None:
