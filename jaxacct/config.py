@@ -387,7 +387,7 @@ KEYS: tuple[Key, ...] = (
         'certified margin; auto, float32 on TPU/GPU and the faster one on a CPU. (Also read by '
         '`calibrate` and `train` when calibration.precision is not given: deprecated.)',
         library=_CALIBRATE),
-    Key('monte_carlo.proposal', _Choice(options_lib.PROPOSALS),
+    Key('monte_carlo.proposal', _Choice(('plain', 'tilted')),
         'The law of `estimate`\'s draws: plain, each direction sampled directly (remove: '
         'y ~ P, add: y ~ Q); tilted, the remove '
         'direction drawn from the law tilted by the privacy loss and weighted back, every term '
