@@ -335,3 +335,28 @@ def test_bounds_alone_certify_without_samples_or_a_charge():
   assert guarantee.tilt['proposal'] == {'remove': 'certified', 'add': 'certified'}
   assert guarantee.tilt['directions'] == {'remove': [0, support], 'add': [0, 0.0]}
   assert ledger_object.runs(mechanism) == ()  # nothing drawn, nothing charged
+
+
+def test_a_tilted_verification_resumes_from_its_checkpoint_as_the_same_attempt(tmp_path,
+                                                                              certified_add):
+  class Stop(Exception):
+    pass
+
+  def stop_after_one_call(done, total, stage):
+    raise Stop
+
+  folder, ledger_path = tmp_path / 'verify', tmp_path / 'ledger.json'
+  candidates = _candidates(1.5, 1.7, FALLBACK_SIGMA)
+  common = dict(ledger_object=jaxacct.FileLedger(ledger_path), checkpoint=folder,
+                blocks_per_call=2)
+  with pytest.raises(Stop):
+    _verify(candidates, 4.5, 1e-5, 3, checkpoint_interval=1e-9, progress=stop_after_one_call,
+            **common)
+  seen = []
+  resumed = _verify(candidates, 4.5, 1e-5, 3,
+                    progress=lambda done, total, stage: seen.append(done), **common)
+  assert seen and seen[0] > 0  # went on from the saved blocks
+  for d in ('remove', 'add'):
+    np.testing.assert_array_equal(resumed.sums.sums[d], certified_add.sums.sums[d])
+  assert resumed.guarantee.delta == certified_add.guarantee.delta
+  assert len(jaxacct.FileLedger(ledger_path).runs(BMINSEP)) == 1  # one attempt, not two
