@@ -97,9 +97,9 @@ class MonteCarloOptions:
       the law tilted by the privacy loss, Q_α ∝ P^αQ^{1−α}, and weighted back, every term
       bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain, or is
       certified without samples for ε ≥ −ln Pr[x = 0]). Used by ``estimate_delta``,
-      ``verify`` and ``account`` (float64, untruncated Poisson with one band and b-min-sep
-      with bands ≤ b); ``calibrate`` and ``capacity_plan`` refuse it for now.
-      ``"auto"`` (``verify``, ``account``): ``"tilted"`` where it covers the mechanism at
+      ``verify``, ``account`` and ``calibrate`` (float64, untruncated Poisson with one band and
+      b-min-sep with bands ≤ b); ``capacity_plan`` refuses it for now.
+      ``"auto"`` (``verify``, ``account``, ``calibrate``): ``"tilted"`` where it covers the mechanism at
       float64 with M < 1, at ``tilt_order`` or else the order of the smallest M
       (``deterministic.tilt_bound.choose_order`` at the first candidate), and ``"plain"``
       otherwise (``montecarlo/evr/tilted.py``, ``resolve_proposal``); the release records
@@ -108,7 +108,7 @@ class MonteCarloOptions:
       refused with ``"plain"``); ``deterministic.tilt_bound.choose_order`` gives the α of the
       smallest M.
     tilt_state_budget: the largest tuple-chain state count a tilt may build (``verify``,
-      ``account``); None: ``deterministic.tilt_bound.DEFAULT_STATE_BUDGET`` (2·10⁶). An order
+      ``account``, ``calibrate``); None: ``deterministic.tilt_bound.DEFAULT_STATE_BUDGET`` (2·10⁶). An order
       over it is refused (``"tilted"``) or not chosen (``"auto"``); host memory and seconds grow
       with it (the §7.4 shape at α = 3: 2,829,056 states, ~2 min on one core).
   """

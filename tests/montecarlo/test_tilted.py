@@ -260,17 +260,11 @@ def test_estimate_arguments_the_tilt_does_not_use_are_refused(monkeypatch, extra
                                                                  tilt_order=2), **extra)
 
 
-def test_drivers_that_do_not_tilt_yet_refuse_the_proposal():
-  options = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2)
-  key = jax.random.key(0)
+def test_the_plan_does_not_project_the_tilt_yet_and_refuses_it():
   from jaxacct.montecarlo.evr import plan
-  for call in (lambda: jaxacct.calibrate_noise_multiplier(BMINSEP.scheme, BMINSEP.matrix,
-                                                          epsilon=1.0, delta=1e-3, key=key,
-                                                          monte_carlo=options),
-               lambda: plan.capacity_plan(BMINSEP, epsilon=1.0, delta=1e-3,
-                                          monte_carlo=options)):
-    with pytest.raises(jaxacct.InputError, match=r'does not use monte_carlo\.(proposal|tilt)'):
-      call()
+  with pytest.raises(jaxacct.InputError, match=r'does not use monte_carlo\.(proposal|tilt)'):
+    plan.capacity_plan(BMINSEP, epsilon=1.0, delta=1e-3,
+                       monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2))
 
 
 _DEVICE_SCRIPT = '''

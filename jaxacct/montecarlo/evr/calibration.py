@@ -45,12 +45,16 @@ import jax
 import numpy as np
 
 from jaxacct import _validate
+from jaxacct.errors import InputError
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import candidates as candidates_lib
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.engine import sharding
+from jaxacct.deterministic import tilt_bound
 from jaxacct.montecarlo.evr import bounds as evr, search_start, verification
+from jaxacct.montecarlo.evr import tilted as tilted_lib
+from jaxacct.montecarlo.evr import tilted_search
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.evr import ledger as ledger_lib
 from jaxacct.montecarlo.evr import plan as plan_lib
@@ -524,6 +528,12 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   fallback = verification.fallback_accountant(monte_carlo.fallback)
   verification.check_fallback(fallback, placeholder)
   choice = precision_lib.choose(precision, placeholder)
+  if monte_carlo.proposal != 'plain':
+    tilted = _calibrate_tilted(scheme, matrix, epsilon=epsilon, delta=delta, key=key,
+                               monte_carlo=monte_carlo, run=run, fallback=fallback,
+                               precision=choice.precision)
+    if tilted is not None:  # None: "auto" chose plain sampling
+      return tilted
   if estimate_only:
     # Nothing is verified: no ledger is opened, N and δ_b are the declared attempt's.
     ledger = None
@@ -636,9 +646,7 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
                           fallback=fallback, precision=choice.precision, key=key)
     return _with_plan_check(estimated, estimated.estimate.seconds_here, started)
   # Candidates: the estimated boundary, a few steps below and above, then the fallback.
-  below = max(1, num_candidates // 4)
-  grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
-  grid = [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]
+  grid = search_start.candidate_grid(boundary, sigma_up, grid_ratio, num_candidates)
   candidates = [MatrixMechanism(scheme, matrix, s) for s in grid]
   phases.verification(len(grid) - 1)
   outcome = verification.run_verification(
@@ -656,16 +664,82 @@ def calibrate_noise_multiplier(scheme, matrix, *, epsilon: float, delta: float, 
   return released if plan is None else _with_plan_check(released, plan.seconds_here, started)
 
 
+def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
+                      monte_carlo: options_lib.MonteCarloOptions, run: options_lib.RunOptions,
+                      fallback, precision: str) -> Calibration | None:
+  """The calibration with the tilted proposal (``tilted_search``: a bisection of tilted
+  estimates, then Algorithm 5 with the tilt, ``verification.run_verification``), or None when
+  ``proposal="auto"`` resolves to plain sampling at the search's initial guess.
+
+  δ_b is the given one or δ/2; each direction's N is sized by the verification from the
+  candidates' bounds (``bounds.resolve_direction_sizes``). Not yet with the tilt, refused before
+  any compute: ``estimate_only`` and ``run.max_seconds`` (the plan does not project tilted runs).
+  """
+  for argument, given in (('monte_carlo.estimate_only', monte_carlo.estimate_only),
+                          ('run.max_seconds', run.max_seconds is not None)):
+    if given:
+      raise InputError(argument=argument, requirement=(
+          f"is not available with proposal={monte_carlo.proposal!r} yet (the capacity plan "
+          'does not project tilted runs)'), alternatives={"monte_carlo.proposal='plain'": None})
+  base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
+  sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
+      scheme, matrix, fallback, epsilon, base)))
+  budget = monte_carlo.tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET
+  proposal, order = tilted_lib.resolve_proposal(
+      monte_carlo.proposal, monte_carlo.tilt_order, [MatrixMechanism(scheme, matrix, guess)],
+      epsilon, precision, state_budget=budget)
+  if proposal == 'plain':
+    return None
+  placeholder = MatrixMechanism(scheme, matrix, 1.0)
+  ledger = ledger_lib.ledger_from(run.ledger)
+  # An undeclared retry is refused now, before the search (its σ are not known yet).
+  verification.check_retry(
+      ledger, placeholder, epsilon=epsilon, delta=delta, key_data=keys_lib.key_words(key),
+      num_samples=monte_carlo.num_samples, base_delta=monte_carlo.base_delta,
+      shared_draws=monte_carlo.shared_draws, precision=precision, attempt=monte_carlo.attempt,
+      proposal=proposal)
+  saved = checkpoint_lib.open_checkpoint(run.checkpoint, {
+      'run': 'calibrate', 'proposal': proposal, 'tilt_order': order, 'state_budget': budget,
+      'scheme': repr(scheme), 'strategy': repr(matrix.fingerprint), 'epsilon': epsilon,
+      'delta': float(delta), 'seed': list(keys_lib.key_words(key)),
+      'num_samples': monte_carlo.num_samples, 'base_delta': base,
+      'grid_ratio': monte_carlo.grid_ratio, 'estimation_samples': monte_carlo.estimation_samples,
+      'num_candidates': monte_carlo.num_candidates, 'attempt': monte_carlo.attempt,
+      'fallback': fallback.name}, run.checkpoint_interval)
+  verification.check_checkpoint_charge(saved, ledger)
+  progress_lib.announce(run.progress, f'calibration with the tilted remove direction (α = '
+                                      f'{order}): a search of tilted estimates, then the '
+                                      'verification; not projected first')
+  boundary, evaluations = tilted_search.boundary(
+      key, scheme, matrix, order=order, state_budget=budget, epsilon=epsilon, base_delta=base,
+      sigma_up=sigma_up, guess=guess, grid_ratio=monte_carlo.grid_ratio,
+      estimation_samples=monte_carlo.estimation_samples, saved=saved, run=run)
+  grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
+                                     monte_carlo.num_candidates)
+  outcome = verification.run_verification(
+      key, [MatrixMechanism(scheme, matrix, s) for s in grid], epsilon=epsilon, delta=delta,
+      monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order,
+                                      base_delta=base, fallback=fallback, precision=precision),
+      run=dataclasses.replace(run, ledger=ledger), saved=saved)
+  record = CalibrationRecord(
+      base_delta=base, num_samples=outcome.num_samples, sigma_up=sigma_up, initial_guess=guess,
+      estimation_samples=max([max(e.samples.values()) for e in evaluations] or [0]),
+      sweeps=tuple(SweepRecord((e.sigma,), (e.delta_hat,), (e.standard_error,))
+                   for e in evaluations),
+      verification=VerificationRecord(tuple(grid), tuple(outcome.accepted), outcome.delta_hat),
+      fallback_accountant=fallback.name)
+  return Calibration(outcome.mechanism, outcome.guarantee, tuple(grid), record, outcome.charge)
+
+
 def _with_plan_check(result: Calibration, projected: float, started: float) -> Calibration:
   """``result`` with its plan check: the projection beside the call's measured seconds."""
   return dataclasses.replace(result, plan_check={
       'projected_seconds': float(projected), 'measured_seconds': time.perf_counter() - started})
 
 
-# The MonteCarloOptions fields a calibration uses: all of them but the tilted proposal's
-# (``estimate_delta`` only, for now: a calibration refuses them rather than sample plainly).
+# The MonteCarloOptions fields a calibration uses: all of them.
 CALIBRATE_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions)) - {'proposal', 'tilt_order', 'tilt_state_budget'}
+    options_lib.MonteCarloOptions))
 
 
 class _ProgressPlan:

@@ -69,3 +69,13 @@ def fallback_and_guess(scheme, matrix, fallback, epsilon: float,
   guess = column_norm * pld.dpsgd_sigma(scheme.expected_participation_rate, scheme.iterations,
                                         epsilon=epsilon, delta=base_delta)
   return float(sigma_up), float(min(guess, sigma_up))
+
+
+def candidate_grid(boundary: float, sigma_up: float, grid_ratio: float,
+                   num_candidates: int) -> list[float]:
+  """Algorithm 5's candidates around the estimated boundary σ̂ (Dong & Ganesh (2026) App. A:
+  candidates at powers of the grid ratio): ``num_candidates`` σ̂·r^j, a quarter of them below
+  σ̂, those under σ_up, then σ_up (the fallback's, proven)."""
+  below = max(1, num_candidates // 4)
+  grid = boundary * grid_ratio ** np.arange(-below, num_candidates - below, dtype=np.float64)
+  return [float(s) for s in grid if s < sigma_up] + [float(sigma_up)]

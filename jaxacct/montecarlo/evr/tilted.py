@@ -36,11 +36,13 @@ drawn here yet), an order whose tuple chain exceeds the state budget, and the 32
 **Verification** (``verification.verify`` with ``proposal='tilted'``): each Monte Carlo
 candidate k gets its own tilt and program (its tuples depend on its σ), on the independent key
 fold_in(key, 2¹⁶ + k). The remove direction's terms lie in [0, S], S = max_k M_k
-(``direction_supports``); the add direction is certified without samples when ε ≥ −ln Pr[x = 0]
-((A1): ``tilt_bound.add_vanishing_epsilon``), else drawn plainly. Each direction has its own N
+(``direction_proposals``); the add direction is certified without samples when ε ≥ −ln Pr[x = 0]
+((A1): ``tilt_bound.add_vanishing_epsilon``) or, for a product mechanism, when its own Rényi
+bound is ≤ δ_b, else drawn plainly. Each direction has its own N
 (``bounds.resolve_direction_sizes``) and the release is the maximum over the directions of
 Fact 4.2 on its (N, S) (``bounds.overall_delta_by_direction``; docs/proofs/
-review-per-direction.md). Not yet: a tilted calibration (its σ search).
+review-per-direction.md); when every direction is certified the release is deterministic. A
+tilted calibration searches σ with ``tilted_search`` and verifies here.
 
 Where the code runs: Z_α, M and the tuples on the host (NumPy, float64); y, L and the term sums
 on device (``engine/tilted.py``).

@@ -1,0 +1,99 @@
+"""The σ search of a tilted calibration: where δ̂(σ) crosses δ_b, on the estimation stream.
+
+The plain calibration's sweeps share one draw across 16 σ (``candidates.py``); tilted draws
+depend on σ (the α-tuples' law π_α does), so a tilted calibration bisects instead, one tilted
+estimate per σ (``tilted.run_tilted_sweep`` with N_est draws per direction on the key
+fold_in(key, 2¹⁶ + j) of the j-th evaluation, estimation purpose: never the verification's
+draws). A direction whose proven bound at σ is ≤ δ_b (the remove direction's M(α, ε), the add
+direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples.
+
+Search: ``deterministic._search.smallest_passing_sigma`` (the deterministic calibrations'
+monotone search) from the initial guess, with σ ≥ σ_up passing by the fallback's proof: the
+bracket grows by factors of 2 until it straddles the boundary (δ̂ > δ_b in a direction below,
+≤ above), then bisects in ln σ until its ends are one ``grid_ratio`` apart. The answer only places Algorithm 5's candidate
+grid: the guarantee comes from the verification (``verification.py``), which draws fresh samples
+on another stream, so the search's noise can cost samples, never soundness.
+
+Every evaluation is a checkpoint phase (``tilted-search-j``, its σ): a calibration resumed
+from its checkpoint replays the finished ones bitwise and goes on.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5, the candidate grid) (docs/references.md).
+"""
+
+from __future__ import annotations
+
+import math
+import typing
+
+import jax
+
+from jaxacct import progress as progress_lib
+from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS, Direction
+from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo.engine import sampling
+from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
+from jaxacct.montecarlo.evr import tilted as tilted_lib
+
+# The search's lower end: far below any σ a verification could accept here (it only places
+# the candidate grid; a σ this small fails the estimate at once).
+_SIGMA_FLOOR = 1e-6
+
+
+class Evaluation(typing.NamedTuple):
+  """One σ of the search: the max-direction δ̂ (0 where a bound certifies the direction), the
+  larger standard error, and the samples per direction it drew."""
+
+  sigma: float
+  delta_hat: float
+  standard_error: float
+  samples: dict
+
+
+def default_samples(support: float, base_delta: float, add_certified: bool) -> int:
+  """N_est per direction when none is given: ⌈50·S/δ_b⌉, at least 1000, with S = M(α, ε) when
+  the add direction is certified and 1 when it is sampled plainly (a ~15 % relative error on
+  δ̂ at δ_b, as ``bounds.default_estimation_samples``; the plain add direction needs ~50/δ_b)."""
+  scale = support if add_certified else 1.0
+  return max(1000, math.ceil(50.0 * scale / base_delta))
+
+
+def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: float,
+             base_delta: float, sigma_up: float, guess: float, grid_ratio: float,
+             estimation_samples: int | None, saved, run) -> tuple[float, list[Evaluation]]:
+  """(the smallest σ found to pass, every evaluation in order): the search of the module
+  docstring. ``saved``: the calibration's checkpoint (None: none); ``run``: its
+  ``RunOptions`` (progress under the stage "tilted search j")."""
+  evaluations: list[Evaluation] = []
+
+  def passes(sigma: float) -> bool:
+    j = len(evaluations)
+    mechanism = MatrixMechanism(scheme, matrix, sigma)
+    tilt = tilted_lib.tilt_for(mechanism, order, [epsilon], state_budget=state_budget)
+    proposals = tilted_lib.direction_proposals([mechanism], [tilt], epsilon)
+    certified = {d: proposals[d].bound is not None and proposals[d].bound <= base_delta
+                 for d in DIRECTIONS}
+    count = estimation_samples or default_samples(proposals[Direction.REMOVE].support,
+                                                  base_delta, certified[Direction.ADD])
+    samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
+    delta_hat = {d: 0.0 for d in DIRECTIONS}
+    error = 0.0
+    if any(samples.values()):
+      result = tilted_lib.run_tilted_sweep(
+          [jax.random.fold_in(key, CANDIDATE_TAG + j)], [mechanism], [tilt], samples,
+          purpose='estimation', block_size=sampling.default_block_size(mechanism.iterations),
+          run=run, phase=checkpoint_lib.Phase(saved, f'tilted-search-{j}', float(sigma).hex()),
+          progress=progress_lib.staged(run.progress, f'tilted search {j + 1}'))
+      delta_hat = {d: float(result.delta_hat[d][0, 0]) for d in DIRECTIONS}
+      error = float(max(result.standard_error[d][0, 0] for d in DIRECTIONS))
+    evaluations.append(Evaluation(float(sigma), max(delta_hat.values()), error, samples))
+    return evaluations[-1].delta_hat <= base_delta
+
+  def meets(sigma: float) -> bool:
+    return sigma >= sigma_up or passes(sigma)  # σ_up passes by the fallback's proof
+
+  found = smallest_passing_sigma(meets, tolerance=grid_ratio - 1.0, floor=_SIGMA_FLOOR,
+                                 start=min(float(guess), float(sigma_up)))
+  return min(found, float(sigma_up)), evaluations
