@@ -328,7 +328,7 @@ def _verified_tilted(mechanism, epsilon, delta, *, key, monte_carlo: MonteCarloO
   if epsilon is None:
     raise InputError(argument='epsilon', requirement="is required with monte_carlo.proposal="
                      "'tilted' (account's ε estimate samples plainly, ~50/δ_b draws)",
-                     alternatives={"monte_carlo.proposal='plain'": None})
+                     suggestion={'monte_carlo.proposal': 'plain'})
   if monte_carlo.estimation_samples is not None:
     raise InputError(argument='monte_carlo.estimation_samples',
                      value=monte_carlo.estimation_samples,

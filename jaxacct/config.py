@@ -430,6 +430,19 @@ KEYS: tuple[Key, ...] = (
     Key('calibration.attempt', _COUNT,
         'Declares the k-th verification of this mechanism (scheme, and strategy up to scale) '
         'at any target: the attempt ledger refuses an undeclared retry.', library=_CALIBRATE),
+    Key('calibration.proposal', _Choice(options_lib.PROPOSALS),
+        'The law of the calibration\'s Monte Carlo draws: plain; tilted, the remove direction '
+        'drawn from the law tilted by the privacy loss (every term ≤ M(α, ε): ~M/δ samples '
+        'instead of ~1/δ; the add direction certified by a bound where one holds, else plain), '
+        'the σ search a bisection of tilted estimates; auto, tilted where it covers the '
+        'mechanism and M < 1, else plain. Not projected by the plan yet (announced, and '
+        '--max-minutes is not checked).', library=_CALIBRATE),
+    Key('calibration.tilt_order', _Integer(2),
+        'The order α of proposal tilted (required with it; optional with auto).',
+        library=_CALIBRATE, default_text='required with proposal tilted'),
+    Key('calibration.tilt_state_budget', _Integer(1),
+        'The largest tuple-chain state count a tilt may build (the §7.4 shape at α = 3 needs '
+        '2,829,056).', library=_CALIBRATE, default_text='2,000,000'),
     Key('calibration.seed', _SEED, 'The calibration\'s random key.', default=0),
     Key('report', _Section(), 'Where the report (JSON and PNGs) goes.'),
     Key('report.output_dir', _TEXT,

@@ -237,8 +237,10 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
     shown.extend(values.tolist())
   candidates = np.asarray(verification.sigmas[:-1])  # the last one is σ_up (the fallback)
   if verified:
-    worst = np.maximum(verification.delta_hat[Direction.REMOVE],
-                       verification.delta_hat[Direction.ADD])
+    # A direction certified without samples (a tilted verification) has no δ̂ (None): the
+    # worst drawn one is shown, 0 (the axis floor) when neither was drawn.
+    worst = np.nan_to_num(np.fmax(*(np.asarray(verification.delta_hat[d], np.float64)
+                                    for d in (Direction.REMOVE, Direction.ADD))))
     accepted = np.asarray(verification.accepted[:-1], bool)
     # δ̂ = 0 sits on the axis floor, so every verified candidate is drawn.
     floor = _log_floor(shown + worst.tolist())

@@ -93,3 +93,24 @@ def test_overrides_complete_a_tilted_config_before_it_is_checked(tmp_path):
   assert raw['monte_carlo']['tilt_order'] == 2
   with pytest.raises(config_lib.ConfigError, match='monte_carlo.tilt_order must be an integer'):
     config_lib.load(path, ['monte_carlo.tilt_order=2.5'])
+
+
+def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_path, capsys):
+  config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
+            'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
+                            'tilt_order': 3, 'num_candidates': 4, 'seed': 1}}
+  path = tmp_path / 'calibrate.yaml'
+  path.write_text(yaml.safe_dump(config))
+  ledger = tmp_path / 'ledger.json'
+  assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger', str(ledger)]) == 0
+  captured = capsys.readouterr()
+  # No capacity plan (it does not project the tilt): said on stderr instead.
+  assert 'does not project tilted runs yet' in captured.err
+  assert 'remove' in captured.out and '(certified)' in captured.out
+  written = json.loads((tmp_path / 'calibrate' / 'calibration.json').read_text())
+  assert written['method'] == 'verified_mc' and written['delta'] <= 1e-5
+  assert written['tilt']['tilt_order'] == 3
+  assert written['tilt']['directions']['add'][0] == 0
+  assert (tmp_path / 'calibrate' / 'candidates.png').is_file()
+  (run,) = jaxacct.FileLedger(ledger).runs(config_lib.mechanism_from(config_lib.load(path), 1.0))
+  assert run.directions == written['tilt']['directions']

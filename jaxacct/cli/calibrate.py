@@ -28,6 +28,7 @@ from jaxacct import report
 from jaxacct.conventions import Purpose
 from jaxacct.deterministic import curve_report
 from jaxacct.mechanism import MatrixMechanism
+from jaxacct.conventions import DIRECTIONS
 from jaxacct.options import MonteCarloOptions
 from jaxacct.montecarlo.evr import calibration as calibration_lib
 from jaxacct.montecarlo.engine import keys as keys_lib
@@ -35,16 +36,16 @@ from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.montecarlo.evr.calibration import CalibrationRecord
 from jaxacct.montecarlo.evr.estimator import estimate_delta
 from jaxacct.progress import format_seconds
-from jaxacct.cli.common import (Command, budget_seconds, reporter, calibrated, calibration_section,
-                                check_state_files, print_deterministic, print_footer,
+from jaxacct.cli.common import (CALIBRATION_OPTIONS, Command, budget_seconds, reporter, calibrated,
+                                calibration_section, check_state_files, print_deterministic,
+                                print_footer,
                                 refuse_over_budget, run_options, run_precision, say_precision,
                                 scheme_and_matrix, with_prefix_error)
 from jaxacct.cli.plan import check_budget, plan_mechanism
 from jaxacct.cli._folders import (keep_only, output_dir, write_on_leader)
 
 # The calibration options of the config that the library takes (as common.calibrated).
-_OPTIONS = ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
-            'num_candidates', 'fallback', 'attempt')
+_OPTIONS = CALIBRATION_OPTIONS
 
 
 def _calibrate(args, raw) -> dict:
@@ -201,10 +202,20 @@ def _print(payload: dict) -> None:
           + ('App. B loss bounds (upper bound); ' if payload.get('bounded') else '')
           + (f'float32 program, certified margin η ≤ {payload["margin"]:.2g}; '
              if payload.get('precision') == 'float32' and payload.get('margin') is not None
-             else '') +
-          f'{payload["num_samples"]:,} verification samples per direction, base δ '
-          f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; took {payload["seconds"]:.1f} s]')
+             else '')
+          + _samples_text(payload) + f', base δ '
+          f'{payload["base_delta"]:.4g}, seed {payload["seed"]}; took '
+          f'{payload["seconds"]:.1f} s]')
   print_footer(payload)
+
+
+def _samples_text(payload: dict) -> str:
+  """The verification's samples: one N per direction, or per direction with the tilt."""
+  tilt = payload.get('tilt')
+  if not tilt:
+    return f'{payload["num_samples"]:,} verification samples per direction'
+  parts = [f'{d} {tilt["directions"][d][0]:,} ({tilt["proposal"][d]})' for d in DIRECTIONS]
+  return f'verification samples (α = {tilt["tilt_order"]}): ' + ', '.join(parts)
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:

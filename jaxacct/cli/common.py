@@ -151,6 +151,12 @@ def _check_retry(ledger, raw, mechanism) -> None:
       precision=None if precision == 'auto' else precision, attempt=defaults.attempt)
 
 
+# The calibration section's keys that are MonteCarloOptions fields of the same name.
+CALIBRATION_OPTIONS = ('num_samples', 'base_delta', 'grid_ratio', 'shared_draws',
+                       'estimation_samples', 'num_candidates', 'fallback', 'attempt', 'proposal',
+                       'tilt_order', 'tilt_state_budget')
+
+
 def calibrated(args, raw, scheme, matrix, choice) -> tuple:
   """(mechanism, guarantee, payload, EVR record or the deterministic curve) at the config's
   (ε, δ): ``jaxacct.calibrate`` with the config's request and the run's ``choice``
@@ -172,9 +178,7 @@ def calibrated(args, raw, scheme, matrix, choice) -> tuple:
                'seconds': time.perf_counter() - started}
     return result.mechanism, g, payload, result.curve
   seed = int(config_lib.setting(raw, 'calibration.seed'))
-  options = config_lib.library_keywords(raw, 'calibration', (
-      'num_samples', 'base_delta', 'grid_ratio', 'shared_draws', 'estimation_samples',
-      'num_candidates', 'fallback', 'attempt'))
+  options = config_lib.library_keywords(raw, 'calibration', CALIBRATION_OPTIONS)
   ledger = ledger_path(args)
   choice = run_precision(raw, MatrixMechanism(scheme, matrix, 1.0))
   say_precision(choice)

@@ -24,7 +24,8 @@ from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import sharding
 from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.options import MonteCarloOptions
-from jaxacct.cli.common import (Command, calibration_section, refuse_over_budget, run_precision)
+from jaxacct.cli.common import (Command, calibration_section, refuse_over_budget, reporter,
+                                run_precision)
 from jaxacct.cli._folders import (output_dir, write_on_leader)
 
 CALIBRATION_FIGURES = 2  # calibrate draws δ̂(ε) and the candidates after its calibration
@@ -91,6 +92,12 @@ def check_budget(args, raw, choice, report: bool = True,
     if then is not None:
       refuse_over_budget(args, then[0], then[1], '', accelerator=False)
       return then[1]
+    return None
+  proposal = (raw.get('calibration') or {}).get('proposal') or 'plain'
+  if proposal != 'plain':  # the plan does not project the tilt yet: said, never silent
+    progress_lib.announce(reporter(args), f'calibration.proposal = {proposal}: the capacity '
+                          'plan does not project tilted runs yet, so this calibration is not '
+                          'timed first and --max-minutes is not checked')
     return None
   plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
   seconds = plan['plan']['seconds_after_plan']

@@ -680,7 +680,7 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
     if given:
       raise InputError(argument=argument, requirement=(
           f"is not available with proposal={monte_carlo.proposal!r} yet (the capacity plan "
-          'does not project tilted runs)'), alternatives={"monte_carlo.proposal='plain'": None})
+          'does not project tilted runs)'), suggestion={'monte_carlo.proposal': 'plain'})
   base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))

@@ -173,7 +173,7 @@ def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
   reason = refusal(mechanism)
   if reason is not None:
     raise InputError(argument='mechanism', requirement=f'is not covered by the tilted proposal: '
-                     f'{reason}', alternatives={"monte_carlo.proposal='plain'": None})
+                     f'{reason}', suggestion={'monte_carlo.proposal': 'plain'})
   order = _validate.integer_at_least('tilt_order', order, 2)
   grid = np.asarray(epsilons, np.float64).reshape(-1)
   states, method = tilt_bound.state_space(mechanism, order)
@@ -391,7 +391,7 @@ def direction_proposals(mechanisms, tilts, epsilon: float) -> dict:
                        f'{np.exp(log_support):.4g} >= 1: tilted terms would range wider than '
                        'plain ones; choose another order '
                        '(deterministic.tilt_bound.choose_order)',
-                       alternatives={"monte_carlo.proposal='plain'": None})
+                       suggestion={'monte_carlo.proposal': 'plain'})
     support = float(np.exp(log_support))
     remove = bounds.DirectionProposal(support, support)
   return {Direction.REMOVE.value: remove,

@@ -5,7 +5,8 @@ depend on σ (the α-tuples' law π_α does), so a tilted calibration bisects in
 estimate per σ (``tilted.run_tilted_sweep`` with N_est draws per direction on the key
 fold_in(key, 2¹⁶ + j) of the j-th evaluation, estimation purpose: never the verification's
 draws). A direction whose proven bound at σ is ≤ δ_b (the remove direction's M(α, ε), the add
-direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples.
+direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples; a σ
+whose M(α, ε) is ≥ 1 fails without samples (the tilted verification cannot take it).
 
 Search: ``deterministic._search.smallest_passing_sigma`` (the deterministic calibrations'
 monotone search) from the initial guess, with σ ≥ σ_up passing by the fallback's proof: the
@@ -72,6 +73,11 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
     j = len(evaluations)
     mechanism = MatrixMechanism(scheme, matrix, sigma)
     tilt = tilted_lib.tilt_for(mechanism, order, [epsilon], state_budget=state_budget)
+    if not tilt.log_support[0] < 0.0:
+      # M(α, ε) ≥ 1: the tilted verification cannot take this σ (``direction_proposals``), so
+      # it fails here, unsampled (δ ≤ 1 is all that is recorded).
+      evaluations.append(Evaluation(float(sigma), 1.0, 0.0, {d: 0 for d in DIRECTIONS}))
+      return False
     proposals = tilted_lib.direction_proposals([mechanism], [tilt], epsilon)
     certified = {d: proposals[d].bound is not None and proposals[d].bound <= base_delta
                  for d in DIRECTIONS}
