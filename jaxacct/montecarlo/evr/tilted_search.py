@@ -72,6 +72,9 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
   def passes(sigma: float) -> bool:
     j = len(evaluations)
     mechanism = MatrixMechanism(scheme, matrix, sigma)
+    # The host tables can take minutes (the §7.4 shape at α = 3): said, never silent.
+    progress_lib.announce(run.progress, f'tilted search {j + 1}: σ = {sigma:.6g}, the α = '
+                                        f'{order} tilt (host tables)…')
     tilt = tilted_lib.tilt_for(mechanism, order, [epsilon], state_budget=state_budget)
     if not tilt.log_support[0] < 0.0:
       # M(α, ε) ≥ 1: the tilted verification cannot take this σ (``direction_proposals``), so

@@ -295,6 +295,9 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
   tilted = proposal == 'tilted'
   # The tilts (host tables, float64) of the Monte Carlo candidates, before any sample, and
   # each direction's term range and proven bound.
+  if tilted and len(candidates) > 1:  # host tables: minutes at the §7.4 shape, said first
+    progress_lib.announce(run.progress, f'verification: the α = {order} tilts of '
+                                        f'{len(candidates) - 1} candidate(s) (host tables)…')
   tilts = ([tilted_lib.tilt_for(m, order, [epsilon], state_budget=budget)
             for m in candidates[:-1]] if tilted else [])
   proposals = (tilted_lib.direction_proposals(candidates[:-1], tilts, epsilon) if tilted
