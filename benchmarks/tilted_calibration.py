@@ -18,16 +18,13 @@ Results: benchmarks/RESULTS.md ("§7.4 untruncated, tilted calibration").
 from __future__ import annotations
 
 import argparse
-import pathlib
 import time
 
 import jax
 
 import jaxacct
-from jaxacct import config
+from benchmarks.tilted_production import DELTA, EPSILON, production_mechanism, state_folder
 from jaxacct import progress as progress_lib
-
-EPSILON, DELTA = 10.0, 1.301e-8
 
 
 def main() -> None:
@@ -38,12 +35,8 @@ def main() -> None:
   parser.add_argument('--state', default='/tmp/cal74')
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args()
-  state = pathlib.Path(args.state)
-  state.mkdir(parents=True, exist_ok=True)
-  root = pathlib.Path(__file__).resolve().parents[1]
-  raw = config.load(root / 'configs' / 'bminsep_production_7_4.yaml',
-                    ['scheme.truncated_batch_size=14745600'])
-  mechanism = config.mechanism_from(raw)
+  state = state_folder(args.state)
+  mechanism = production_mechanism()
   start = time.perf_counter()
   result = jaxacct.calibrate_noise_multiplier(
       mechanism.scheme, mechanism.matrix, epsilon=EPSILON, delta=DELTA,

@@ -40,18 +40,29 @@ from jaxacct.montecarlo.evr.search_start import fallback_accountant
 EPSILON, DELTA, SIGMA = 10.0, 1.301e-8, 0.47
 
 
+def production_mechanism(sigma: float = SIGMA):
+  """The §7.4 config's mechanism, never truncated (the batch bound is the dataset size)."""
+  root = pathlib.Path(__file__).resolve().parents[1]
+  raw = config.load(root / 'configs' / 'bminsep_production_7_4.yaml',
+                    ['scheme.truncated_batch_size=14745600'])
+  return config.mechanism_from(raw, sigma)
+
+
+def state_folder(path: str) -> pathlib.Path:
+  """The benchmark's own ledger and checkpoint folder (never the user's), created."""
+  state = pathlib.Path(path)
+  state.mkdir(parents=True, exist_ok=True)
+  return state
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--order', type=int, default=2)
   parser.add_argument('--state', default='/tmp/prod74')
   parser.add_argument('--seed', type=int, default=0)
   args = parser.parse_args()
-  state = pathlib.Path(args.state)
-  state.mkdir(parents=True, exist_ok=True)
-  root = pathlib.Path(__file__).resolve().parents[1]
-  raw = config.load(root / 'configs' / 'bminsep_production_7_4.yaml',
-                    ['scheme.truncated_batch_size=14745600'])
-  mechanism = config.mechanism_from(raw, SIGMA)
+  state = state_folder(args.state)
+  mechanism = production_mechanism()
   start = time.perf_counter()
   tilt = tilted.tilt_for(mechanism, args.order, [EPSILON])
   host = time.perf_counter() - start
