@@ -46,10 +46,14 @@ gives ln Z_α; forward filtering / backward sampling draws multiset paths, and t
 tuple is then uniform given the path (a uniform permutation of the initial multiset, a
 uniform choice of which k eligible chains participate).
 
-Cost: with K multiset states and K′ ≤ (α + 1)K transitions, the forward pass is O(n·(K′ + αK))
-time and O(K) memory; ``TupleChain`` keeps a message every ⌈√n⌉ rounds and recomputes one
-block at a time when sampling (O(√n·K) memory; sampling costs one more forward pass plus
-O(n·num·α)). ``state_budget`` refuses larger state spaces.
+Cost: with K multiset states and K′ ≤ (α + 1)K transitions, the forward pass is O(n·K′) time
+and O(K) memory (a state with one incoming transition — most of them — is one gather per
+round; the few with several, a logsumexp); ``TupleChain`` keeps a message every ⌈√n⌉ rounds
+and recomputes one block at a time when sampling (O(√n·K) memory). Sampling costs one more
+forward pass for *all* the draws of a ``draw_blocks`` call plus O(n·num·α) (the backward step
+evaluates only the incoming transitions of the sampled states). ``state_budget`` refuses
+larger state spaces. At the §7.4 shape (K = 2.83·10⁶ at α = 3, n = 7200) a forward pass
+takes ~1 min on the project's CPU.
 
 Where the code runs: host NumPy, float64, log space throughout (logsumexp over incoming
 transitions; no exponential of a large number). This is the host reference; a device estimator
@@ -337,6 +341,23 @@ def _transitions(law: ChainLaw, rows: np.ndarray) -> _Transitions:
                       incoming[multi])
 
 
+class _Gathered(typing.NamedTuple):
+  source: np.ndarray      # the transitions' sources (the transitions' shape)
+  log_weight: np.ndarray  # their ln C(e, k)p^k q^{e−k}, −inf at padding
+  joining: np.ndarray     # flat positions of the transitions with k ≥ 1 …
+  counts: np.ndarray      # … their k …
+  lags: np.ndarray        # … and their sources' lag indices (J, α)
+
+
+def _logsumexp_columns(values: np.ndarray) -> np.ndarray:
+  """ln Σ_i exp(values[i, :]) per column (−inf for a column of −inf): a few incoming slots
+  by many states, reduced across the short axis."""
+  peak = values.max(axis=0)
+  safe = np.where(np.isfinite(peak), peak, 0.0)
+  with np.errstate(divide='ignore'):
+    return safe + np.log(np.exp(values - safe).sum(axis=0))
+
+
 def _logsumexp_rows(values: np.ndarray) -> np.ndarray:
   peak = values.max(axis=1)
   safe = np.where(np.isfinite(peak), peak, 0.0)
@@ -393,7 +414,14 @@ class TupleChain:
     self._scaled_diagonals = np.zeros((law.bands, n))
     self._scaled_diagonals[:self.coefficients.size] = (gram_diagonals(self.coefficients, n)
                                                        / sigma**2)
-    self._joining_lags = law.lag[self.rows[self.transitions.source[self.transitions.joining]]]
+    # Per state, its single incoming transition (padding where it has several or none: the
+    # multi targets, recomputed by logsumexp over theirs, stored one column per incoming slot):
+    # one gather per round instead of a gather over every transition and a scatter.
+    tr = self.transitions
+    first = np.full(self.num_states, tr.source.size)
+    first[tr.single_target] = tr.single_transition
+    self._single = self._gathered(first)
+    self._multi = self._gathered(tr.multi_incoming.T)
     log_initial = law.log_initial[self.rows].sum(axis=1) + _log_arrangements(self.rows)
     if checkpoint_interval is None:
       checkpoint_interval = math.isqrt(n - 1) + 1  # ⌈√n⌉
@@ -408,27 +436,46 @@ class TupleChain:
     self._final = message
     self.log_z = float(_logsumexp_rows(message[None, :])[0])
 
-  # One round: the transition values F_t[source] + ln w_t and the next message F_{t+1}.
-  def _values(self, message: np.ndarray, t: int) -> np.ndarray:
-    tr = self.transitions
-    values = np.empty(tr.source.size + 1)
-    values[-1] = -np.inf  # the padding slot of ``incoming``
-    np.add(message[tr.source], tr.log_weight, out=values[:-1])
-    g = self._scaled_diagonals[:, t].copy()
+  # One round: ln w_t of a transition is its ln C(e, k)p^k q^{e−k} plus, when k chains join in
+  # round t, k(k − 1)/2·G[t, t]/σ² + k·Σ_l G[t − λ_l, t]/σ² over the other chains' lags λ_l.
+  def _interaction(self, counts: np.ndarray, lags: np.ndarray, t: int) -> np.ndarray:
+    """The round-t interaction of transitions joining ``counts`` chains from states whose
+    chains have ``lags`` (rows of α lag indices)."""
+    g = self._scaled_diagonals[:, t].copy()  # g[λ] = G[t − λ, t]/σ²; g[0] the diagonal …
     diagonal = g[0]
-    g[_NO_LAG] = 0.0
-    # k chains join: k(k − 1)/2·G[t, t]/σ² + k·Σ_l G[t − λ_l, t]/σ² over the others' lags.
-    k = tr.count[tr.joining]
-    values[tr.joining] += k * (g[self._joining_lags].sum(axis=1) + 0.5 * (k - 1.0) * diagonal)
+    g[_NO_LAG] = 0.0  # … and also the "no lag" slot, which adds nothing
+    return counts * (g[lags].sum(axis=1) + 0.5 * (counts - 1.0) * diagonal)
+
+  def _gathered(self, transitions: np.ndarray) -> '_Gathered':
+    """What ``_values`` needs of the given transitions (any shape; the padding index of
+    ``incoming`` gives −inf), looked up once."""
+    tr = self.transitions
+    # C order throughout: ``_values`` adds the interaction through a flat view.
+    transitions = np.ascontiguousarray(transitions)
+    valid = transitions < tr.source.size
+    index = np.where(valid, transitions, 0)
+    source = np.ascontiguousarray(tr.source[index])
+    counts = tr.count[index]
+    joining = np.flatnonzero(valid & (counts > 0))
+    return _Gathered(source, np.where(valid, tr.log_weight[index], -np.inf), joining,
+                     counts.reshape(-1)[joining],
+                     self.law.lag[self.rows[source.reshape(-1)[joining]]])
+
+  def _values(self, gathered: '_Gathered', message: np.ndarray, t: int) -> np.ndarray:
+    """F_t[source] + ln w_t of the gathered transitions (−inf at padding)."""
+    values = message[gathered.source]
+    values += gathered.log_weight
+    # ``source`` is C-ordered (``_gathered``), so the flat reshape is a view of ``values``.
+    values.reshape(-1)[gathered.joining] += self._interaction(gathered.counts, gathered.lags, t)
     return values
 
   def _advance(self, message: np.ndarray, t: int) -> np.ndarray:
-    tr = self.transitions
-    values = self._values(message, t)
-    new = np.empty_like(message)
-    new[tr.single_target] = values[tr.single_transition]
-    if tr.multi_target.size:
-      new[tr.multi_target] = _logsumexp_rows(values[tr.multi_incoming])
+    """F_{t+1} from F_t: the single-incoming states by one gather, the others by logsumexp over
+    their incoming transitions (the same arithmetic for both)."""
+    new = self._values(self._single, message, t)
+    if self.transitions.multi_target.size:
+      new[self.transitions.multi_target] = _logsumexp_columns(
+          self._values(self._multi, message, t))
     return new
 
   # ------------------------------------------------------------ sampling
@@ -450,43 +497,69 @@ class TupleChain:
   def draw(self, rng, num: int) -> np.ndarray:
     """The patterns of ``sample`` alone (the same draws from the same ``rng``), without their
     log-probabilities (a quarter of the host time at α = 8, n = 1000): bool (num, α, n)."""
-    rng = np.random.default_rng(rng)
+    return self.draw_blocks([rng], num)[0]
+
+  def draw_blocks(self, rngs, num: int) -> np.ndarray:
+    """``draw(rng, num)`` for every generator of ``rngs``, bitwise, with one recomputation of
+    the forward messages for all of them: bool (len(rngs), num, α, n).
+
+    The recomputation is one forward pass over the K states (O(n·K′), minutes at K ~ 10⁶),
+    the rest O(n·num·α) per generator: drawing many blocks together divides the dominant cost
+    by their number. Each generator is consumed exactly as ``draw`` consumes it (uniforms for
+    the last state, then per round backwards, then the labelling's), and NumPy's uniform
+    doubles drawn as one array equal the same draws made one call at a time, so a block's
+    patterns do not depend on which blocks are drawn with it (tested)."""
+    rngs = [np.random.default_rng(rng) for rng in rngs]
+    if not rngs:
+      raise InputError('rngs: at least one generator is needed')
     num = _validate.integer_at_least('num', num, 1)
-    n, tr = self.iterations, self.transitions
-    counts = np.zeros((num, n), np.int16)
+    n, tr, blocks = self.iterations, self.transitions, len(rngs)
+    counts = np.zeros((blocks * num, n), np.int16)
     # The last state ∝ F_n (one cumulative table for all draws).
     cumulative = np.cumsum(np.exp(self._final - self._final.max()))
-    state = np.minimum(np.searchsorted(cumulative, rng.random(num) * cumulative[-1], side='right'),
+    uniform = np.concatenate([rng.random(num) for rng in rngs])
+    state = np.minimum(np.searchsorted(cumulative, uniform * cumulative[-1], side='right'),
                        cumulative.size - 1)
+    rows = np.arange(blocks * num)
     boundaries = list(range(0, n, self.checkpoint_interval)) + [n]
     for block in range(len(boundaries) - 2, -1, -1):
       start, stop = boundaries[block], boundaries[block + 1]
       messages = [self._checkpoints[block]]
       for t in range(start, stop - 1):
         messages.append(self._advance(messages[-1], t))
-      for t in range(stop - 1, start - 1, -1):
-        values = self._values(messages[t - start], t)
+      # Round stop − 1 − i uses uniforms[i] (each generator's next stop − start uniforms).
+      uniforms = np.concatenate([rng.random((stop - start, num)) for rng in rngs], axis=1)
+      for i, t in enumerate(range(stop - 1, start - 1, -1)):
         candidates = tr.incoming[state]
-        choice = candidates[np.arange(num), _categorical(rng, values[candidates])]
+        logits = self._values(self._gathered(candidates), messages[t - start], t)
+        choice = candidates[rows, _categorical(uniforms[i], logits)]
         counts[:, t] = tr.count[choice]
         state = tr.source[choice]
-    return self._label(rng, self.rows[state], counts)
+    patterns = self._label(rngs, self.rows[state], counts)
+    return patterns.reshape(blocks, num, self.alpha, n)
 
-  def _label(self, rng, initial: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Labelled patterns given multiset paths: uniform among the consistent labellings."""
-    law, (num, n) = self.law, counts.shape
-    state = rng.permuted(initial, axis=1)
-    patterns = np.zeros((num, self.alpha, n), bool)
-    positions = np.broadcast_to(np.arange(self.alpha), (num, self.alpha))
-    rank = np.empty((num, self.alpha), np.int64)
-    for t in range(n):
-      eligible = state == law.eligible
-      keys = np.where(eligible, rng.random(state.shape), 2.0)
-      # The rank of each key: the inverse of its sorting permutation (one sort, one scatter).
-      np.put_along_axis(rank, np.argsort(keys, axis=1), positions, axis=1)
-      joins = rank < counts[:, t:t + 1]
-      patterns[:, :, t] = joins
-      state = np.where(joins, law.join, law.skip[state])
+  def _label(self, rngs, initial: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Labelled patterns given multiset paths (generator g's draws are rows g·num … of
+    ``initial`` and ``counts``): uniform among the consistent labellings."""
+    law, (total, n) = self.law, counts.shape
+    num = total // len(rngs)
+    state = np.concatenate([rng.permuted(initial[g * num:(g + 1) * num], axis=1)
+                            for g, rng in enumerate(rngs)])
+    patterns = np.zeros((total, self.alpha, n), bool)
+    positions = np.broadcast_to(np.arange(self.alpha), (total, self.alpha))
+    rank = np.empty((total, self.alpha), np.int64)
+    for start in range(0, n, self.checkpoint_interval):
+      stop = min(n, start + self.checkpoint_interval)
+      uniforms = np.concatenate([rng.random((stop - start, num, self.alpha)) for rng in rngs],
+                                axis=1)
+      for t in range(start, stop):
+        eligible = state == law.eligible
+        keys = np.where(eligible, uniforms[t - start], 2.0)
+        # The rank of each key: the inverse of its sorting permutation (one sort, one scatter).
+        np.put_along_axis(rank, np.argsort(keys, axis=1), positions, axis=1)
+        joins = rank < counts[:, t:t + 1]
+        patterns[:, :, t] = joins
+        state = np.where(joins, law.join, law.skip[state])
     return patterns
 
   # ------------------------------------------------------------ exact log-probabilities
@@ -510,12 +583,13 @@ class TupleChain:
     return single + pairs / self.noise_multiplier**2 - self.log_z
 
 
-def _categorical(rng, logits: np.ndarray) -> np.ndarray:
-  """Index per row drawn ∝ exp(logits) (rows with finite maximum), by inverse CDF."""
+def _categorical(uniform: np.ndarray, logits: np.ndarray) -> np.ndarray:
+  """Index per row drawn ∝ exp(logits) (rows with finite maximum), by inverse CDF of the
+  row's uniform in [0, 1)."""
   peak = logits.max(axis=1, keepdims=True)
   weights = np.exp(logits - peak)
   cumulative = np.cumsum(weights, axis=1)
-  threshold = rng.random((logits.shape[0], 1)) * cumulative[:, -1:]
+  threshold = uniform[:, None] * cumulative[:, -1:]
   return np.minimum((cumulative <= threshold).sum(axis=1), logits.shape[1] - 1)
 
 

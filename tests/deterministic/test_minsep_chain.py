@@ -251,6 +251,27 @@ def test_checkpoint_interval_does_not_change_the_draws():
   assert all(np.all(np.diff(t) >= 4) for t in times)
 
 
+def test_blocks_drawn_together_are_the_blocks_drawn_alone():
+  """``draw_blocks`` shares one forward recomputation across generators; each generator's
+  draws must be bitwise those of ``draw`` on it alone, whatever the checkpoint interval (the
+  engine draws many blocks per host pass: a block may not depend on its companions)."""
+  law = minsep_chain.min_sep_law(0.25, 3, True, 3)
+
+  def generators():
+    return [np.random.Generator(np.random.Philox(key=[seed, 7])) for seed in (1, 2, 3)]
+
+  alone = np.stack([minsep_chain.TupleChain(law, [1.0, 0.6, 0.3], 0.8, 3, 31).draw(g, 9)
+                    for g in generators()])
+  for interval in (1, 5, 31):
+    chain = minsep_chain.TupleChain(law, [1.0, 0.6, 0.3], 0.8, 3, 31,
+                                    checkpoint_interval=interval)
+    together = chain.draw_blocks(generators(), 9)
+    assert together.shape == (3, 9, 3, 31) and together.dtype == bool
+    assert np.array_equal(together, alone)
+    assert np.array_equal(chain.draw_blocks(generators()[1:2], 9)[0], alone[1])
+  assert alone.any() and not np.array_equal(alone[0], alone[1])  # the check can fail
+
+
 # ---------------------------------------------------------------- refusals
 def test_state_budget_refusal_names_alpha_and_the_count():
   law = minsep_chain.min_sep_law(0.1, 16, True, 4)

@@ -310,6 +310,12 @@ def test_a_block_is_its_tuples_its_noise_and_the_exact_loss():
   seed, = keys_lib.host_block_seeds(program.tuple_key, [3])
   patterns = tilt.chain.draw(np.random.Generator(np.random.Philox(key=seed)), BLOCK)
   np.testing.assert_array_equal(program.draw_tuples([3, 4])[0], patterns)
+  # Drawn ahead in one host pass (blocks 3 … 6) and served from it: the same tuples.
+  ahead = dataclasses.replace(program, host_blocks=4)
+  np.testing.assert_array_equal(ahead.draw_tuples([3], last_block=9)[0], patterns)
+  assert sorted(ahead._ahead) == [4, 5, 6]
+  np.testing.assert_array_equal(ahead.draw_tuples([4, 5]), program.draw_tuples([4, 5]))
+  np.testing.assert_array_equal(ahead.draw_tuples([7, 8]), program.draw_tuples([7, 8]))
   stream_key = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
   with jax.enable_x64(True):
     losses = np.asarray(program.losses(stream_key, 3, 2))[0]

@@ -363,6 +363,32 @@ def test_a_tilted_verification_resumes_from_its_checkpoint_as_the_same_attempt(t
 
 
 # ------------------------------------------------------------------ calibration
+def test_the_order_two_chain_decides_sigma_far_from_the_boundary():
+  """``tilted_search.decided_by_order_two``: a fail only where the order-3 tilt's own M is ≥ 1
+  (D₃ ≥ D₂), a pass only where both proven bounds are ≤ δ_b, None near the boundary and at
+  order 2."""
+  from jaxacct.montecarlo.evr import tilted_search
+  base = 5e-6
+
+  def decided(sigma, epsilon, order=3):
+    return tilted_search.decided_by_order_two(dataclasses.replace(BMINSEP, noise_multiplier=sigma),
+                                              order, epsilon, base, 2_000_000)
+
+  def log_support(sigma, epsilon, order):
+    m = dataclasses.replace(BMINSEP, noise_multiplier=sigma)
+    return tilt_bound.log_support_bound(tilt_bound.partition(m, order).log_z, order, epsilon)
+
+  for sigma in (0.3, 0.5):
+    assert decided(sigma, 4.5) is False and log_support(sigma, 4.5, 3) >= 0.0
+  assert log_support(0.8, 4.5, 3) >= 0.0 and decided(0.8, 4.5) is None  # D₂ alone too weak
+  assert decided(1.35, 4.5) is None and decided(0.3, 4.5, order=2) is None
+  # At ε = 4.5, M(2, ε) ≥ e^{−ε}/4 > δ_b for every σ: no pass; at ε = 20 (add direction (A1))
+  # large σ pass by M(2, ε) ≤ δ_b.
+  assert decided(10.0, 4.5) is None
+  assert decided(5.0, 20.0) is True and log_support(5.0, 20.0, 2) <= math.log(base)
+  assert decided(0.5, 20.0) is None
+
+
 @pytest.fixture(scope='module')
 def tilted_calibration():
   return jaxacct.calibrate_noise_multiplier(

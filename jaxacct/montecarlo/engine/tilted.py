@@ -153,6 +153,16 @@ def tilted_reductions(losses, num_samples, epsilons, log_z, log_support, order, 
                                                   log_z, log_support, order)
 
 
+# The tuples one host pass may hold: bool entries (blocks · block_size · α · n).
+HOST_PASS_BYTES = 1 << 28
+
+
+def host_blocks_for(block_size: int, order: int, iterations: int) -> int:
+  """Blocks per host pass of the tuple sampler: as many as ``HOST_PASS_BYTES`` of patterns
+  hold (≥ 1). Performance only: a block's tuples do not depend on the pass that draws them."""
+  return max(1, HOST_PASS_BYTES // (block_size * order * iterations))
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class TiltedDraws:
   """Loss program of the tilted remove direction (plain add direction) for ``stream.accumulate``.
@@ -162,8 +172,9 @@ class TiltedDraws:
 
   Attributes:
     mechanism, kernel, block_size, mesh: as ``sampling.OneSigma``'s (a float64 kernel).
-    tuples: host, ``tuples(rng, count)`` → bool (count, α, n): ``count`` draws of π_α from the
-      ``np.random.Generator`` ``rng``, in sample order.
+    tuples: host, ``tuples(rngs, count)`` → bool (len(rngs), count, α, n): for each
+      ``np.random.Generator`` of ``rngs``, ``count`` draws of π_α from it in sample order (the
+      same draws whichever generators come with it).
     tuple_key: ``keys.host_stream_key`` of the run's purpose and the remove direction.
     order: α ≥ 2.
     log_z: ln Z_α of the weights (rounded up: a larger Z only raises every term).
@@ -171,6 +182,9 @@ class TiltedDraws:
       against.
     observe: None, or called on the host with each call's largest X/M per block and ε
       (k, E), once checked (a diagnostic: how close the terms come to M).
+    host_blocks: blocks whose tuples one host pass draws (``host_blocks_for``; performance
+      only): the sampler's dominant cost is a forward pass shared by the blocks drawn together,
+      so a pass draws ahead of the device calls and later calls take their blocks from it.
   """
 
   mechanism: MatrixMechanism
@@ -183,6 +197,10 @@ class TiltedDraws:
   log_z: float
   log_support: np.ndarray
   observe: Callable[[np.ndarray], None] | None = None
+  host_blocks: int = 1
+  # Blocks drawn ahead by the last host pass (block id → tuples): a cache, never state of the
+  # estimate (a block's tuples depend only on its seed).
+  _ahead: dict = dataclasses.field(default_factory=dict, init=False, repr=False)
 
   precision = 'float64'
 
@@ -199,17 +217,30 @@ class TiltedDraws:
   def _traced(self):
     return sampling.traced_params(self.mechanism, self.kernel)
 
-  def draw_tuples(self, block_ids) -> np.ndarray:
-    """Host: the tuples of blocks ``block_ids``, bool (k, block_size, α, n) (module docstring)."""
-    seeds = keys_lib.host_block_seeds(self.tuple_key, block_ids)
-    return np.stack([self.tuples(np.random.Generator(np.random.Philox(key=seed)),
-                                 self.block_size) for seed in seeds])
+  def draw_tuples(self, block_ids, last_block: int | None = None) -> np.ndarray:
+    """Host: the tuples of blocks ``block_ids`` (consecutive), bool (k, block_size, α, n)
+    (module docstring). A block not drawn ahead starts a host pass over it and up to
+    ``host_blocks`` − 1 blocks after it, never past ``last_block`` (exclusive; default: the
+    call's own blocks)."""
+    ids = [int(b) for b in block_ids]
+    if any(b not in self._ahead for b in ids):
+      stop = ids[-1] + 1 if last_block is None else max(ids[-1] + 1, int(last_block))
+      ahead = np.arange(ids[0], min(stop, ids[0] + max(self.host_blocks, len(ids))),
+                        dtype=np.int64)
+      seeds = keys_lib.host_block_seeds(self.tuple_key, ahead)
+      drawn = self.tuples([np.random.Generator(np.random.Philox(key=seed)) for seed in seeds],
+                          self.block_size)
+      self._ahead.clear()
+      self._ahead.update(zip(ahead.tolist(), drawn))
+    return np.stack([self._ahead.pop(b) for b in ids])
 
-  def losses(self, stream_key, first_block: int, num_blocks: int) -> jax.Array:
+  def losses(self, stream_key, first_block: int, num_blocks: int,
+             last_block: int | None = None) -> jax.Array:
     """Remove-direction losses L = ln P/Q of the tilted draws of blocks [first_block,
-    first_block + num_blocks), (num_blocks, block_size) float64 on the mesh."""
+    first_block + num_blocks), (num_blocks, block_size) float64 on the mesh (``last_block``:
+    as ``draw_tuples``)."""
     ids = np.arange(first_block, first_block + num_blocks, dtype=np.int64)
-    patterns = self.mesh.place(self.draw_tuples(ids))
+    patterns = self.mesh.place(self.draw_tuples(ids, last_block))
     params, sigma, view = self._traced
     outputs = _tilted_outputs(patterns, self.mesh.place(ids), stream_key, sigma, view,
                               kernel=self.kernel, mesh=self.mesh.mesh)
@@ -228,7 +259,8 @@ class TiltedDraws:
           self.plain, stream_key, ids, direction, first_block=first_block,
           block_size=self.block_size, num_samples=num_samples, epsilons=eps_device,
           edges=jnp.asarray(edges if edges is not None else [0.0]), mesh=self.mesh)
-    losses = self.losses(stream_key, first_block, num_blocks)
+    losses = self.losses(stream_key, first_block, num_blocks,
+                         last_block=-(-num_samples // self.block_size))
     remaining = jnp.asarray(num_samples - first_block * self.block_size, jnp.int64)
     sums, squares, excess, largest = self.mesh.to_host(tilted_reductions(
         losses, remaining, eps_device, jnp.asarray(self.log_z, jnp.float64),

@@ -75,7 +75,7 @@ from jaxacct.montecarlo.engine import kernels, stream
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct.montecarlo.engine.tilted import TermAboveBoundError as TermAboveBoundError
-from jaxacct.montecarlo.engine.tilted import TiltedDraws
+from jaxacct.montecarlo.engine.tilted import TiltedDraws, host_blocks_for
 from jaxacct.montecarlo.evr import bounds
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.evr import resolution as resolution_lib
@@ -148,9 +148,10 @@ class Tilt:
   log_support: np.ndarray
   chain: minsep_chain.TupleChain = dataclasses.field(repr=False)
 
-  def tuples(self, rng: np.random.Generator, count: int) -> np.ndarray:
-    """``count`` exact draws of π_α from ``rng``: bool (count, α, n)."""
-    return self.chain.draw(rng, count)
+  def tuples(self, rngs, count: int) -> np.ndarray:
+    """``count`` exact draws of π_α from each generator of ``rngs``, one forward pass for all:
+    bool (len(rngs), count, α, n) (``TupleChain.draw_blocks``)."""
+    return self.chain.draw_blocks(rngs, count)
 
   def identity(self) -> dict:
     """JSON-ready: what a checkpoint of a tilted run is checked against on resume."""
@@ -310,6 +311,7 @@ def run_tilted_sweep(keys, mechanisms, tilts, samples: dict, *, purpose: str, bl
         block_size=block_size, mesh=mesh, tuples=tilt.tuples,
         tuple_key=keys_lib.host_stream_key(key, purpose, Direction.REMOVE.value),
         order=tilt.order, log_z=tilt.log_z, log_support=tilt.log_support,
+        host_blocks=host_blocks_for(block_size, tilt.order, mechanism.iterations),
         observe=lambda block_largest, k=k: np.maximum(largest[k], block_largest.max(axis=0),
                                                       out=largest[k]))
     stream.accumulate(lambda direction, p=purpose_key: keys_lib.direction_key(p, direction),
