@@ -428,11 +428,12 @@ class TupleChain:
     self.checkpoint_interval = _validate.integer_at_least('checkpoint_interval',
                                                           checkpoint_interval, 1)
     self._checkpoints = [log_initial]
-    message = log_initial
+    # Two buffers in turn (no fresh K-entry array per round); checkpoints are copies.
+    message, spare = log_initial.copy(), np.empty_like(log_initial)
     for t in range(n):
-      message = self._advance(message, t)
+      message, spare = self._advance(message, t, out=spare), message
       if (t + 1) % self.checkpoint_interval == 0 and t + 1 < n:
-        self._checkpoints.append(message)
+        self._checkpoints.append(message.copy())
     self._final = message
     self.log_z = float(_logsumexp_rows(message[None, :])[0])
 
@@ -461,18 +462,20 @@ class TupleChain:
                      counts.reshape(-1)[joining],
                      self.law.lag[self.rows[source.reshape(-1)[joining]]])
 
-  def _values(self, gathered: '_Gathered', message: np.ndarray, t: int) -> np.ndarray:
-    """F_t[source] + ln w_t of the gathered transitions (−inf at padding)."""
-    values = message[gathered.source]
+  def _values(self, gathered: '_Gathered', message: np.ndarray, t: int,
+              out: np.ndarray | None = None) -> np.ndarray:
+    """F_t[source] + ln w_t of the gathered transitions (−inf at padding), into ``out`` when
+    given (C-ordered, their shape)."""
+    values = np.take(message, gathered.source, out=out)
     values += gathered.log_weight
     # ``source`` is C-ordered (``_gathered``), so the flat reshape is a view of ``values``.
     values.reshape(-1)[gathered.joining] += self._interaction(gathered.counts, gathered.lags, t)
     return values
 
-  def _advance(self, message: np.ndarray, t: int) -> np.ndarray:
-    """F_{t+1} from F_t: the single-incoming states by one gather, the others by logsumexp over
-    their incoming transitions (the same arithmetic for both)."""
-    new = self._values(self._single, message, t)
+  def _advance(self, message: np.ndarray, t: int, out: np.ndarray | None = None) -> np.ndarray:
+    """F_{t+1} from F_t (into ``out`` when given): the single-incoming states by one gather,
+    the others by logsumexp over their incoming transitions (the same arithmetic for both)."""
+    new = self._values(self._single, message, t, out)
     if self.transitions.multi_target.size:
       new[self.transitions.multi_target] = _logsumexp_columns(
           self._values(self._multi, message, t))
@@ -522,11 +525,15 @@ class TupleChain:
                        cumulative.size - 1)
     rows = np.arange(blocks * num)
     boundaries = list(range(0, n, self.checkpoint_interval)) + [n]
+    segment = np.empty((self.checkpoint_interval, self.num_states))
     for block in range(len(boundaries) - 2, -1, -1):
       start, stop = boundaries[block], boundaries[block + 1]
-      messages = [self._checkpoints[block]]
+      # The block's messages F_start … F_{stop−1}, recomputed into one buffer (fresh arrays
+      # of K entries each round would page-fault ~2 GB per block at K ~ 10⁶).
+      messages = segment[:stop - start]
+      messages[0] = self._checkpoints[block]
       for t in range(start, stop - 1):
-        messages.append(self._advance(messages[-1], t))
+        self._advance(messages[t - start], t, out=messages[t - start + 1])
       # Round stop − 1 − i uses uniforms[i] (each generator's next stop − start uniforms).
       uniforms = np.concatenate([rng.random((stop - start, num)) for rng in rngs], axis=1)
       for i, t in enumerate(range(stop - 1, start - 1, -1)):
