@@ -389,6 +389,31 @@ def test_the_order_two_chain_decides_sigma_far_from_the_boundary():
   assert decided(0.5, 20.0) is None
 
 
+def test_the_search_asks_each_sigma_once_and_fails_the_unaffordable_ones(monkeypatch):
+  """A σ whose estimate would need more than ``MAX_DEFAULT_SAMPLES`` fails unsampled (its
+  verification would cost as much); no σ is evaluated twice (the bracket re-asks σ/2)."""
+  from jaxacct.montecarlo.evr import tilted_search
+  monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 1000)
+  base = 5e-6
+  found, evaluations = tilted_search.boundary(
+      jax.random.key(1), BMINSEP.scheme, BMINSEP.matrix, order=3, state_budget=2_000_000,
+      epsilon=4.5, base_delta=base, sigma_up=FALLBACK_SIGMA, guess=1.0, grid_ratio=1.01,
+      estimation_samples=None, saved=None, run=jaxacct.RunOptions(progress=None))
+  sigmas = [e.sigma for e in evaluations]
+  assert len(set(sigmas)) == len(sigmas)
+  supports = {e.sigma: math.exp(tilted.tilt_for(dataclasses.replace(BMINSEP, noise_multiplier=
+                                                                    e.sigma), 3, [4.5])
+                                .log_support[0]) for e in evaluations}
+  sampled = [e for e in evaluations if any(e.samples.values())]
+  assert sampled and all(max(e.samples.values()) == 1000 for e in sampled)
+  unaffordable = [e for e in evaluations if not any(e.samples.values())
+                  and 1.0 > supports[e.sigma] > 1000 * base / 50]
+  assert unaffordable and all(e.delta_hat == 1.0 for e in unaffordable)
+  # Every σ at or above the answer is affordable: the candidates' verification is.
+  assert all(supports[s] * 50 / base <= 1000 for s in sigmas if s >= found)
+  assert found <= FALLBACK_SIGMA
+
+
 @pytest.fixture(scope='module')
 def tilted_calibration():
   return jaxacct.calibrate_noise_multiplier(

@@ -5,15 +5,22 @@ depend on σ (the α-tuples' law π_α does), so a tilted calibration bisects in
 estimate per σ (``tilted.run_tilted_sweep`` with N_est draws per direction on the key
 fold_in(key, 2¹⁶ + j) of the j-th evaluation, estimation purpose: never the verification's
 draws). A direction whose proven bound at σ is ≤ δ_b (the remove direction's M(α, ε), the add
-direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples; a σ
-whose M(α, ε) is ≥ 1 fails without samples (the tilted verification cannot take it).
+direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples. A σ
+fails without samples when M(α, ε) ≥ 1 (the tilted verification cannot take it), and, unless
+``estimation_samples`` is given, when its estimate would need more than
+``MAX_DEFAULT_SAMPLES`` per direction (M/δ_b above ~400: its verification would need ~20·M/δ_b
+samples, so candidates there cost hours; the search then settles where the tilt verifies
+affordably, a larger σ). Before the order-α tables (minutes at the §7.4 shape), the α = 2
+chain (about a second there) settles σ far from the boundary (``decided_by_order_two``); a σ
+asked twice (the bracket's growth re-asks σ/2) is evaluated once.
 
 Search: ``deterministic._search.smallest_passing_sigma`` (the deterministic calibrations'
 monotone search) from the initial guess, with σ ≥ σ_up passing by the fallback's proof: the
 bracket grows by factors of 2 until it straddles the boundary (δ̂ > δ_b in a direction below,
-≤ above), then bisects in ln σ until its ends are one ``grid_ratio`` apart. The answer only places Algorithm 5's candidate
-grid: the guarantee comes from the verification (``verification.py``), which draws fresh samples
-on another stream, so the search's noise can cost samples, never soundness.
+≤ above), then bisects in ln σ until its ends are one ``grid_ratio`` apart. The answer only
+places Algorithm 5's candidate grid: the guarantee comes from the verification
+(``verification.py``), which draws fresh samples on another stream, so the search's noise and
+its shortcuts can cost samples or utility, never soundness.
 
 Every evaluation is a checkpoint phase (``tilted-search-j``, its σ): a calibration resumed
 from its checkpoint replays the finished ones bitwise and goes on.
@@ -54,10 +61,16 @@ class Evaluation(typing.NamedTuple):
   samples: dict
 
 
+MAX_DEFAULT_SAMPLES = 20_000
+"""The most samples per direction a search evaluation draws by default (``default_samples``):
+a σ that would need more fails unsampled."""
+
+
 def default_samples(support: float, base_delta: float, add_certified: bool) -> int:
   """N_est per direction when none is given: ⌈50·S/δ_b⌉, at least 1000, with S = M(α, ε) when
   the add direction is certified and 1 when it is sampled plainly (a ~15 % relative error on
-  δ̂ at δ_b, as ``bounds.default_estimation_samples``; the plain add direction needs ~50/δ_b)."""
+  δ̂ at δ_b, as ``bounds.default_estimation_samples``; the plain add direction needs ~50/δ_b).
+  Above ``MAX_DEFAULT_SAMPLES`` the search fails σ unsampled (``boundary``)."""
   scale = support if add_certified else 1.0
   return max(1000, math.ceil(50.0 * scale / base_delta))
 
@@ -101,15 +114,23 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
   docstring. ``saved``: the calibration's checkpoint (None: none); ``run``: its
   ``RunOptions`` (progress under the stage "tilted search j")."""
   evaluations: list[Evaluation] = []
+  decided: dict[float, bool] = {}  # the bracket's growth probes σ/2 again: asked once
 
   def passes(sigma: float) -> bool:
+    if float(sigma) not in decided:
+      decided[float(sigma)] = evaluate(float(sigma))
+    return decided[float(sigma)]
+
+  def unsampled(sigma: float, passed: bool) -> bool:
+    evaluations.append(Evaluation(sigma, 0.0 if passed else 1.0, 0.0, {d: 0 for d in DIRECTIONS}))
+    return passed
+
+  def evaluate(sigma: float) -> bool:
     j = len(evaluations)
     mechanism = MatrixMechanism(scheme, matrix, sigma)
-    decided = decided_by_order_two(mechanism, order, epsilon, base_delta, state_budget)
-    if decided is not None:  # placement only: a cheap order decides σ far from the boundary
-      evaluations.append(Evaluation(float(sigma), 0.0 if decided else 1.0, 0.0,
-                                    {d: 0 for d in DIRECTIONS}))
-      return decided
+    cheap = decided_by_order_two(mechanism, order, epsilon, base_delta, state_budget)
+    if cheap is not None:  # placement only: a cheap order decides σ far from the boundary
+      return unsampled(sigma, cheap)
     # The host tables can take minutes (the §7.4 shape at α = 3): said, never silent.
     progress_lib.announce(run.progress, f'tilted search {j + 1}: σ = {sigma:.6g}, the α = '
                                         f'{order} tilt (host tables)…')
@@ -117,13 +138,21 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
     if not tilt.log_support[0] < 0.0:
       # M(α, ε) ≥ 1: the tilted verification cannot take this σ (``direction_proposals``), so
       # it fails here, unsampled (δ ≤ 1 is all that is recorded).
-      evaluations.append(Evaluation(float(sigma), 1.0, 0.0, {d: 0 for d in DIRECTIONS}))
-      return False
+      return unsampled(sigma, False)
     proposals = tilted_lib.direction_proposals([mechanism], [tilt], epsilon)
     certified = {d: proposals[d].bound is not None and proposals[d].bound <= base_delta
                  for d in DIRECTIONS}
     count = estimation_samples or default_samples(proposals[Direction.REMOVE].support,
                                                   base_delta, certified[Direction.ADD])
+    if estimation_samples is None and count > MAX_DEFAULT_SAMPLES and not all(certified.values()):
+      # A verification here would need ~20·S/δ_b samples per direction: as costly as the
+      # estimate refused here. Failing σ places the candidates where the tilt verifies
+      # affordably (a larger σ: utility, never soundness; ``estimation_samples`` overrides).
+      progress_lib.announce(run.progress, f'tilted search {j + 1}: σ = {sigma:.6g} would need '
+                                          f'{count:,} samples per direction (M(α, ε)/δ_b = '
+                                          f'{proposals[Direction.REMOVE].support / base_delta:.3g}'
+                                          '): treated as failing')
+      return unsampled(sigma, False)
     samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
     delta_hat = {d: 0.0 for d in DIRECTIONS}
     error = 0.0
@@ -135,7 +164,7 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
           progress=progress_lib.staged(run.progress, f'tilted search {j + 1}'))
       delta_hat = {d: float(result.delta_hat[d][0, 0]) for d in DIRECTIONS}
       error = float(max(result.standard_error[d][0, 0] for d in DIRECTIONS))
-    evaluations.append(Evaluation(float(sigma), max(delta_hat.values()), error, samples))
+    evaluations.append(Evaluation(sigma, max(delta_hat.values()), error, samples))
     return evaluations[-1].delta_hat <= base_delta
 
   def meets(sigma: float) -> bool:
