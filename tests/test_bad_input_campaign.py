@@ -35,6 +35,7 @@ POISSON = jaxacct.Poisson(sampling_prob=0.01, iterations=20)
 BALLS = jaxacct.BallsInBins(iterations=20, cycle_length=5)
 TRUNCATED = jaxacct.Poisson(sampling_prob=0.01, iterations=20, truncated_batch_size=20,
                             dataset_size=1000)
+MINSEP = jaxacct.BMinSep(sampling_prob=0.1, iterations=20, min_sep=4)
 IDENTITY = jaxacct.BandedToeplitz([1.0])
 MECHANISM = jaxacct.MatrixMechanism(POISSON, IDENTITY, 1.0)
 
@@ -44,8 +45,9 @@ MECHANISM = jaxacct.MatrixMechanism(POISSON, IDENTITY, 1.0)
 EXTREME = [(POISSON, IDENTITY, 'pld'), (TRUNCATED, IDENTITY, 'pld'),
            (POISSON, IDENTITY, 'mmcc'), (POISSON, jaxacct.BandedToeplitz([1.0, 0.5]), 'mmcc'),
            (BALLS, IDENTITY, 'conditional_composition'), (BALLS, IDENTITY, 'renyi'),
-           (POISSON, IDENTITY, 'unamplified_gaussian'), (POISSON, IDENTITY, 'auto'),
-           (BALLS, IDENTITY, 'auto')]
+           (POISSON, IDENTITY, 'unamplified_gaussian'), (POISSON, IDENTITY, 'minsep_renyi'),
+           (MINSEP, jaxacct.BandedToeplitz([1.0, 0.5]), 'minsep_renyi'),
+           (POISSON, IDENTITY, 'auto'), (BALLS, IDENTITY, 'auto')]
 GRID_ACCOUNTANTS = ('pld', 'mmcc', 'conditional_composition')
 
 
@@ -102,7 +104,7 @@ def test_a_huge_noise_multiplier_answers_in_bounded_time(huge_sigma_answers, ind
 def test_a_tiny_noise_multiplier_is_refused_or_answered_soundly(case):
   scheme, matrix, name = case
   mechanism = jaxacct.MatrixMechanism(scheme, matrix, 1e-8)
-  if name in GRID_ACCOUNTANTS or (name == 'auto' and scheme is POISSON):
+  if name in GRID_ACCOUNTANTS:
     for query in (lambda: jaxacct.epsilon_for_delta(mechanism, 1e-5, accountant=name),
                   lambda: jaxacct.delta_for_epsilon(mechanism, 1.0, accountant=name)):
       with pytest.raises(base.CurveTooLargeError, match='noise_multiplier=1e-08 is too small'
@@ -110,7 +112,7 @@ def test_a_tiny_noise_multiplier_is_refused_or_answered_soundly(case):
         query()
       assert isinstance(refused.value, jaxacct.InputError)
       assert 'value_discretization_interval >=' in str(refused.value)
-  else:  # closed forms and Rényi answer; "auto" on balls-in-bins leaves out the grid one
+  else:  # closed forms and Rényi answer; "auto" leaves out the grid ones (minsep_renyi answers)
     epsilon = jaxacct.epsilon_for_delta(mechanism, 1e-5, accountant=name)
     assert epsilon > 1e10  # no amplification survives σ = 1e-8: ε is enormous, not small
     assert jaxacct.delta_for_epsilon(mechanism, 1.0, accountant=name) == 1.0
@@ -119,7 +121,7 @@ def test_a_tiny_noise_multiplier_is_refused_or_answered_soundly(case):
 def test_auto_leaves_out_an_accountant_whose_grid_is_too_large_and_says_so():
   mechanism = jaxacct.MatrixMechanism(BALLS, IDENTITY, 1e-8)
   curve = deterministic_functions.privacy_curve(mechanism)
-  assert set(curve.curves) == {'renyi'}
+  assert set(curve.curves) == {'renyi', 'minsep_renyi'}
   assert 'too small' in base.get('conditional_composition').size_refusal(mechanism)
   assert base.get('conditional_composition').supports(mechanism) is None  # σ-free
 
@@ -130,7 +132,7 @@ def test_a_calibration_does_not_ask_the_probe_sigma_about_grids():
   assert base.get('pld').size_refusal(jaxacct.MatrixMechanism(POISSON, matrix, 1.0))
   chosen = deterministic_functions.chosen_accountants(
       jaxacct.MatrixMechanism(POISSON, matrix, 1.0), 'auto', {}, at_sigma=False)
-  assert [a.name for a, _ in chosen] == ['pld', 'mmcc']
+  assert [a.name for a, _ in chosen] == ['pld', 'mmcc', 'minsep_renyi']
 
 
 def test_the_grid_refusal_names_a_step_that_fits():

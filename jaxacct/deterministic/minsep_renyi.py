@@ -125,7 +125,8 @@ from jaxacct import _validate
 from jaxacct.conventions import Adjacency, Direction
 from jaxacct.deterministic import minsep_chain, pld, random_allocation, renyi, tilt_bound
 from jaxacct.deterministic._search import smallest_passing_sigma
-from jaxacct.deterministic.base import DeterministicAccountant, Option, PrivacyCurve, check_delta
+from jaxacct.deterministic.base import (DeterministicAccountant, Option, PrivacyCurve, check_delta,
+                                        register)
 from jaxacct.errors import InputError
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.schemes.participation import FixedBins
@@ -563,9 +564,7 @@ def _check_state_budget(value) -> int:
   return _validate.integer_at_least('state_budget', value, 1)
 
 
-# Not registered yet: as a candidate of "auto" it changes auto's answers where it is tighter
-# (e.g. balls-in-bins' add direction), which the pinned values must be re-checked for first.
-# Register with ``base.register(MinSepRenyiAccountant)`` (tests do, for their module).
+@register
 @typing.final
 class MinSepRenyiAccountant(DeterministicAccountant):
   """Exact remove-direction Rényi orders and proven add-direction bounds (module docstring).

@@ -29,13 +29,6 @@ from test_minsep_chain import minsep_patterns
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True, scope='module')
-def _registered():
-  """The accountant is not in the package's registry yet (its module says why): registered
-  for this module's tests only, then removed, so other modules see the registry as shipped."""
-  base.register(minsep_renyi.MinSepRenyiAccountant)
-  yield
-  base._REGISTRY._accountants.pop(minsep_renyi.MinSepRenyiAccountant.name)  # pylint: disable=protected-access
 WARM = jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True)
 
 
