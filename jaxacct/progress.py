@@ -247,8 +247,11 @@ class Reporter:
       self.done_line = (stage, done, total) if finished else None
       rate = (done - self.first) / max(now - self.started, 1e-9)
       eta = (total - done) / rate if rate > 0 else float('inf')
+      # The stage's first report carries its compile (or host tables): no rate is known yet.
+      pace = (f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {format_seconds(eta)}')
+              if done > self.first else ('done' if finished else 'rate and ETA after the next call'))
       print(f'jaxacct: {shown}: {done:,}/{total:,} {self.unit} ({100 * done / total:.0f} %), '
-            f'{rate:,.1f}/s, ' + ('done' if finished else f'ETA {format_seconds(eta)}')
+            + pace
             + ('' if whole is None else f'; whole run: ETA {format_seconds(whole)}'),
             file=sys.stderr, flush=True)
 

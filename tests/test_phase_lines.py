@@ -90,6 +90,19 @@ def test_a_slow_stage_says_so_after_prompt_seconds_then_every_interval(clock, ca
   assert len(_lines(capsys.readouterr().err)) == 1
 
 
+def test_a_stage_shows_no_rate_before_its_second_call(clock, capsys):
+  # The first call of a stage carries its compile or host tables: "0.0/s, ETA unknown" said
+  # nothing; the rate is shown once a call after it has been timed.
+  reporter = progress_lib.Reporter(terminal=False, interval=1.0, prompt_seconds=1.0)
+  clock.now += 60.0
+  reporter(256, 1000, 'tilted search 5')
+  clock.now += 2.0
+  reporter(512, 1000, 'tilted search 5')
+  first, second = _lines(capsys.readouterr().err)
+  assert first.endswith('256/1,000 samples (26 %), rate and ETA after the next call'), first
+  assert second.endswith('512/1,000 samples (51 %), 128.0/s, ETA 3.8 s'), second
+
+
 def test_an_announcement_counts_as_a_line(clock, capsys):
   reporter = progress_lib.Reporter(terminal=False, prompt_seconds=10.0)
   clock.now += 9.0
