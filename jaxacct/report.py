@@ -189,6 +189,7 @@ def figure_seconds(epsilons=(1.0, 2.0)) -> float:
 
 def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
                     chosen: float, title: str = '', *, estimate: dict | None = None,
+                    per_direction: dict | None = None,
                     name: str = 'candidates.png') -> pathlib.Path:
   """Estimation sweeps and verified candidates: max-direction δ̂ against σ, with δ_b.
 
@@ -201,7 +202,9 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
 
   ``estimate``: an estimate-only calibration's ``SigmaEstimate.to_dict()``: ``chosen`` is
   then σ̂, drawn with its range and the sweeps' ±2 s.e. bars under its label ("estimate,
-  not a guarantee") as a banner and in the legend (nothing was verified: one panel)."""
+  not a guarantee") as a banner and in the legend (nothing was verified: one panel).
+  ``per_direction``: direction → its verification N as text when the directions differ (a
+  tilted verification: the zoom's title names each)."""
   from matplotlib import ticker  # host only, and only when a figure is drawn
 
   def sigma_up_off_scale(axes) -> None:
@@ -306,7 +309,9 @@ def plot_candidates(folder: pathlib.Path, record: CalibrationRecord,
     zoom.set_yscale('log')
     zoom.set_ylim(bottom=min(values) / 2, top=max(values) * 2)
     zoom.set_xlabel('noise multiplier σ (linear scale)')
-    zoom.set_title(f'verified candidates (N = {record.num_samples:,} per direction)', fontsize=9)
+    zoom.set_title(f'verified candidates (N = {record.num_samples:,} per direction)'
+                   if per_direction is None else 'verified candidates\nN: ' + ', '.join(
+                       f'{d} {n}' for d, n in per_direction.items()), fontsize=9)
     zoom.grid(alpha=0.3, which='both')
   fig.tight_layout(rect=(0, 0, 1, 0.95) if estimate else None)
   path = folder / name

@@ -114,3 +114,24 @@ def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_pat
   assert (tmp_path / 'calibrate' / 'candidates.png').is_file()
   (run,) = jaxacct.FileLedger(ledger).runs(config_lib.mechanism_from(config_lib.load(path), 1.0))
   assert run.directions == written['tilt']['directions']
+
+
+def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, capsys,
+                                                                       monkeypatch):
+  # Every σ of the search decided without samples (here: the cap forced to 0 fails each
+  # uncertified σ): the release comes from the candidates below σ_up, and the report curve
+  # still draws (it once asked for 0 samples and the command failed after computing).
+  from jaxacct.montecarlo.evr import tilted_search
+  monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 0)
+  config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
+            'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
+                            'tilt_order': 3, 'num_candidates': 2, 'seed': 2}}
+  path = tmp_path / 'calibrate.yaml'
+  path.write_text(yaml.safe_dump(config))
+  assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger',
+                   str(tmp_path / 'ledger.json')]) == 0
+  assert 'treated as failing' in capsys.readouterr().err
+  written = json.loads((tmp_path / 'calibrate' / 'calibration.json').read_text())
+  assert written['method'] == 'verified_mc'
+  assert written['record']['estimation_samples'] == 0  # the search drew nothing
+  assert (tmp_path / 'calibrate' / 'delta_hat.png').is_file()

@@ -34,6 +34,7 @@ from jaxacct.montecarlo.evr import calibration as calibration_lib
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.evr import plan as plan_lib
 from jaxacct.montecarlo.evr.calibration import CalibrationRecord
+from jaxacct.montecarlo.evr import tilted_search
 from jaxacct.montecarlo.evr.estimator import estimate_delta
 from jaxacct.progress import format_seconds
 from jaxacct.cli.common import (CALIBRATION_OPTIONS, Command, budget_seconds, reporter, calibrated,
@@ -68,12 +69,18 @@ def _calibrate(args, raw) -> dict:
   if isinstance(found, CalibrationRecord):
     # δ̂(ε) at the released σ on a fine ε grid, from the report stream (fresh draws, as many
     # as one estimation sweep): an illustration of the released σ, not part of the guarantee
-    _report_curve(args, raw, folder, payload, mechanism, found.estimation_samples,
+    # (a tilted search that decided every σ by its bounds drew none: the curve still gets
+    # the smallest estimate the search would have drawn)
+    curve_samples = max(found.estimation_samples, tilted_search.MIN_DEFAULT_SAMPLES)
+    _report_curve(args, raw, folder, payload, mechanism, curve_samples,
                   g.precision, 'report-curve',
-                  f'{title}\nδ̂(ε) from {found.estimation_samples:,} fresh samples per '
+                  f'{title}\nδ̂(ε) from {curve_samples:,} fresh samples per '
                   f'direction; verified with N = {g.num_samples:,}',
                   released=(g.epsilon, g.delta), threshold=g.base_delta)
-    write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title)
+    per_direction = None if g.tilt is None else {
+        d: f'{n:,} ({g.tilt["proposal"][d]})' for d, (n, _) in g.tilt['directions'].items()}
+    write_on_leader(report.plot_candidates, folder, found, g.noise_multiplier, title,
+                    per_direction=per_direction)
     written = ('calibration.json', 'delta_hat.png', 'candidates.png')
   else:
     payload['curve'] = curve_report.figure_points(found, [g.epsilon], delta=g.delta,

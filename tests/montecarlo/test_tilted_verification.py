@@ -405,13 +405,27 @@ def test_the_search_asks_each_sigma_once_and_fails_the_unaffordable_ones(monkeyp
                                                                     e.sigma), 3, [4.5])
                                 .log_support[0]) for e in evaluations}
   sampled = [e for e in evaluations if any(e.samples.values())]
-  assert sampled and all(max(e.samples.values()) == 1000 for e in sampled)
+  assert sampled and all(e.samples["remove"] == 1000 for e in sampled)
   unaffordable = [e for e in evaluations if not any(e.samples.values())
                   and 1.0 > supports[e.sigma] > 1000 * base / 50]
   assert unaffordable and all(e.delta_hat == 1.0 for e in unaffordable)
   # Every σ at or above the answer is affordable: the candidates' verification is.
   assert all(supports[s] * 50 / base <= 1000 for s in sigmas if s >= found)
   assert found <= FALLBACK_SIGMA
+
+
+def test_the_cap_is_on_the_tilted_direction_never_a_plain_one(monkeypatch):
+  """Below ε = −ln p₀ ≈ 4.04 the add direction is drawn plainly (~50/δ_b samples, as a plain
+  calibration draws): that alone never fails a σ; only the tilted remove direction's need is
+  capped (the quickstart's search once failed every σ so)."""
+  from jaxacct.montecarlo.evr import tilted_search
+  monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 2000)
+  _, evaluations = tilted_search.boundary(
+      jax.random.key(2), BMINSEP.scheme, BMINSEP.matrix, order=3, state_budget=2_000_000,
+      epsilon=3.0, base_delta=5e-3, sigma_up=FALLBACK_SIGMA, guess=1.0, grid_ratio=1.05,
+      estimation_samples=None, saved=None, run=jaxacct.RunOptions(progress=None))
+  sampled = [e for e in evaluations if any(e.samples.values())]
+  assert sampled and all(e.samples['add'] == 10_000 > 2000 for e in sampled)
 
 
 @pytest.fixture(scope='module')

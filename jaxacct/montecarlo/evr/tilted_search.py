@@ -7,10 +7,10 @@ fold_in(key, 2¹⁶ + j) of the j-th evaluation, estimation purpose: never the v
 draws). A direction whose proven bound at σ is ≤ δ_b (the remove direction's M(α, ε), the add
 direction's (A1) or Rényi bound, ``tilted.direction_proposals``) passes without samples. A σ
 fails without samples when M(α, ε) ≥ 1 (the tilted verification cannot take it), and, unless
-``estimation_samples`` is given, when its estimate would need more than
-``MAX_DEFAULT_SAMPLES`` per direction (M/δ_b above ~400: its verification would need ~20·M/δ_b
-samples, so candidates there cost hours; the search then settles where the tilt verifies
-affordably, a larger σ). Before the order-α tables (minutes at the §7.4 shape), the α = 2
+``estimation_samples`` is given, when its tilted remove direction would need more than
+``MAX_DEFAULT_SAMPLES`` samples (M/δ_b above 400: its verification would need ~20·M/δ_b, so
+candidates there cost hours; the search then settles where the tilt verifies affordably, a
+larger σ; a plain add direction's ~50/δ_b is not capped, as in a plain calibration). Before the order-α tables (minutes at the §7.4 shape), the α = 2
 chain (about a second there) settles σ far from the boundary (``decided_by_order_two``); a σ
 asked twice (the bracket's growth re-asks σ/2) is evaluated once.
 
@@ -61,9 +61,11 @@ class Evaluation(typing.NamedTuple):
   samples: dict
 
 
+MIN_DEFAULT_SAMPLES = 1000
 MAX_DEFAULT_SAMPLES = 20_000
-"""The most samples per direction a search evaluation draws by default (``default_samples``):
-a σ that would need more fails unsampled."""
+"""The most tilted remove-direction samples a search evaluation draws by default
+(``default_samples``): a σ whose remove direction would need more fails unsampled. A plain
+add direction's ~50/δ_b is not capped (a plain calibration needs as many)."""
 
 
 def default_samples(support: float, base_delta: float, add_certified: bool) -> int:
@@ -72,7 +74,7 @@ def default_samples(support: float, base_delta: float, add_certified: bool) -> i
   δ̂ at δ_b, as ``bounds.default_estimation_samples``; the plain add direction needs ~50/δ_b).
   Above ``MAX_DEFAULT_SAMPLES`` the search fails σ unsampled (``boundary``)."""
   scale = support if add_certified else 1.0
-  return max(1000, math.ceil(50.0 * scale / base_delta))
+  return max(MIN_DEFAULT_SAMPLES, math.ceil(50.0 * scale / base_delta))
 
 
 def decided_by_order_two(mechanism: MatrixMechanism, order: int, epsilon: float,
@@ -144,14 +146,16 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
                  for d in DIRECTIONS}
     count = estimation_samples or default_samples(proposals[Direction.REMOVE].support,
                                                   base_delta, certified[Direction.ADD])
-    if estimation_samples is None and count > MAX_DEFAULT_SAMPLES and not all(certified.values()):
-      # A verification here would need ~20·S/δ_b samples per direction: as costly as the
-      # estimate refused here. Failing σ places the candidates where the tilt verifies
-      # affordably (a larger σ: utility, never soundness; ``estimation_samples`` overrides).
+    support = proposals[Direction.REMOVE].support
+    remove_need = default_samples(support, base_delta, True)
+    if (estimation_samples is None and not certified[Direction.REMOVE]
+        and remove_need > MAX_DEFAULT_SAMPLES):
+      # Its verification would need ~20·M/δ_b remove samples: as costly as the estimate
+      # refused here. Failing σ places the candidates where the tilt verifies affordably (a
+      # larger σ: utility, never soundness; ``estimation_samples`` lifts the cap).
       progress_lib.announce(run.progress, f'tilted search {j + 1}: σ = {sigma:.6g} would need '
-                                          f'{count:,} samples per direction (M(α, ε)/δ_b = '
-                                          f'{proposals[Direction.REMOVE].support / base_delta:.3g}'
-                                          '): treated as failing')
+                                          f'{remove_need:,} tilted remove samples (M(α, ε)/δ_b '
+                                          f'= {support / base_delta:.3g}): treated as failing')
       return unsampled(sigma, False)
     samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
     delta_hat = {d: 0.0 for d in DIRECTIONS}
