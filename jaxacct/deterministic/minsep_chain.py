@@ -508,10 +508,12 @@ class TupleChain:
 
     The recomputation is one forward pass over the K states (O(n·K′), minutes at K ~ 10⁶),
     the rest O(n·num·α) per generator: drawing many blocks together divides the dominant cost
-    by their number. Each generator is consumed exactly as ``draw`` consumes it (uniforms for
-    the last state, then per round backwards, then the labelling's), and NumPy's uniform
-    doubles drawn as one array equal the same draws made one call at a time, so a block's
-    patterns do not depend on which blocks are drawn with it (tested)."""
+    by their number. Each generator makes the same calls in the same order as ``draw`` makes on
+    it alone (uniforms for the last state, then per round backwards, then the labelling's),
+    so a block's patterns do not depend on which generators (distinct objects) come with it;
+    and NumPy's uniform doubles drawn as one array equal the same draws made one call at a
+    time, so they do not depend on ``checkpoint_interval`` either (tested;
+    docs/proofs/review-search-shortcut.md)."""
     rngs = [np.random.default_rng(rng) for rng in rngs]
     if not rngs:
       raise InputError('rngs: at least one generator is needed')

@@ -10,9 +10,10 @@ fails without samples when M(α, ε) ≥ 1 (the tilted verification cannot take 
 ``estimation_samples`` is given, when its tilted remove direction would need more than
 ``MAX_DEFAULT_SAMPLES`` samples (M/δ_b above 400: its verification would need ~20·M/δ_b, so
 candidates there cost hours; the search then settles where the tilt verifies affordably, a
-larger σ; a plain add direction's ~50/δ_b is not capped, as in a plain calibration). Before the order-α tables (minutes at the §7.4 shape), the α = 2
-chain (about a second there) settles σ far from the boundary (``decided_by_order_two``); a σ
-asked twice (the bracket's growth re-asks σ/2) is evaluated once.
+larger σ; a plain add direction's ~50/δ_b is not capped, as in a plain calibration). Before
+the order-α tables (a minute at the §7.4 shape), the α = 2 chain (about a second there) fails
+small σ whose M(α, ε) it shows to be ≥ 1 (``decided_by_order_two``); a σ asked twice (the
+bracket's growth re-asks σ/2) is evaluated once.
 
 Search: ``deterministic._search.smallest_passing_sigma`` (the deterministic calibrations'
 monotone search) from the initial guess, with σ ≥ σ_up passing by the fallback's proof: the
@@ -78,21 +79,20 @@ def default_samples(support: float, base_delta: float, add_certified: bool) -> i
 
 
 def decided_by_order_two(mechanism: MatrixMechanism, order: int, epsilon: float,
-                         base_delta: float, state_budget: int) -> bool | None:
-  """Whether the α = 2 tuple chain alone decides σ for a search at order α > 2 (True: passes,
-  False: fails), or None. At the §7.4 shape the α = 2 chain has ~3·10⁴ states (about a second)
-  and the α = 3 chain ~3·10⁶ (about 1.5 min), so σ far from the boundary are decided cheaply.
+                         state_budget: int) -> bool | None:
+  """False when the α = 2 tuple chain alone shows that the order-α evaluation would fail σ
+  (M(α, ε) ≥ 1), else None. At the §7.4 shape the α = 2 chain has ~3·10⁴ states (about a
+  second) and the α = 3 chain ~3·10⁶ (about a minute), so small σ are failed cheaply.
 
-  - Passes when M(2, ε) ≤ δ_b (a proven bound on δ_remove, Canonne, Kamath & Steinke (2020)
-    Prop. 12, with ln Z₂ rounded up) and the add direction's proven bound at ε is ≤ δ_b
-    (``tilted.add_bound``): the verification's bounds would certify both directions.
-  - Fails when (α−1)·ln Z₂ − (α−1)ε + ln((α−1)^{α−1}/α^α) ≥ 0: the Rényi divergence is
-    nondecreasing in its order (van Erven & Harremoës (2014), Thm. 3), so ln Z_α = (α−1)D_α ≥
-    (α−1)·ln Z₂ and M(α, ε) ≥ 1 — the order-α evaluation would fail this σ unsampled.
-
-  The search only places candidates (its answers decide no guarantee), so the fail test uses
-  ln Z₂ as computed, up to rounding. None when α = 2, the α = 2 chain is over
-  ``state_budget``, or neither test decides.
+  Z_α = E_P[(P/Q)^{α−1}] ≥ (E_P[P/Q])^{α−1} = Z₂^{α−1} (Jensen; equivalently the Rényi
+  divergence is nondecreasing in its order, van Erven & Harremoës (2014), Thm. 3), so
+  (α−1)·ln Z₂ − (α−1)ε + ln((α−1)^{α−1}/α^α) ≥ 0 implies M(α, ε) ≥ 1. ln Z₂ is rounded up
+  (``tilt_bound.partition``): the test can be wrong only within ~1e-11 of M = 1, and the search
+  only places candidates (the verification recomputes every bound on its own stream), so
+  such an error moves candidates, never a guarantee. There is no "passes" shortcut: a σ that
+  M(2, ε) certifies may still have M(α, ε) ≥ 1, which the order-α verification refuses
+  (docs/proofs/review-search-shortcut.md). None when α = 2 or the α = 2 chain is over
+  ``state_budget``.
   """
   if order <= 2:
     return None
@@ -100,10 +100,6 @@ def decided_by_order_two(mechanism: MatrixMechanism, order: int, epsilon: float,
   if states > state_budget:
     return None
   log_z = tilt_bound.partition(mechanism, 2, state_budget=state_budget).log_z
-  add = tilted_lib.add_bound([mechanism], epsilon)
-  if tilt_bound.log_support_bound(log_z, 2, epsilon) <= math.log(base_delta) and (
-      add is not None and add <= base_delta):
-    return True
   if tilt_bound.log_support_bound((order - 1) * log_z, order, epsilon) >= 0.0:
     return False
   return None
@@ -130,9 +126,8 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
   def evaluate(sigma: float) -> bool:
     j = len(evaluations)
     mechanism = MatrixMechanism(scheme, matrix, sigma)
-    cheap = decided_by_order_two(mechanism, order, epsilon, base_delta, state_budget)
-    if cheap is not None:  # placement only: a cheap order decides σ far from the boundary
-      return unsampled(sigma, cheap)
+    if decided_by_order_two(mechanism, order, epsilon, state_budget) is False:
+      return unsampled(sigma, False)  # placement only: the cheap order fails small σ
     # The host tables can take minutes (the §7.4 shape at α = 3): said, never silent.
     progress_lib.announce(run.progress, f'tilted search {j + 1}: σ = {sigma:.6g}, the α = '
                                         f'{order} tilt (host tables)…')
