@@ -98,7 +98,8 @@ class MonteCarloOptions:
       bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain, or is
       certified without samples for ε ≥ −ln Pr[x = 0]). Used by ``estimate_delta``,
       ``verify``, ``account`` and ``calibrate`` (float64, untruncated Poisson with one band and
-      b-min-sep with bands ≤ b); ``capacity_plan`` refuses it for now.
+      b-min-sep with bands ≤ b); ``capacity_plan`` projects a tilted calibration
+      (``montecarlo/evr/tilted_plan.py``: the search replayed, host and device costs timed).
       ``"auto"`` (``verify``, ``account``, ``calibrate``): ``"tilted"`` where it covers the mechanism at
       float64 with M < 1, at ``tilt_order`` or else the order of the smallest M
       (``deterministic.tilt_bound.choose_order`` at the first candidate), and ``"plain"``

@@ -104,13 +104,15 @@ def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_pat
   ledger = tmp_path / 'ledger.json'
   assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger', str(ledger)]) == 0
   captured = capsys.readouterr()
-  # No capacity plan (it does not project the tilt): said on stderr instead.
-  assert 'does not project tilted runs yet' in captured.err
+  # The tilted capacity plan first (tilted_plan.py), its projection recorded beside the run's.
+  assert 'capacity plan of the tilted calibration (α = 3)' in captured.err
+  assert 'the σ search replayed from σ' in captured.err
   assert 'remove' in captured.out and '(certified)' in captured.out
   written = json.loads((tmp_path / 'calibrate' / 'calibration.json').read_text())
   assert written['method'] == 'verified_mc' and written['delta'] <= 1e-5
   assert written['tilt']['tilt_order'] == 3
   assert written['tilt']['directions']['add'][0] == 0
+  assert written['plan_check']['projected_seconds'] > 0.0
   assert (tmp_path / 'calibrate' / 'candidates.png').is_file()
   (run,) = jaxacct.FileLedger(ledger).runs(config_lib.mechanism_from(config_lib.load(path), 1.0))
   assert run.directions == written['tilt']['directions']

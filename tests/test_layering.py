@@ -53,8 +53,9 @@ ENGINE = (
 EVR = (
     ('evr', 'evr.bounds', 'evr.search_start', 'evr.resolution'),
     ('evr.ledger', 'evr.checkpoint'),
-    ('evr.plan',), ('evr.precision',), ('evr.tilted',), ('evr.estimator',), ('evr.candidates',),
-    ('evr.verification',), ('evr.tilted_search',), ('evr.calibration',),
+    ('evr.tilted',), ('evr.tilted_search',), ('evr.tilted_plan',),
+    ('evr.plan',), ('evr.precision',), ('evr.estimator',), ('evr.candidates',),
+    ('evr.verification',), ('evr.calibration',),
 )
 INNER = {'montecarlo': ENGINE + EVR + (('__init__',),)}
 INNER_RANK = {package: {unit: rank for rank, units in enumerate(layers) for unit in units}

@@ -23,9 +23,9 @@ from jaxacct import report
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import sharding
 from jaxacct.montecarlo.evr import plan as plan_lib
+from jaxacct.montecarlo.evr import tilted_plan
 from jaxacct.options import MonteCarloOptions
-from jaxacct.cli.common import (Command, calibration_section, refuse_over_budget, reporter,
-                                run_precision)
+from jaxacct.cli.common import Command, calibration_section, refuse_over_budget, run_precision
 from jaxacct.cli._folders import (output_dir, write_on_leader)
 
 CALIBRATION_FIGURES = 2  # calibrate draws δ̂(ε) and the candidates after its calibration
@@ -54,11 +54,24 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
   mechanism, note = plan_mechanism(raw)
   options = config_lib.library_keywords(raw, 'calibration', (
       'num_samples', 'base_delta', 'estimation_samples', 'num_candidates', 'fallback',
-      'attempt'))  # N for the declared attempt (the ledger's earlier runs are not read here)
+      'attempt', 'grid_ratio', 'proposal', 'tilt_order', 'tilt_state_budget'))
+  # (N for the declared attempt: the ledger's earlier runs are not read here)
   run = run_precision(raw, mechanism).precision
   # calibrate's report curve after the calibration (its grid: calibrate.py), and its figures
   report_epsilons = report.curve_epsilons([float(cal['epsilon'])])
   figures = CALIBRATION_FIGURES * report.figure_seconds(report_epsilons)
+  if options.get('proposal', 'plain') != 'plain':
+    # A tilted run (or "auto" resolving to it) is float64 only: one plan, its own kind.
+    found = plan_lib.capacity_plan(
+        mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
+        target_devices=getattr(args, 'devices', None),
+        samples_per_second=getattr(args, 'samples_per_second', None),
+        report_epsilons=report_epsilons, figure_seconds=figures,
+        monte_carlo=MonteCarloOptions(precision=run, **options))
+    if isinstance(found, tilted_plan.TiltedCapacityPlan):
+      return {'plan': found.to_dict(), 'plans': {}, 'precision': run, 'float32_refusal': None,
+              'stand_in': note, 'epsilon': float(cal['epsilon']),
+              'delta': float(cal['delta']), 'backend': jax.default_backend()}
   plans, refusal = {}, None
   for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
     try:
@@ -93,12 +106,6 @@ def check_budget(args, raw, choice, report: bool = True,
       refuse_over_budget(args, then[0], then[1], '', accelerator=False)
       return then[1]
     return None
-  proposal = (raw.get('calibration') or {}).get('proposal') or 'plain'
-  if proposal != 'plain':  # the plan does not project the tilt yet: said, never silent
-    progress_lib.announce(reporter(args), f'calibration.proposal = {proposal}: the capacity '
-                          'plan does not project tilted runs yet, so this calibration is not '
-                          'timed first and --max-minutes is not checked')
-    return None
   plan = capacity_plan(args, raw, precisions=())  # the budget is the run precision's
   seconds = plan['plan']['seconds_after_plan']
   if not report:
@@ -121,6 +128,9 @@ def print_plan(payload: dict, file=None) -> None:
   stdout; ``calibrate`` and ``train`` print it on stderr before their run)."""
   plan = payload['plan']
   file = sys.stdout if file is None else file
+  if plan.get('proposal') == 'tilted':
+    print_tilted_plan(payload, file)
+    return
   rate = 1.0 / plan['seconds_per_sample']['1']
   print(f'capacity plan at (ε, δ) = ({payload["epsilon"]}, {payload["delta"]:.4g}), n = '
         f'{plan["iterations"]}, block {plan["block_size"]}:', file=file)
@@ -170,6 +180,44 @@ def print_plan(payload: dict, file=None) -> None:
     print(f'  float32: not available ({payload["float32_refusal"]})', file=file)
 
 
+def print_tilted_plan(payload: dict, file) -> None:
+  """A tilted calibration's plan (``tilted_plan.TiltedCapacityPlan``) for a person."""
+  plan, seconds = payload['plan'], progress_lib.format_seconds
+  costs = plan['costs']
+  print(f'capacity plan of the tilted calibration (α = {plan["order"]}) at (ε, δ) = '
+        f'({payload["epsilon"]}, {payload["delta"]:.4g}), δ_b = {plan["base_delta"]:.4g}:',
+        file=file)
+  print(f'  measured here: the α = {plan["order"]} tables {seconds(costs["tables"])} per σ'
+        + (f' (and the α = 2 chain {seconds(costs["order_two"])})' if costs['order_two'] else '')
+        + f'; a host pass of tuple draws {seconds(costs["forward"])} + '
+        f'{costs["per_tuple"] * 1e3:.3g} ms per tuple ({plan["host_blocks"]} blocks of '
+        f'{plan["block_size"]:,} per pass); device calls of {plan["blocks_per_call"]} blocks '
+        f'{seconds(costs["remove_call"])} (tilted remove), {seconds(costs["add_call"])} '
+        f'(plain add)', file=file)
+  print(f'  the σ search replayed from σ = {plan["initial_guess"]:.6g} (σ_up = '
+        f'{plan["sigma_up"]:.6g}): {len(plan["probes"])} σ, {seconds(plan["search_seconds"])}; '
+        f'ln Z_α modelled as {plan["log_z_ratio"]:.3g} × ln Z₂ away from its first σ, a '
+        f'sampled σ taken to pass when M(α, ε) ≤ {tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b',
+        file=file)
+  for probe in plan['probes']:
+    drawn = ', '.join(f'{d} {n:,}' for d, n in probe['samples'].items() if n) or 'no samples'
+    print(f'    σ = {probe["sigma"]:.6g}: {probe["outcome"]} → '
+          f'{"passes" if probe["passes"] else "fails"} (M = {probe["support"]:.3g}'
+          + (' modelled' if probe['modelled'] else '') + f'; {drawn}; '
+          f'{seconds(probe["seconds"])})', file=file)
+  samples = ', '.join(f'{d} {n:,}' for d, n in plan['verification_samples'].items())
+  print(f'  verification at the boundary σ ≈ {plan["boundary"]:.6g}: {len(plan["candidates"])} '
+        f'candidates, each its own tables and draws (N per candidate: {samples}; S = '
+        f'{plan["support"]:.3g}), {seconds(plan["verification_seconds"])}', file=file)
+  print(f'  projected wall time here: {seconds(plan["seconds_here"])} (compiles '
+        f'{seconds(plan["costs"]["compile"])}, initial σ and fallback '
+        f'{seconds(plan["initial_seconds"])}, report curve {seconds(plan["report_seconds"])} and '
+        f'figures {seconds(plan["figure_seconds"])}); after this plan, whose compiles and '
+        f'initial σ the run reuses: {seconds(plan["seconds_after_plan"])}', file=file)
+  if payload.get('stand_in'):
+    print(f'  ({payload["stand_in"]})', file=file)
+
+
 # --precision: the precisions timed besides the run's own (which is always timed).
 _PRECISIONS = {'run': (), 'both': ('float64', 'float32'), 'float64': ('float64',),
                'float32': ('float32',)}
@@ -196,6 +244,8 @@ def _plan(args, raw) -> dict:
 def _print(payload: dict) -> None:
   print_plan(payload)
   untimed = [name for name in ('float64', 'float32') if name not in payload['plans']]
+  if payload['plan'].get('proposal') == 'tilted':
+    untimed = []  # a tilted run is float64 only
   if untimed and not payload.get('float32_refusal'):
     print(f'  {untimed[0]}: not timed (--precision both times it too'
           + ('; accelerators run it)' if untimed[0] == 'float32' else ')'))

@@ -72,6 +72,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+import time
 
 import numpy as np
 from scipy import special
@@ -502,9 +503,11 @@ class TupleChain:
     log-probabilities (a quarter of the host time at α = 8, n = 1000): bool (num, α, n)."""
     return self.draw_blocks([rng], num)[0]
 
-  def draw_blocks(self, rngs, num: int) -> np.ndarray:
+  def draw_blocks(self, rngs, num: int, *, clock: dict | None = None) -> np.ndarray:
     """``draw(rng, num)`` for every generator of ``rngs``, bitwise, with one recomputation of
-    the forward messages for all of them: bool (len(rngs), num, α, n).
+    the forward messages for all of them: bool (len(rngs), num, α, n). ``clock``: a dict to
+    which the seconds of the recomputation are added under ``"forward"`` (a capacity plan
+    tells the per-pass cost from the per-tuple one; the draws do not depend on it).
 
     The recomputation is one forward pass over the K states (O(n·K′), minutes at K ~ 10⁶),
     the rest O(n·num·α) per generator: drawing many blocks together divides the dominant cost
@@ -534,8 +537,11 @@ class TupleChain:
       # of K entries each round would page-fault ~2 GB per block at K ~ 10⁶).
       messages = segment[:stop - start]
       messages[0] = self._checkpoints[block]
+      started = time.perf_counter()
       for t in range(start, stop - 1):
         self._advance(messages[t - start], t, out=messages[t - start + 1])
+      if clock is not None:
+        clock['forward'] = clock.get('forward', 0.0) + time.perf_counter() - started
       # Round stop − 1 − i uses uniforms[i] (each generator's next stop − start uniforms).
       uniforms = np.concatenate([rng.random((stop - start, num)) for rng in rngs], axis=1)
       for i, t in enumerate(range(stop - 1, start - 1, -1)):

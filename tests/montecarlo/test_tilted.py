@@ -260,13 +260,6 @@ def test_estimate_arguments_the_tilt_does_not_use_are_refused(monkeypatch, extra
                                                                  tilt_order=2), **extra)
 
 
-def test_the_plan_does_not_project_the_tilt_yet_and_refuses_it():
-  from jaxacct.montecarlo.evr import plan
-  with pytest.raises(jaxacct.InputError, match=r'does not use monte_carlo\.(proposal|tilt)'):
-    plan.capacity_plan(BMINSEP, epsilon=1.0, delta=1e-3,
-                       monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2))
-
-
 _DEVICE_SCRIPT = '''
 import json, jax, jaxacct, numpy as np
 mechanism = jaxacct.MatrixMechanism(

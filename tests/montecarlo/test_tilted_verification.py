@@ -19,7 +19,7 @@ import pytest
 import jaxacct
 from jaxacct.deterministic import tilt_bound
 from jaxacct.montecarlo.engine import stream
-from jaxacct.montecarlo.evr import bounds, ledger, tilted
+from jaxacct.montecarlo.evr import bounds, ledger, plan, tilted
 
 # The tiny b-min-sep of test_tilted.py (n = 12, b = 3, warm start, 3 bands): −ln p₀ ≈ 4.04.
 BMINSEP = jaxacct.MatrixMechanism(
@@ -483,12 +483,27 @@ def test_a_tilted_calibration_resumes_bitwise_and_counts_one_attempt(tmp_path, t
 
 
 def test_a_tilted_calibration_refuses_what_it_cannot_do_yet():
-  for options, run, argument in (
-      (dict(estimate_only=True), {}, 'monte_carlo.estimate_only'),
-      ({}, dict(max_seconds=60.0), 'run.max_seconds')):
-    with pytest.raises(jaxacct.InputError) as refused:
-      jaxacct.calibrate_noise_multiplier(
-          BMINSEP.scheme, BMINSEP.matrix, epsilon=4.5, delta=1e-5, key=jax.random.key(1),
-          monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3, **options),
-          run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger(), **run))
-    assert refused.value.argument == argument
+  with pytest.raises(jaxacct.InputError) as refused:
+    jaxacct.calibrate_noise_multiplier(
+        BMINSEP.scheme, BMINSEP.matrix, epsilon=4.5, delta=1e-5, key=jax.random.key(1),
+        monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3,
+                                              estimate_only=True),
+        run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+  assert refused.value.argument == 'monte_carlo.estimate_only'
+
+
+def test_the_plan_replays_the_real_searchs_bracket_and_count(tilted_calibration):
+  # The capacity plan (tilted_plan.py) replays this calibration's search: the same start,
+  # bracket and first bisection, and as many σ; it places its boundary where M(α, ε) =
+  # 25·δ_b (the real one, ≈ 1.355, lies at M/δ_b ≈ 48), so the later σ differ. The compiles
+  # are the calibration's (same call shapes): nothing is compiled again.
+  projected = plan.capacity_plan(
+      BMINSEP, epsilon=4.5, delta=1e-5, monte_carlo=jaxacct.MonteCarloOptions(
+          proposal='tilted', tilt_order=3, num_candidates=4),
+      run=jaxacct.RunOptions(progress=False))
+  real = tilted_calibration
+  searched = [sweep.sigmas[0] for sweep in real.record.sweeps]
+  replayed = [p.sigma for p in projected.probes]
+  assert replayed[:3] == searched[:3]  # the start, the bracket's growth, its first bisection
+  assert len(replayed) == len(searched)
+  assert 1.0 < projected.boundary / real.record.sweeps[-1].sigmas[0] < 1.25

@@ -54,7 +54,7 @@ from jaxacct.montecarlo.engine import sharding
 from jaxacct.deterministic import tilt_bound
 from jaxacct.montecarlo.evr import bounds as evr, search_start, verification
 from jaxacct.montecarlo.evr import tilted as tilted_lib
-from jaxacct.montecarlo.evr import tilted_search
+from jaxacct.montecarlo.evr import tilted_plan, tilted_search
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.evr import ledger as ledger_lib
 from jaxacct.montecarlo.evr import plan as plan_lib
@@ -672,15 +672,15 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   ``proposal="auto"`` resolves to plain sampling at the search's initial guess.
 
   δ_b is the given one or δ/2; each direction's N is sized by the verification from the
-  candidates' bounds (``bounds.resolve_direction_sizes``). Not yet with the tilt, refused before
-  any compute: ``estimate_only`` and ``run.max_seconds`` (the plan does not project tilted runs).
+  candidates' bounds (``bounds.resolve_direction_sizes``). With ``run.max_seconds`` the run is
+  first projected (``tilted_plan.tilted_capacity_plan``: its host tables, one block of draws
+  and the device calls timed, the search replayed) and refused over it before the search. Not
+  yet with the tilt, refused before any compute: ``estimate_only``.
   """
-  for argument, given in (('monte_carlo.estimate_only', monte_carlo.estimate_only),
-                          ('run.max_seconds', run.max_seconds is not None)):
-    if given:
-      raise InputError(argument=argument, requirement=(
-          f"is not available with proposal={monte_carlo.proposal!r} yet (the capacity plan "
-          'does not project tilted runs)'), suggestion={'monte_carlo.proposal': 'plain'})
+  if monte_carlo.estimate_only:
+    raise InputError(argument='monte_carlo.estimate_only', requirement=(
+        f'is not available with proposal={monte_carlo.proposal!r} yet'),
+        suggestion={'monte_carlo.proposal': 'plain'})
   base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))
@@ -690,6 +690,13 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
       epsilon, precision, state_budget=budget)
   if proposal == 'plain':
     return None
+  if run.max_seconds is not None:
+    plan = tilted_plan.tilted_capacity_plan(
+        MatrixMechanism(scheme, matrix, guess), epsilon=epsilon, delta=delta,
+        monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order),
+        run=run)
+    plan_lib.refuse_over_budget('the tilted calibration', plan.seconds_after_plan,
+                                run.max_seconds)
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
   ledger = ledger_lib.ledger_from(run.ledger)
   # An undeclared retry is refused now, before the search (its σ are not known yet).
@@ -709,7 +716,7 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   verification.check_checkpoint_charge(saved, ledger)
   progress_lib.announce(run.progress, f'calibration with the tilted remove direction (α = '
                                       f'{order}): a search of tilted estimates, then the '
-                                      'verification; not projected first')
+                                      'verification')
   boundary, evaluations = tilted_search.boundary(
       key, scheme, matrix, order=order, state_budget=budget, epsilon=epsilon, base_delta=base,
       sigma_up=sigma_up, guess=guess, grid_ratio=monte_carlo.grid_ratio,

@@ -51,7 +51,7 @@ from jaxacct._precision import scoped_x64
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.conventions import DIRECTIONS
 from jaxacct.montecarlo.engine import kernels, program32, sampling, stream
-from jaxacct.montecarlo.evr import bounds as evr, search_start
+from jaxacct.montecarlo.evr import bounds as evr, search_start, tilted_plan
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct import options as options_lib
@@ -346,10 +346,9 @@ def estimation_sweeps(mechanism: MatrixMechanism, kernel, mesh: SampleMesh, bloc
 
 
 # The MonteCarloOptions fields a plan uses: a calibration's, but for ``shared_draws`` (the
-# plan times shared draws) and the tilted proposal's (not projected yet: refused).
+# plan times shared draws).
 PLAN_FIELDS = frozenset(field.name for field in dataclasses.fields(
-    options_lib.MonteCarloOptions)) - {'shared_draws', 'proposal', 'tilt_order',
-                                       'tilt_state_budget'}
+    options_lib.MonteCarloOptions)) - {'shared_draws'}
 
 
 @options_lib.moved
@@ -358,8 +357,14 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                   target_devices: int | None = None, samples_per_second: float | None = None,
                   report_epsilons=None, figure_seconds: float = 0.0,
                   monte_carlo: options_lib.MonteCarloOptions | None = None,
-                  run: options_lib.RunOptions | None = None) -> CapacityPlan:
+                  run: options_lib.RunOptions | None = None
+                  ) -> CapacityPlan | tilted_plan.TiltedCapacityPlan:
   """The capacity plan of ``calibrate_noise_multiplier`` for ``mechanism``'s scheme and strategy.
+
+  With ``monte_carlo.proposal`` ``"tilted"`` (or ``"auto"`` resolving to it at the initial
+  guess, as the calibration decides) the plan is ``tilted_plan.tilted_capacity_plan``'s: the
+  tilted search replayed and its host and device costs measured here (``samples_per_second``
+  and another ``target_devices`` are refused: the host's tuple draws do not scale with them).
 
   Every program of the run is compiled and timed at the run's own call shape (``call_seconds``),
   so the projection counts calls as the run makes them (the last call of a phase is whole) and
@@ -399,10 +404,11 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
   if estimation_samples is None:
     estimation_samples = evr.default_estimation_samples(n_verify, base)
   estimation_samples = _validate.integer_at_least('estimation_samples', estimation_samples, 1)
-  given = None if run is None else run.progress
+  given, given_run = (None if run is None else run.progress), run
   run = options_lib.run_options(run)
   progress = False if given is False else run.progress  # where compiles are announced
   mesh = SampleMesh.over(run.devices)
+  given_devices = target_devices
   if target_devices is None:
     target_devices = mesh.size
   target_devices = _validate.integer_at_least('target_devices', target_devices, 1)
@@ -418,6 +424,11 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
     raise InputError(f'figure_seconds must be >= 0, got {figure_seconds}')
   fallback = search_start.fallback_accountant(monte_carlo.fallback)
   search_start.check_fallback(fallback, mechanism)
+  if monte_carlo.proposal != 'plain':
+    tilted = _tilted_plan(mechanism, epsilon, delta, monte_carlo, given_run, mesh.size,
+                          given_devices, samples_per_second, report, figure_seconds)
+    if tilted is not None:
+      return tilted
   kernel = kernels.kernel_for(mechanism, np.dtype(precision))
   if precision == 'float32' and not stream.uses_program32(mechanism, kernel):
     raise InputError('precision="float32" cannot serve this mechanism: '
@@ -487,3 +498,25 @@ def capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
       report_seconds=report_seconds, blocks_per_call=per_call, initial_seconds=initial_seconds,
       seconds_after_plan=after_plan + figure_seconds, estimation_sweeps=sweeps,
       figure_seconds=figure_seconds)
+
+
+def _tilted_plan(mechanism, epsilon, delta, monte_carlo, run, devices: int, target_devices,
+                 samples_per_second, report, figure_seconds):
+  """``tilted_plan.tilted_capacity_plan``, or None when "auto" resolves to plain sampling;
+  the arguments it cannot honour refused first, naming them."""
+  for argument, given, why in (
+      ('samples_per_second', samples_per_second is not None,
+       'cannot stand in for a tilted run: its host tables and tuple draws are measured here'),
+      ('target_devices', target_devices not in (None, devices),
+       f'must be the devices here ({devices}) for a tilted run: every process draws the '
+       "tuples of all devices' blocks, so the host time does not scale with devices")):
+    if given:
+      raise InputError(argument=argument, requirement=why,
+                       suggestion={'monte_carlo.proposal': 'plain'})
+  if monte_carlo.estimate_only:
+    raise InputError(argument='monte_carlo.estimate_only', requirement=(
+        f'is not available with proposal={monte_carlo.proposal!r} yet'),
+        suggestion={'monte_carlo.proposal': 'plain'})
+  return tilted_plan.tilted_capacity_plan(
+      mechanism, epsilon=epsilon, delta=delta, report_epsilons=report,
+      figure_seconds=figure_seconds, monte_carlo=monte_carlo, run=run)

@@ -49,7 +49,7 @@ from jaxacct.montecarlo.evr import tilted as tilted_lib
 
 # The search's lower end: far below any σ a verification could accept here (it only places
 # the candidate grid; a σ this small fails the estimate at once).
-_SIGMA_FLOOR = 1e-6
+SIGMA_FLOOR = 1e-6
 
 
 class Evaluation(typing.NamedTuple):
@@ -100,9 +100,12 @@ def decided_by_order_two(mechanism: MatrixMechanism, order: int, epsilon: float,
   if states > state_budget:
     return None
   log_z = tilt_bound.partition(mechanism, 2, state_budget=state_budget).log_z
-  if tilt_bound.log_support_bound((order - 1) * log_z, order, epsilon) >= 0.0:
-    return False
-  return None
+  return False if fails_by_order_two(log_z, order, epsilon) else None
+
+
+def fails_by_order_two(log_z2: float, order: int, epsilon: float) -> bool:
+  """Whether ln Z₂ (rounded up) shows M(α, ε) ≥ 1 (``decided_by_order_two``'s test)."""
+  return tilt_bound.log_support_bound((order - 1) * log_z2, order, epsilon) >= 0.0
 
 
 def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: float,
@@ -169,6 +172,6 @@ def boundary(key, scheme, matrix, *, order: int, state_budget: int, epsilon: flo
   def meets(sigma: float) -> bool:
     return sigma >= sigma_up or passes(sigma)  # σ_up passes by the fallback's proof
 
-  found = smallest_passing_sigma(meets, tolerance=grid_ratio - 1.0, floor=_SIGMA_FLOOR,
+  found = smallest_passing_sigma(meets, tolerance=grid_ratio - 1.0, floor=SIGMA_FLOOR,
                                  start=min(float(guess), float(sigma_up)))
   return min(found, float(sigma_up)), evaluations

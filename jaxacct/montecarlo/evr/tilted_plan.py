@@ -1,0 +1,430 @@
+"""Capacity plan of a tilted calibration: the search it is projected to make, and what it costs.
+
+A tilted calibration (``calibration._calibrate_tilted``) spends its time on the host as much as
+on the device: per σ it builds the order-α tuple chain (``tilted.tilt_for``: ln Z_α and the
+forward messages; ~40 s at the §7.4 shape, α = 3), each host pass of tuple draws recomputes the
+forward messages and then samples every tuple backwards (``TupleChain.draw_blocks``), and the
+device computes y, L and the terms per call (``engine/tilted.py``). The number of σ and their
+samples follow from the search (``tilted_search.boundary``), so this plan **replays that search**
+with the same arithmetic and rules, deciding each σ without sampling:
+
+- exact where the search decides without samples: the α = 2 chain's "fails" (computed here as
+  the search computes it), M(α, ε) ≥ 1, the ``MAX_DEFAULT_SAMPLES`` cap, M(α, ε) ≤ δ_b, and the
+  add direction's (A1)/Rényi certificate (``tilted.add_bound``);
+- modelled where the search samples: ln Z_α(σ) is taken as ρ·ln Z₂(σ), ρ the ratio measured at
+  the first σ (both exact there; ρ = α(α−1)/2 for an unamplified Gaussian, and 3.18 at the
+  quickstart's boundary for α = 3), and a sampled σ is taken to pass when M(α, ε) ≤
+  ``BOUNDARY_SUPPORT_RATIO``·δ_b — where the verified boundaries measured so far lie (M/δ_b
+  from 16.5 to ~48 at α = 3). An order far from the one ``choose_order`` picks moves the real
+  boundary, and with it the projection: the plan lists the σ it replayed and which it
+  modelled.
+
+The verification is then projected at the replayed boundary (``search_start.candidate_grid``):
+each candidate's tables, its remove samples N(S) (``bounds.resolve_direction_sizes`` with
+S = max_k M_k, modelled as above) and its plain add samples unless certified; and, when asked,
+the report curve (plain draws at the released σ, as ``jaxacct calibrate`` draws it).
+
+Measured here, once each: the starting points (σ_up, guess: the run recomputes them), the
+α = 2 and order-α tables at the first σ of the search, one block of tuple draws (the forward
+recomputation's seconds apart from the per-tuple ones: ``draw_blocks(clock=)``), and the device
+calls of both directions at the run's call shape (compiled and timed after compiling; the
+run, in the same process, finds them compiled). A projection, never a guarantee: the
+verification's samples and the release do not depend on it.
+
+Host code around short device runs.
+
+References:
+  Andy Dong and Arun Ganesh, "Privacy Amplification for BandMF via b-Min-Sep Subsampling",
+  arXiv:2602.09338 (v2): App. A (Algorithm 5), §7.4 (docs/references.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import jax
+import numpy as np
+
+from jaxacct import _validate
+from jaxacct import options as options_lib
+from jaxacct import progress as progress_lib
+from jaxacct._precision import scoped_x64
+from jaxacct.conventions import DIRECTIONS, Direction
+from jaxacct.deterministic import tilt_bound
+from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.mechanism import MatrixMechanism
+from jaxacct.montecarlo.engine import kernels, sampling, stream
+from jaxacct.montecarlo.engine import keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
+from jaxacct.montecarlo.engine.tilted import TiltedDraws, host_blocks_for
+from jaxacct.montecarlo.evr import bounds, search_start, tilted_search
+from jaxacct.montecarlo.evr import tilted as tilted_lib
+
+BOUNDARY_SUPPORT_RATIO = 25.0
+"""M(α, ε)/δ_b below which the plan takes a sampled σ to pass (module docstring). At the
+verified tilted boundaries measured with α = 3 (benchmarks/RESULTS.md) it was 16.5 (the
+quickstart, δ_b = 5·10⁻⁴), 20.7 (§7.4, δ_b = 6.5·10⁻⁹) and ~48 (the tests' n = 12 b-min-sep,
+δ_b = 5·10⁻⁶): a ratio within that range moves the projected boundary by a few grid steps,
+and the sampled σ's counts (≥ 1000, ~50·M/δ_b) by at most the same factor."""
+
+
+# Blocks of tuples drawn to time the sampler: the per-round overhead of the backward pass is
+# shared by a pass's tuples, so one small block would overstate the per-tuple cost.
+TIMED_BLOCKS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class TiltCosts:
+  """Seconds measured here for one σ of a tilted run (one process, the run's devices).
+
+  Attributes:
+    order_two: the α = 2 chain the search asks first at each σ (0 when α = 2 or over budget).
+    tables: the order-α tilt (``tilted.tilt_for``: the chain's forward pass and ln Z_α).
+    forward: one host pass's recomputation of the forward messages (``draw_blocks``).
+    per_tuple: host seconds per α-tuple drawn beyond the recomputation.
+    remove_call / add_call: one device call of the tilted remove direction (tuples given) and
+      of the plain add direction, at the run's call shape.
+    compile: the excess of the first calls over the timed ones (both directions).
+  """
+
+  order_two: float
+  tables: float
+  forward: float
+  per_tuple: float
+  remove_call: float
+  add_call: float
+  compile: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+  """One σ of the replayed search: how it is decided (``"order two"``, ``"M >= 1"``, ``"over
+  cap"``, ``"certified"`` or ``"sampled"``), whether it passes, its samples per direction, M(α,
+  ε) (modelled where ``modelled``) and its projected seconds."""
+
+  sigma: float
+  outcome: str
+  passes: bool
+  samples: dict
+  support: float
+  modelled: bool
+  seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class TiltedCapacityPlan:
+  """What a tilted calibration costs (module docstring).
+
+  Attributes:
+    order: α. base_delta: δ_b. sigma_up / initial_guess: the search's starting points.
+    log_z_ratio: ρ = ln Z_α / ln Z₂ measured at ``initial_guess`` (the model of sampled σ).
+    probes: the replayed search, in order (``Probe``).
+    boundary: the σ the replayed search ends at (the candidates' centre).
+    candidates: the Monte Carlo candidates projected (the fallback's σ_up not included).
+    verification_samples: per direction, N per candidate (0: certified).
+    support: S = max_k M_k of the candidates (modelled).
+    costs: ``TiltCosts``.
+    block_size / blocks_per_call / host_blocks: the run's block, call and host-pass sizes.
+    initial_seconds / plan_seconds: the starting points, and this plan's measurements (the
+      run recomputes both).
+    search_seconds / verification_seconds / report_seconds / figure_seconds: the phases.
+    seconds_here: the run in a fresh process; seconds_after_plan: after this plan in this
+      process (its compiles and starting points reused; the run's tables and draws are its
+      own).
+  """
+
+  order: int
+  base_delta: float
+  sigma_up: float
+  initial_guess: float
+  log_z_ratio: float
+  probes: tuple
+  boundary: float
+  candidates: tuple
+  verification_samples: dict
+  support: float
+  costs: TiltCosts
+  block_size: int
+  blocks_per_call: int
+  host_blocks: int
+  initial_seconds: float
+  plan_seconds: float
+  search_seconds: float
+  verification_seconds: float
+  report_seconds: float
+  figure_seconds: float
+  seconds_here: float
+  seconds_after_plan: float
+
+  def to_dict(self) -> dict:
+    record = dataclasses.asdict(self)
+    record['proposal'] = 'tilted'
+    return record
+
+
+def host_passes(num_blocks: int, call_blocks: int, host_blocks: int) -> list[int]:
+  """Blocks drawn by each host pass of a run of ``num_blocks`` blocks in calls of
+  ``call_blocks`` (the rule of ``TiltedDraws.draw_tuples``: a call whose blocks are not all
+  drawn ahead starts a pass at its first block over ``host_blocks`` blocks, at least the call's,
+  never past the run's last block or the call's end)."""
+  sizes, ahead = [], (0, 0)
+  for first in range(0, num_blocks, call_blocks):
+    last = first + call_blocks
+    if not (ahead[0] <= first and last <= ahead[1]):
+      end = min(max(last, num_blocks), first + max(host_blocks, call_blocks))
+      sizes.append(end - first)
+      ahead = (first, end)
+  return sizes
+
+
+class _Projector:
+  """Seconds of a tilted run's phases from ``TiltCosts`` and the run's sizes."""
+
+  def __init__(self, costs: TiltCosts, block_size: int, call_blocks: int, host_blocks: int):
+    self.costs, self.block_size = costs, block_size
+    self.call_blocks, self.host_blocks = call_blocks, host_blocks
+
+  def calls(self, samples: int) -> int:
+    return -(-samples // (self.call_blocks * self.block_size))
+
+  def sampling(self, samples: dict) -> float:
+    """One candidate's draws: ``samples[d]`` per direction (0: none)."""
+    remove, add = samples[Direction.REMOVE.value], samples[Direction.ADD.value]
+    seconds = self.calls(add) * self.costs.add_call
+    if remove:
+      blocks = -(-remove // self.block_size)
+      passes = host_passes(blocks, self.call_blocks, self.host_blocks)
+      seconds += (len(passes) * self.costs.forward
+                  + sum(passes) * self.block_size * self.costs.per_tuple
+                  + self.calls(remove) * self.costs.remove_call)
+    return seconds
+
+
+def _timed(function, *args, **kwargs):
+  started = time.perf_counter()
+  value = function(*args, **kwargs)
+  return value, time.perf_counter() - started
+
+
+def _device_costs(mechanism: MatrixMechanism, tilt, block, *, block_size: int,
+                  blocks_per_call: int, mesh: SampleMesh) -> tuple[float, float, float]:
+  """(remove call, add call, compiles) in seconds: ``stream.accumulate`` over one call of each
+  direction of a ``TiltedDraws`` whose sampler returns ``block`` (tuples drawn here) for every
+  block — the device work of the run's calls without their host draws — first compiling,
+  then timed."""
+  call_samples = blocks_per_call * mesh.size * block_size
+  program = TiltedDraws(
+      mechanism=mechanism, kernel=kernels.kernel_for(mechanism, np.dtype(np.float64)),
+      block_size=block_size, mesh=mesh,
+      tuples=lambda rngs, count: np.broadcast_to(block, (len(rngs),) + block.shape),
+      tuple_key=keys_lib.host_stream_key(jax.random.key(0), 'estimation', 'remove'),
+      order=tilt.order, log_z=tilt.log_z, log_support=tilt.log_support)
+  stream_key = keys_lib.purpose_key(jax.random.key(0), 'estimation')
+
+  def once(direction: str) -> float:
+    counts = {d: call_samples if d == direction else 0 for d in DIRECTIONS}
+    state = stream.StreamState(stream.BlockSums.zeros(1, tilt.epsilons.size))
+    _, seconds = _timed(stream.accumulate, lambda d: keys_lib.direction_key(stream_key, d),
+                        program, state, num_samples=counts, first_block=0,
+                        block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh,
+                        epsilons=tilt.epsilons, edges=None)
+    return seconds
+
+  seconds, compiles = {}, 0.0
+  for direction in DIRECTIONS:
+    first = once(direction)
+    seconds[direction] = once(direction)
+    compiles += max(0.0, first - seconds[direction])
+  return seconds[Direction.REMOVE.value], seconds[Direction.ADD.value], compiles
+
+
+@scoped_x64
+def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
+                         report_epsilons=None, figure_seconds: float = 0.0,
+                         monte_carlo: options_lib.MonteCarloOptions | None = None,
+                         run: options_lib.RunOptions | None = None
+                         ) -> TiltedCapacityPlan | None:
+  """The capacity plan of ``calibrate_noise_multiplier`` with ``monte_carlo.proposal`` tilted
+  (or ``"auto"``), or None when ``"auto"`` resolves to plain sampling at the initial guess
+  (``tilted.resolve_proposal``, as the calibration decides): the replayed search of the module
+  docstring, the verification at its boundary, and their seconds from measurements here.
+
+  Args:
+    mechanism: scheme and strategy (σ is not used).
+    epsilon, delta: as ``calibrate_noise_multiplier``.
+    report_epsilons: the ε grid of the report curve drawn after the calibration (the CLI's),
+      or None.
+    figure_seconds: seconds of the report's figures (host), added to the projections.
+    monte_carlo: the calibration's ``MonteCarloOptions``.
+    run: ``RunOptions`` (its devices, blocks per call and progress; the rest is the run's).
+
+  Raises:
+    InputError: before any sample, as the calibration would (the tilt does not cover the
+      mechanism, an order over the state budget).
+
+  References:
+    Dong & Ganesh (2026) App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
+  """
+  monte_carlo = monte_carlo or options_lib.MonteCarloOptions(proposal='tilted')
+  sampling.check_mechanism(mechanism)
+  epsilon = _validate.finite_real('epsilon', epsilon)
+  base = monte_carlo.base_delta if monte_carlo.base_delta is not None else float(delta) / 2
+  figure_seconds = _validate.finite_real('figure_seconds', figure_seconds)
+  given = None if run is None else run.progress
+  run = options_lib.run_options(run)
+  progress = False if given is False else run.progress
+  mesh = SampleMesh.over(run.devices)
+  budget = monte_carlo.tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET
+  fallback = search_start.fallback_accountant(monte_carlo.fallback)
+  search_start.check_fallback(fallback, mechanism)
+  started = time.perf_counter()
+  progress_lib.announce(progress, 'planning the tilted calibration: the σ search\'s starting '
+                                  f'points (the {fallback.name} fallback\'s σ_up and the '
+                                  'initial guess)…')
+  (sigma_up, guess), initial_seconds = _timed(search_start.fallback_and_guess, mechanism.scheme,
+                                              mechanism.matrix, fallback, epsilon, base)
+  scheme, matrix = mechanism.scheme, mechanism.matrix
+  start = min(float(guess), float(sigma_up))
+  proposal, order = tilted_lib.resolve_proposal(
+      monte_carlo.proposal, monte_carlo.tilt_order, [MatrixMechanism(scheme, matrix, guess)],
+      epsilon, monte_carlo.precision, state_budget=budget)
+  if proposal == 'plain':
+    return None
+  first = MatrixMechanism(scheme, matrix, start)
+
+  # Measurements at the search's first σ: the α = 2 and order-α tables, one block of draws,
+  # the device calls.
+  two_states, _ = tilt_bound.state_space(first, 2)
+  order_two = order > 2 and two_states <= budget
+  progress_lib.announce(progress, f'timing the α = {order} tilt at σ = {start:.6g} (host '
+                                  'tables: a minute at the §7.4 shape) and one block of tuple '
+                                  'draws…')
+  log_z2, two_seconds = _timed(lambda: tilt_bound.partition(first, 2,
+                                                            state_budget=budget).log_z)
+  tilt, table_seconds = _timed(tilted_lib.tilt_for, first, order, [epsilon],
+                               state_budget=budget)
+  block_size = sampling.default_block_size(mechanism.iterations)
+  blocks_per_call = run.blocks_per_call or sampling.default_blocks_per_call(
+      block_size, mechanism.iterations)
+  clock, timed_blocks = {}, min(host_blocks_for(block_size, order, mechanism.iterations),
+                                 TIMED_BLOCKS)
+  rngs = [np.random.Generator(np.random.Philox(key=b)) for b in range(timed_blocks)]
+  block, draw_seconds = _timed(tilt.chain.draw_blocks, rngs, block_size, clock=clock)
+  forward = clock.get('forward', 0.0)
+  per_tuple = max(0.0, draw_seconds - forward) / (timed_blocks * block_size)
+  progress_lib.announce(progress, 'compiling and timing the tilted remove and plain add '
+                                  f'calls ({blocks_per_call} blocks of {block_size:,} per '
+                                  'device)…')
+  with progress_lib.heartbeat(progress, 'the compiles and timed calls'):
+    remove_call, add_call, compiles = _device_costs(
+        first, tilt, block[0], block_size=block_size, blocks_per_call=blocks_per_call,
+        mesh=mesh)
+  costs = TiltCosts(order_two=two_seconds if order_two else 0.0, tables=table_seconds,
+                    forward=forward, per_tuple=per_tuple, remove_call=remove_call,
+                    add_call=add_call, compile=compiles)
+  host_blocks = host_blocks_for(block_size, order, mechanism.iterations)
+  projector = _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks)
+  ratio = tilt.log_z / log_z2 if order > 2 and log_z2 > 0.0 else 1.0
+  plan_seconds = time.perf_counter() - started - initial_seconds
+
+  progress_lib.announce(progress, 'replaying the σ search on the α = 2 chain…')
+  probes: list[Probe] = []
+
+  @functools.lru_cache(maxsize=None)
+  def log_z_two(sigma: float) -> float:
+    if sigma == start:
+      return log_z2
+    return tilt_bound.partition(MatrixMechanism(scheme, matrix, sigma), 2,
+                                state_budget=budget).log_z
+
+  def log_z(sigma: float) -> tuple[float, bool]:
+    """(ln Z_α at σ, whether modelled): exact at the first σ and for α = 2."""
+    if sigma == start:
+      return tilt.log_z, False
+    return (ratio * log_z_two(sigma), True) if order > 2 else (log_z_two(sigma), False)
+
+  def meets(sigma: float) -> bool:
+    if sigma >= sigma_up:
+      return True  # by the fallback's proof, as in the search
+    if not any(p.sigma == sigma for p in probes):  # each σ once, as in the search
+      probes.append(_probe(MatrixMechanism(scheme, matrix, sigma), order=order,
+                           epsilon=epsilon, base_delta=base,
+                           log_z2=log_z_two(sigma) if order_two else None,
+                           estimation_samples=monte_carlo.estimation_samples, log_z=log_z,
+                           projector=projector))
+    return next(p.passes for p in probes if p.sigma == sigma)
+
+  boundary = min(smallest_passing_sigma(meets, tolerance=monte_carlo.grid_ratio - 1.0,
+                                        floor=tilted_search.SIGMA_FLOOR, start=start),
+                 float(sigma_up))
+  grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
+                                     monte_carlo.num_candidates)[:-1]
+  supports = [math.exp(tilt_bound.log_support_bound(log_z(s)[0], order, epsilon))
+              for s in grid]
+  support = max(supports) if supports else 0.0
+  add = tilted_lib.add_bound([MatrixMechanism(scheme, matrix, s) for s in grid], epsilon)
+  if grid and support < 1.0:
+    sizes, _ = bounds.resolve_direction_sizes(
+        float(delta), monte_carlo.num_samples, base, {
+            Direction.REMOVE.value: bounds.DirectionProposal(support, support),
+            Direction.ADD.value: bounds.DirectionProposal(1.0, add)},
+        attempts=monte_carlo.attempt)
+    verification = {d: int(sizes[d].num_samples) for d in DIRECTIONS}
+  else:
+    verification = {d: 0 for d in DIRECTIONS}
+  verification_seconds = len(grid) * costs.tables + len(grid) * projector.sampling(
+      verification)
+  report_seconds = 0.0
+  if report_epsilons is not None:
+    drawn = [max(p.samples.values()) for p in probes]
+    curve = max(max(drawn or [0]), tilted_search.MIN_DEFAULT_SAMPLES)
+    report_seconds = 2 * projector.calls(curve) * costs.add_call  # plain, both directions
+  search_seconds = sum(p.seconds for p in probes)
+  after_plan = search_seconds + verification_seconds + report_seconds + figure_seconds
+  return TiltedCapacityPlan(
+      order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
+      log_z_ratio=ratio, probes=tuple(probes), boundary=boundary, candidates=tuple(grid),
+      verification_samples=verification, support=support, costs=costs,
+      block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=host_blocks,
+      initial_seconds=initial_seconds, plan_seconds=plan_seconds,
+      search_seconds=search_seconds, verification_seconds=verification_seconds,
+      report_seconds=report_seconds, figure_seconds=figure_seconds,
+      seconds_here=after_plan + initial_seconds + compiles, seconds_after_plan=after_plan)
+
+
+def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta: float,
+           log_z2: float | None, estimation_samples: int | None, log_z,
+           projector: _Projector) -> Probe:
+  """One σ of the replayed search: ``tilted_search.boundary``'s rules (module docstring),
+  with ln Z₂ where the search asks the α = 2 chain first (else None) and ln Z_α from
+  ``log_z(σ)`` → (value, modelled)."""
+  sigma = float(mechanism.noise_multiplier)
+  costs = projector.costs
+  seconds = costs.order_two
+  none = {d: 0 for d in DIRECTIONS}
+  if log_z2 is not None and tilted_search.fails_by_order_two(log_z2, order, epsilon):
+    return Probe(sigma, 'order two', False, none, 1.0, False, seconds)
+  seconds += costs.tables
+  value, modelled = log_z(sigma)
+  log_support = tilt_bound.log_support_bound(value, order, epsilon)
+  support = math.exp(min(log_support, 0.0))
+  if not log_support < 0.0:
+    return Probe(sigma, 'M >= 1', False, none, 1.0, modelled, seconds)
+  add = tilted_lib.add_bound([mechanism], epsilon)
+  certified = {Direction.REMOVE.value: support <= base_delta,
+               Direction.ADD.value: add is not None and add <= base_delta}
+  count = estimation_samples or tilted_search.default_samples(
+      support, base_delta, certified[Direction.ADD.value])
+  if (estimation_samples is None and not certified[Direction.REMOVE.value]
+      and tilted_search.default_samples(support, base_delta, True)
+      > tilted_search.MAX_DEFAULT_SAMPLES):
+    return Probe(sigma, 'over cap', False, none, support, modelled, seconds)
+  samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
+  if not any(samples.values()):
+    return Probe(sigma, 'certified', True, samples, support, modelled, seconds)
+  passes = support <= BOUNDARY_SUPPORT_RATIO * base_delta
+  return Probe(sigma, 'sampled', passes, samples, support, modelled,
+               seconds + projector.sampling(samples))

@@ -1,0 +1,158 @@
+"""The capacity plan of a tilted calibration (montecarlo/evr/tilted_plan.py).
+
+Oracles: the host-pass rule against ``TiltedDraws.draw_tuples`` itself (a counting sampler);
+the replayed search against ``tilted_search``'s own rules with exact ln Z_α where the plan does
+not model it, and against the real calibration's search on the same mechanism (same bracket,
+same number of σ); the verification's N against ``bounds.resolve_direction_sizes``; the
+projection's arithmetic from its parts. Tolerances: exact unless stated. Timings are recorded,
+never asserted.
+"""
+
+import dataclasses
+import math
+
+import jax
+import numpy as np
+import pytest
+
+import jaxacct
+from jaxacct.conventions import DIRECTIONS
+from jaxacct.deterministic import tilt_bound
+from jaxacct.montecarlo.engine import kernels, keys as keys_lib
+from jaxacct.montecarlo.engine.sharding import SampleMesh
+from jaxacct.montecarlo.engine.tilted import TiltedDraws
+from jaxacct.montecarlo.evr import bounds, calibration, plan, tilted, tilted_plan, tilted_search
+
+# The tiny b-min-sep of test_tilted.py (n = 12, b = 3, warm start, 3 bands).
+BMINSEP = jaxacct.MatrixMechanism(
+    jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True),
+    jaxacct.BandedToeplitz([1.0, 0.5, 0.25]), 1.6)
+OPTIONS = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3, num_candidates=4)
+EPSILON, DELTA = 4.5, 1e-5
+
+
+@pytest.fixture(scope='module')
+def projected():
+  return plan.capacity_plan(BMINSEP, epsilon=EPSILON, delta=DELTA, monte_carlo=OPTIONS,
+                            run=jaxacct.RunOptions(progress=False))
+
+
+@pytest.mark.parametrize('num_blocks, call_blocks, host_blocks', [
+    (1, 2, 5), (7, 2, 5), (10, 2, 5), (11, 4, 3), (9, 3, 9), (40, 2, 97), (5, 8, 2)])
+def test_host_passes_follow_the_samplers_own_rule(num_blocks, call_blocks, host_blocks):
+  # Oracle: TiltedDraws.draw_tuples driven call by call as stream.accumulate drives it, with a
+  # sampler that records how many blocks each pass draws.
+  passes = []
+
+  def sampler(rngs, count):
+    passes.append(len(rngs))
+    return np.zeros((len(rngs), count, 2, 3), bool)
+
+  draws = TiltedDraws(
+      mechanism=BMINSEP, kernel=kernels.kernel_for(BMINSEP, np.dtype(np.float64)),
+      block_size=4, mesh=SampleMesh.over(jax.local_devices()[:1]), tuples=sampler,
+      tuple_key=keys_lib.host_stream_key(jax.random.key(0), 'estimation', 'remove'),
+      order=2, log_z=0.0, log_support=np.zeros(1), host_blocks=host_blocks)
+  for first in range(0, num_blocks, call_blocks):
+    draws.draw_tuples(np.arange(first, first + call_blocks), last_block=num_blocks)
+  assert tilted_plan.host_passes(num_blocks, call_blocks, host_blocks) == passes
+
+
+def test_the_replayed_search_follows_the_searchs_rules(projected):
+  result = projected
+  assert isinstance(result, tilted_plan.TiltedCapacityPlan)
+  assert result.order == 3 and result.base_delta == DELTA / 2
+  first = result.probes[0]
+  assert first.sigma == min(result.initial_guess, result.sigma_up) and not first.modelled
+  # Exact at the first σ: the tilt's own M(α, ε).
+  exact = tilted.tilt_for(dataclasses.replace(BMINSEP, noise_multiplier=first.sigma), 3,
+                          [EPSILON])
+  assert first.support == math.exp(exact.log_support[0])
+  # The model: ρ·ln Z₂ with ρ measured at the first σ.
+  log_z2 = tilt_bound.partition(dataclasses.replace(BMINSEP, noise_multiplier=first.sigma),
+                                2).log_z
+  assert result.log_z_ratio == exact.log_z / log_z2
+  for probe in result.probes:
+    mechanism = dataclasses.replace(BMINSEP, noise_multiplier=probe.sigma)
+    if probe.outcome == 'order two':
+      assert tilted_search.decided_by_order_two(mechanism, 3, EPSILON, 10**6) is False
+      continue
+    expected = result.log_z_ratio * tilt_bound.partition(mechanism, 2).log_z
+    if probe.modelled:
+      assert probe.support == pytest.approx(
+          math.exp(tilt_bound.log_support_bound(expected, 3, EPSILON)), rel=1e-12)
+    # ε = 4.5 ≥ −ln p₀ ≈ 4.04: the add direction is certified (A1) and never sampled.
+    assert probe.samples['add'] == 0
+    if probe.outcome == 'sampled':
+      assert probe.samples['remove'] == tilted_search.default_samples(probe.support,
+                                                                      DELTA / 2, True)
+      assert probe.passes == (probe.support
+                              <= tilted_plan.BOUNDARY_SUPPORT_RATIO * DELTA / 2)
+  # A monotone search: every passing σ lies above every failing one; the boundary passes and
+  # the largest failing σ is within one grid ratio below it.
+  passing = [p.sigma for p in result.probes if p.passes]
+  failing = [p.sigma for p in result.probes if not p.passes]
+  assert min(passing) > max(failing) and result.boundary == min(passing)
+  assert result.boundary / max(failing) <= OPTIONS.grid_ratio
+
+
+def test_the_verification_and_the_projection_add_up(projected):
+  result = projected
+  grid = calibration.search_start.candidate_grid(result.boundary, result.sigma_up,
+                                                 OPTIONS.grid_ratio, OPTIONS.num_candidates)
+  assert result.candidates == tuple(grid[:-1])
+  sizes, _ = bounds.resolve_direction_sizes(DELTA, None, DELTA / 2, {
+      'remove': bounds.DirectionProposal(result.support, result.support),
+      'add': bounds.DirectionProposal(1.0, 0.0)})
+  assert result.verification_samples == {d: sizes[d].num_samples for d in DIRECTIONS}
+  assert result.verification_samples['add'] == 0 < result.verification_samples['remove']
+  costs = result.costs
+  assert result.search_seconds == pytest.approx(sum(p.seconds for p in result.probes))
+  for probe in result.probes:  # every σ past the α = 2 test builds the order-α tables
+    assert probe.seconds >= costs.order_two + (costs.tables if probe.outcome != 'order two'
+                                               else 0.0)
+  assert result.seconds_after_plan == pytest.approx(
+      result.search_seconds + result.verification_seconds + result.report_seconds
+      + result.figure_seconds)
+  assert result.seconds_here == pytest.approx(result.seconds_after_plan
+                                              + result.initial_seconds + costs.compile)
+  assert min(costs.tables, costs.forward, costs.per_tuple, costs.remove_call) > 0.0
+  record = result.to_dict()
+  assert record['proposal'] == 'tilted' and len(record['probes']) == len(result.probes)
+
+
+def test_the_sampling_projection_counts_passes_calls_and_tuples():
+  costs = tilted_plan.TiltCosts(order_two=0.0, tables=1.0, forward=10.0, per_tuple=0.5,
+                                remove_call=3.0, add_call=2.0, compile=0.0)
+  projector = tilted_plan._Projector(costs, block_size=4, call_blocks=2, host_blocks=5)
+  # 30 remove samples: 8 blocks, 4 calls, passes of 5 blocks then 3 (draw_tuples' rule:
+  # the second pass starts at block 4, the first block the first pass cannot complete).
+  assert tilted_plan.host_passes(8, 2, 5) == [4 + 1, 4]
+  expected = 2 * 10.0 + (5 + 4) * 4 * 0.5 + 4 * 3.0
+  assert projector.sampling({'remove': 30, 'add': 0}) == expected
+  assert projector.sampling({'remove': 0, 'add': 9}) == 2 * 2.0
+
+
+@pytest.mark.parametrize('arguments, argument', [
+    ({'samples_per_second': 1e6}, 'samples_per_second'),
+    ({'target_devices': 64}, 'target_devices'),
+])
+def test_what_a_tilted_plan_cannot_honour_is_refused_first(monkeypatch, arguments, argument):
+  def fail(*args, **kwargs):
+    raise AssertionError('computed before refusing')
+  monkeypatch.setattr(tilted_plan.tilted_lib, 'tilt_for', fail)
+  with pytest.raises(jaxacct.InputError) as refused:
+    plan.capacity_plan(BMINSEP, epsilon=EPSILON, delta=DELTA, monte_carlo=OPTIONS, **arguments)
+  assert refused.value.argument == argument
+
+
+def test_a_tilted_calibration_over_its_budget_is_refused_before_the_search(monkeypatch):
+  def fail(*args, **kwargs):
+    raise AssertionError('searched before refusing')
+  monkeypatch.setattr(tilted_search, 'boundary', fail)
+  with pytest.raises(plan.OverBudgetError) as refused:
+    jaxacct.calibrate_noise_multiplier(
+        BMINSEP.scheme, BMINSEP.matrix, epsilon=EPSILON, delta=DELTA, key=jax.random.key(1),
+        monte_carlo=OPTIONS, run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger(),
+                                                    max_seconds=1e-3))
+  assert refused.value.run == 'the tilted calibration' and refused.value.seconds > 1e-3
