@@ -68,19 +68,32 @@ def test_the_replayed_search_follows_the_searchs_rules(projected):
   exact = tilted.tilt_for(dataclasses.replace(BMINSEP, noise_multiplier=first.sigma), 3,
                           [EPSILON])
   assert first.support == math.exp(exact.log_support[0])
-  # The model: ρ·ln Z₂ with ρ measured at the first σ.
-  log_z2 = tilt_bound.partition(dataclasses.replace(BMINSEP, noise_multiplier=first.sigma),
-                                2).log_z
-  assert result.log_z_ratio == exact.log_z / log_z2
+  # The model: ρ(σ)·ln Z₂(σ), ρ = ln Z_α/ln Z₂ measured at the first σ and at the first
+  # replay's boundary (exact there), linear in ln σ between them and constant beyond.
+  ratios = dict(result.log_z_ratio)
+  assert len(ratios) == 2 and first.sigma in ratios
+  for sigma, ratio in ratios.items():
+    mechanism = dataclasses.replace(BMINSEP, noise_multiplier=sigma)
+    assert ratio == pytest.approx(tilt_bound.partition(mechanism, 3).log_z
+                                  / tilt_bound.partition(mechanism, 2).log_z, rel=1e-12)
+  (low, rho_low), (high, rho_high) = sorted(ratios.items())
+  assert rho_low > rho_high > 3.0  # ρ falls toward α(α − 1)/2 = 3 as σ grows
+
+  def rho(sigma):
+    weight = min(1.0, max(0.0, math.log(sigma / low) / math.log(high / low)))
+    return rho_low + weight * (rho_high - rho_low)
+
   for probe in result.probes:
     mechanism = dataclasses.replace(BMINSEP, noise_multiplier=probe.sigma)
     if probe.outcome == 'order two':
       assert tilted_search.decided_by_order_two(mechanism, 3, EPSILON, 10**6) is False
       continue
-    expected = result.log_z_ratio * tilt_bound.partition(mechanism, 2).log_z
+    expected = rho(probe.sigma) * tilt_bound.partition(mechanism, 2).log_z
     if probe.modelled:
       assert probe.support == pytest.approx(
           math.exp(tilt_bound.log_support_bound(expected, 3, EPSILON)), rel=1e-12)
+    else:
+      assert probe.sigma in ratios
     # ε = 4.5 ≥ −ln p₀ ≈ 4.04: the add direction is certified (A1) and never sampled.
     assert probe.samples['add'] == 0
     if probe.outcome == 'sampled':
@@ -111,6 +124,10 @@ def test_the_verification_and_the_projection_add_up(projected):
   for probe in result.probes:  # every σ past the α = 2 test builds the order-α tables
     assert probe.seconds >= costs.order_two + (costs.tables if probe.outcome != 'order two'
                                                else 0.0)
+  assert result.verification_seconds == pytest.approx(
+      len(result.candidates) * costs.tables + costs.add_bound + len(result.candidates)
+      * tilted_plan._Projector(costs, result.block_size, result.blocks_per_call,
+                               result.host_blocks).sampling(result.verification_samples))
   assert result.seconds_after_plan == pytest.approx(
       result.search_seconds + result.verification_seconds + result.report_seconds
       + result.figure_seconds)
@@ -122,7 +139,8 @@ def test_the_verification_and_the_projection_add_up(projected):
 
 
 def test_the_sampling_projection_counts_passes_calls_and_tuples():
-  costs = tilted_plan.TiltCosts(order_two=0.0, tables=1.0, forward=10.0, per_tuple=0.5,
+  costs = tilted_plan.TiltCosts(order_two=0.0, tables=1.0, add_bound=0.0, forward=10.0,
+                                per_tuple=0.5,
                                 remove_call=3.0, add_call=2.0, compile=0.0)
   projector = tilted_plan._Projector(costs, block_size=4, call_blocks=2, host_blocks=5)
   # 30 remove samples: 8 blocks, 4 calls, passes of 5 blocks then 3 (draw_tuples' rule:
@@ -143,6 +161,23 @@ def test_what_a_tilted_plan_cannot_honour_is_refused_first(monkeypatch, argument
   monkeypatch.setattr(tilted_plan.tilted_lib, 'tilt_for', fail)
   with pytest.raises(jaxacct.InputError) as refused:
     plan.capacity_plan(BMINSEP, epsilon=EPSILON, delta=DELTA, monte_carlo=OPTIONS, **arguments)
+  assert refused.value.argument == argument
+
+
+@pytest.mark.parametrize('arguments, argument', [
+    ({'delta': 1.5}, 'delta'),
+    ({'monte_carlo': jaxacct.MonteCarloOptions()}, 'monte_carlo.proposal'),
+    ({'monte_carlo': jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3,
+                                               base_delta=2e-5)}, 'monte_carlo.base_delta'),
+    ({'figure_seconds': -1.0}, 'figure_seconds'),
+])
+def test_a_tilted_plans_bad_input_is_named_before_any_compute(monkeypatch, arguments, argument):
+  def fail(*args, **kwargs):
+    raise AssertionError('computed before refusing')
+  monkeypatch.setattr(tilted_plan.search_start, 'fallback_and_guess', fail)
+  given = {'epsilon': EPSILON, 'delta': DELTA, 'monte_carlo': OPTIONS, **arguments}
+  with pytest.raises(jaxacct.InputError) as refused:
+    tilted_plan.tilted_capacity_plan(BMINSEP, **given)
   assert refused.value.argument == argument
 
 

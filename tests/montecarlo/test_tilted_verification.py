@@ -428,10 +428,12 @@ def test_the_cap_is_on_the_tilted_direction_never_a_plain_one(monkeypatch):
 
 @pytest.fixture(scope='module')
 def tilted_calibration():
+  # Under a budget it can keep: projected first (tilted_plan.py), then run whole (the budget
+  # is not asked again by its phases; the resume test below runs it without one, same bits).
   return jaxacct.calibrate_noise_multiplier(
       BMINSEP.scheme, BMINSEP.matrix, epsilon=4.5, delta=1e-5, key=jax.random.key(1),
       monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3, num_candidates=4),
-      run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger()))
+      run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger(), max_seconds=3600.0))
 
 
 def test_a_tilted_calibration_agrees_with_the_deterministic_brackets(tilted_calibration):

@@ -693,10 +693,12 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   if run.max_seconds is not None:
     plan = tilted_plan.tilted_capacity_plan(
         MatrixMechanism(scheme, matrix, guess), epsilon=epsilon, delta=delta,
-        monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order),
+        monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order,
+                                        precision=precision),
         run=run)
     plan_lib.refuse_over_budget('the tilted calibration', plan.seconds_after_plan,
                                 run.max_seconds)
+    run = dataclasses.replace(run, max_seconds=None)  # checked: the phases do not re-plan
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
   ledger = ledger_lib.ledger_from(run.ledger)
   # An undeclared retry is refused now, before the search (its σ are not known yet).

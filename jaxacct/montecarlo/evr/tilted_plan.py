@@ -8,24 +8,28 @@ device computes y, L and the terms per call (``engine/tilted.py``). The number o
 samples follow from the search (``tilted_search.boundary``), so this plan **replays that search**
 with the same arithmetic and rules, deciding each σ without sampling:
 
-- exact where the search decides without samples: the α = 2 chain's "fails" (computed here as
-  the search computes it), M(α, ε) ≥ 1, the ``MAX_DEFAULT_SAMPLES`` cap, M(α, ε) ≤ δ_b, and the
-  add direction's (A1)/Rényi certificate (``tilted.add_bound``);
-- modelled where the search samples: ln Z_α(σ) is taken as ρ·ln Z₂(σ), ρ the ratio measured at
-  the first σ (both exact there; ρ = α(α−1)/2 for an unamplified Gaussian, and 3.18 at the
-  quickstart's boundary for α = 3), and a sampled σ is taken to pass when M(α, ε) ≤
+- by the search's own rules where it decides without samples: the α = 2 chain's "fails"
+  (exact: computed here as the search computes it), M(α, ε) ≥ 1, the ``MAX_DEFAULT_SAMPLES``
+  cap, M(α, ε) ≤ δ_b, and the add direction's (A1)/Rényi certificate (``tilted.add_bound``,
+  exact); M(α, ε) is exact where ln Z_α is computed here — the search's first σ and, for α > 2,
+  the first replay's boundary — and elsewhere modelled as ρ(σ)·ln Z₂(σ), ρ = ln Z_α/ln Z₂
+  measured at those two σ and interpolated in ln σ (α(α−1)/2 for an unamplified Gaussian;
+  3.9 to 3.0 from σ = 0.5 to 8 on the tests' n = 12 mechanism at α = 3, 3.18 at the
+  quickstart's boundary): the search is replayed a second time with both;
+- modelled where the search samples: a sampled σ is taken to pass when M(α, ε) ≤
   ``BOUNDARY_SUPPORT_RATIO``·δ_b — where the verified boundaries measured so far lie (M/δ_b
-  from 16.5 to ~48 at α = 3). An order far from the one ``choose_order`` picks moves the real
-  boundary, and with it the projection: the plan lists the σ it replayed and which it
-  modelled.
+  from 16.5 to ~48 at α = 3); a plainly sampled add direction is taken to pass with it. An
+  order far from the one ``choose_order`` picks moves the real boundary, and with it the
+  projection: the plan lists the σ it replayed and which it modelled.
 
 The verification is then projected at the replayed boundary (``search_start.candidate_grid``):
 each candidate's tables, its remove samples N(S) (``bounds.resolve_direction_sizes`` with
 S = max_k M_k, modelled as above) and its plain add samples unless certified; and, when asked,
 the report curve (plain draws at the released σ, as ``jaxacct calibrate`` draws it).
 
-Measured here, once each: the starting points (σ_up, guess: the run recomputes them), the
-α = 2 and order-α tables at the first σ of the search, one block of tuple draws (the forward
+Measured here, once each: the starting points (σ_up, guess: cached, the run reuses them), the
+α = 2 and order-α tables at the first σ of the search, ``TIMED_BLOCKS`` blocks of tuple draws
+in one pass (the forward
 recomputation's seconds apart from the per-tuple ones: ``draw_blocks(clock=)``), and the device
 calls of both directions at the run's call shape (compiled and timed after compiling; the
 run, in the same process, finds them compiled). A projection, never a guarantee: the
@@ -55,6 +59,7 @@ from jaxacct._precision import scoped_x64
 from jaxacct.conventions import DIRECTIONS, Direction
 from jaxacct.deterministic import tilt_bound
 from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.errors import InputError
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import kernels, sampling, stream
 from jaxacct.montecarlo.engine import keys as keys_lib
@@ -83,6 +88,8 @@ class TiltCosts:
   Attributes:
     order_two: the α = 2 chain the search asks first at each σ (0 when α = 2 or over budget).
     tables: the order-α tilt (``tilted.tilt_for``: the chain's forward pass and ln Z_α).
+    add_bound: the add direction's bound (``tilted.add_bound``; Poisson: ~30 quadratures),
+      asked at every σ whose M(α, ε) < 1.
     forward: one host pass's recomputation of the forward messages (``draw_blocks``).
     per_tuple: host seconds per α-tuple drawn beyond the recomputation.
     remove_call / add_call: one device call of the tilted remove direction (tuples given) and
@@ -92,6 +99,7 @@ class TiltCosts:
 
   order_two: float
   tables: float
+  add_bound: float
   forward: float
   per_tuple: float
   remove_call: float
@@ -120,7 +128,8 @@ class TiltedCapacityPlan:
 
   Attributes:
     order: α. base_delta: δ_b. sigma_up / initial_guess: the search's starting points.
-    log_z_ratio: ρ = ln Z_α / ln Z₂ measured at ``initial_guess`` (the model of sampled σ).
+    log_z_ratio: ((σ, ρ), …): ρ = ln Z_α / ln Z₂ where measured (the search's first σ and, for
+      α > 2, the first replay's boundary), the model of the other σ.
     probes: the replayed search, in order (``Probe``).
     boundary: the σ the replayed search ends at (the candidates' centre).
     candidates: the Monte Carlo candidates projected (the fallback's σ_up not included).
@@ -140,7 +149,7 @@ class TiltedCapacityPlan:
   base_delta: float
   sigma_up: float
   initial_guess: float
-  log_z_ratio: float
+  log_z_ratio: tuple
   probes: tuple
   boundary: float
   candidates: tuple
@@ -243,9 +252,8 @@ def _device_costs(mechanism: MatrixMechanism, tilt, block, *, block_size: int,
 
 @scoped_x64
 def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
-                         report_epsilons=None, figure_seconds: float = 0.0,
-                         monte_carlo: options_lib.MonteCarloOptions | None = None,
-                         run: options_lib.RunOptions | None = None
+                         monte_carlo: options_lib.MonteCarloOptions, report_epsilons=None,
+                         figure_seconds: float = 0.0, run: options_lib.RunOptions | None = None
                          ) -> TiltedCapacityPlan | None:
   """The capacity plan of ``calibrate_noise_multiplier`` with ``monte_carlo.proposal`` tilted
   (or ``"auto"``), or None when ``"auto"`` resolves to plain sampling at the initial guess
@@ -258,7 +266,8 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     report_epsilons: the ε grid of the report curve drawn after the calibration (the CLI's),
       or None.
     figure_seconds: seconds of the report's figures (host), added to the projections.
-    monte_carlo: the calibration's ``MonteCarloOptions``.
+    monte_carlo: the calibration's ``MonteCarloOptions`` (``proposal`` ``"tilted"`` with its
+      ``tilt_order``, or ``"auto"``).
     run: ``RunOptions`` (its devices, blocks per call and progress; the rest is the run's).
 
   Raises:
@@ -268,11 +277,22 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   References:
     Dong & Ganesh (2026) App. A and §7.4; Chua et al., AISTATS 2025, Fact 4.2.
   """
-  monte_carlo = monte_carlo or options_lib.MonteCarloOptions(proposal='tilted')
+  if not isinstance(monte_carlo, options_lib.MonteCarloOptions):
+    raise InputError(argument='monte_carlo', value=monte_carlo,
+                     requirement='must be a MonteCarloOptions')
+  if monte_carlo.proposal == 'plain':
+    raise InputError(argument='monte_carlo.proposal', value='plain', requirement=(
+        "must be 'tilted' or 'auto' here (plan.capacity_plan plans a plain calibration)"))
   sampling.check_mechanism(mechanism)
   epsilon = _validate.finite_real('epsilon', epsilon)
-  base = monte_carlo.base_delta if monte_carlo.base_delta is not None else float(delta) / 2
+  delta = _validate.probability('delta', delta)
+  base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
+  if not 0.0 < base < delta:
+    raise InputError(argument='monte_carlo.base_delta', value=base,
+                     requirement=f'must lie in (0, delta = {delta})')
   figure_seconds = _validate.finite_real('figure_seconds', figure_seconds)
+  if figure_seconds < 0:
+    raise InputError(argument='figure_seconds', value=figure_seconds, requirement='must be >= 0')
   given = None if run is None else run.progress
   run = options_lib.run_options(run)
   progress = False if given is False else run.progress
@@ -302,10 +322,14 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   progress_lib.announce(progress, f'timing the α = {order} tilt at σ = {start:.6g} (host '
                                   'tables: a minute at the §7.4 shape) and one block of tuple '
                                   'draws…')
-  log_z2, two_seconds = _timed(lambda: tilt_bound.partition(first, 2,
-                                                            state_budget=budget).log_z)
   tilt, table_seconds = _timed(tilted_lib.tilt_for, first, order, [epsilon],
                                state_budget=budget)
+  log_z2, two_seconds = tilt.log_z, table_seconds
+  if order > 2:
+    log_z2, two_seconds = _timed(lambda: tilt_bound.partition(first, 2,
+                                                              state_budget=budget).log_z)
+  # The add direction's bound is asked at every σ too (Poisson: ~30 quadratures).
+  _, add_seconds = _timed(tilted_lib.add_bound, [first], epsilon)
   block_size = sampling.default_block_size(mechanism.iterations)
   blocks_per_call = run.blocks_per_call or sampling.default_blocks_per_call(
       block_size, mechanism.iterations)
@@ -323,15 +347,14 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
         first, tilt, block[0], block_size=block_size, blocks_per_call=blocks_per_call,
         mesh=mesh)
   costs = TiltCosts(order_two=two_seconds if order_two else 0.0, tables=table_seconds,
+                    add_bound=add_seconds,
                     forward=forward, per_tuple=per_tuple, remove_call=remove_call,
                     add_call=add_call, compile=compiles)
   host_blocks = host_blocks_for(block_size, order, mechanism.iterations)
   projector = _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks)
-  ratio = tilt.log_z / log_z2 if order > 2 and log_z2 > 0.0 else 1.0
   plan_seconds = time.perf_counter() - started - initial_seconds
 
   progress_lib.announce(progress, 'replaying the σ search on the α = 2 chain…')
-  probes: list[Probe] = []
 
   @functools.lru_cache(maxsize=None)
   def log_z_two(sigma: float) -> float:
@@ -340,43 +363,70 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     return tilt_bound.partition(MatrixMechanism(scheme, matrix, sigma), 2,
                                 state_budget=budget).log_z
 
+  exact = {start: tilt.log_z}  # ln Z_α computed here, by σ
+
   def log_z(sigma: float) -> tuple[float, bool]:
-    """(ln Z_α at σ, whether modelled): exact at the first σ and for α = 2."""
-    if sigma == start:
-      return tilt.log_z, False
-    return (ratio * log_z_two(sigma), True) if order > 2 else (log_z_two(sigma), False)
+    """(ln Z_α at σ, whether modelled): exact where computed here and for α = 2, else
+    ρ(σ)·ln Z₂(σ) with ρ interpolated in ln σ between the σ where it was measured."""
+    if sigma in exact:
+      return exact[sigma], False
+    if order == 2:
+      return log_z_two(sigma), False
+    return _log_z_ratio(sigma, ratios) * log_z_two(sigma), True
 
-  def meets(sigma: float) -> bool:
-    if sigma >= sigma_up:
-      return True  # by the fallback's proof, as in the search
-    if not any(p.sigma == sigma for p in probes):  # each σ once, as in the search
-      probes.append(_probe(MatrixMechanism(scheme, matrix, sigma), order=order,
-                           epsilon=epsilon, base_delta=base,
-                           log_z2=log_z_two(sigma) if order_two else None,
-                           estimation_samples=monte_carlo.estimation_samples, log_z=log_z,
-                           projector=projector))
-    return next(p.passes for p in probes if p.sigma == sigma)
+  def replay() -> tuple[list[Probe], float]:
+    probes: list[Probe] = []
 
-  boundary = min(smallest_passing_sigma(meets, tolerance=monte_carlo.grid_ratio - 1.0,
-                                        floor=tilted_search.SIGMA_FLOOR, start=start),
-                 float(sigma_up))
+    def meets(sigma: float) -> bool:
+      if sigma >= sigma_up:
+        return True  # by the fallback's proof, as in the search
+      if not any(p.sigma == sigma for p in probes):  # each σ once, as in the search
+        probes.append(_probe(MatrixMechanism(scheme, matrix, sigma), order=order,
+                             epsilon=epsilon, base_delta=base,
+                             log_z2=log_z_two(sigma) if order_two else None,
+                             estimation_samples=monte_carlo.estimation_samples, log_z=log_z,
+                             projector=projector))
+      return next(p.passes for p in probes if p.sigma == sigma)
+
+    found = smallest_passing_sigma(meets, tolerance=monte_carlo.grid_ratio - 1.0,
+                                   floor=tilted_search.SIGMA_FLOOR, start=start)
+    return probes, min(found, float(sigma_up))
+
+  ratios = {start: _measured_ratio(tilt.log_z, log_z2, order)}
+  probes, boundary = replay()
+  if order > 2 and boundary < sigma_up and boundary not in exact:
+    # ρ drifts with σ (3.9 to 3.0 from σ = 0.5 to 8 on the tests' mechanism at α = 3): measured
+    # again at the replayed boundary, where the candidates lie, and the search replayed again.
+    progress_lib.announce(progress, f'the α = {order} tables at the replayed boundary σ = '
+                                    f'{boundary:.6g}, and the search replayed again…')
+    remeasured, seconds = _timed(lambda: tilt_bound.partition(
+        MatrixMechanism(scheme, matrix, boundary), order, state_budget=budget).log_z)
+    plan_seconds += seconds
+    exact[boundary] = remeasured
+    ratios[boundary] = _measured_ratio(remeasured, log_z_two(boundary), order)
+    probes, boundary = replay()
   grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
                                      monte_carlo.num_candidates)[:-1]
   supports = [math.exp(tilt_bound.log_support_bound(log_z(s)[0], order, epsilon))
               for s in grid]
   support = max(supports) if supports else 0.0
   add = tilted_lib.add_bound([MatrixMechanism(scheme, matrix, s) for s in grid], epsilon)
-  if grid and support < 1.0:
+  if support >= 1.0:
+    raise InputError(argument='monte_carlo.tilt_order', value=order, requirement=(
+        f'is projected to give the candidates around σ ≈ {boundary:.6g} the support bound '
+        f'M(α, ε) = {support:.4g} >= 1 (modelled): the tilted verification would refuse them '
+        'after the search; choose another order'), suggestion={'monte_carlo.proposal': 'plain'})
+  if grid:
     sizes, _ = bounds.resolve_direction_sizes(
-        float(delta), monte_carlo.num_samples, base, {
+        delta, monte_carlo.num_samples, base, {
             Direction.REMOVE.value: bounds.DirectionProposal(support, support),
             Direction.ADD.value: bounds.DirectionProposal(1.0, add)},
         attempts=monte_carlo.attempt)
     verification = {d: int(sizes[d].num_samples) for d in DIRECTIONS}
   else:
     verification = {d: 0 for d in DIRECTIONS}
-  verification_seconds = len(grid) * costs.tables + len(grid) * projector.sampling(
-      verification)
+  verification_seconds = (len(grid) * (costs.tables + projector.sampling(verification))
+                          + costs.add_bound)
   report_seconds = 0.0
   if report_epsilons is not None:
     drawn = [max(p.samples.values()) for p in probes]
@@ -386,13 +436,31 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   after_plan = search_seconds + verification_seconds + report_seconds + figure_seconds
   return TiltedCapacityPlan(
       order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
-      log_z_ratio=ratio, probes=tuple(probes), boundary=boundary, candidates=tuple(grid),
+      log_z_ratio=tuple(sorted(ratios.items())), probes=tuple(probes), boundary=boundary,
+      candidates=tuple(grid),
       verification_samples=verification, support=support, costs=costs,
       block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=host_blocks,
       initial_seconds=initial_seconds, plan_seconds=plan_seconds,
       search_seconds=search_seconds, verification_seconds=verification_seconds,
       report_seconds=report_seconds, figure_seconds=figure_seconds,
       seconds_here=after_plan + initial_seconds + compiles, seconds_after_plan=after_plan)
+
+
+def _measured_ratio(log_z: float, log_z2: float, order: int) -> float:
+  """ρ = ln Z_α / ln Z₂ at one σ; α(α−1)/2 (an unamplified Gaussian's) where ln Z₂ ≤ 0."""
+  return log_z / log_z2 if log_z2 > 0.0 else order * (order - 1) / 2.0
+
+
+def _log_z_ratio(sigma: float, ratios: dict) -> float:
+  """ρ(σ): linear in ln σ between the σ where it was measured, constant beyond them."""
+  points = sorted(ratios.items())
+  if len(points) == 1 or sigma <= points[0][0]:
+    return points[0][1]
+  if sigma >= points[-1][0]:
+    return points[-1][1]
+  (low, rho_low), (high, rho_high) = points[0], points[-1]
+  weight = math.log(sigma / low) / math.log(high / low)
+  return rho_low + weight * (rho_high - rho_low)
 
 
 def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta: float,
@@ -413,6 +481,7 @@ def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta
   support = math.exp(min(log_support, 0.0))
   if not log_support < 0.0:
     return Probe(sigma, 'M >= 1', False, none, 1.0, modelled, seconds)
+  seconds += costs.add_bound
   add = tilted_lib.add_bound([mechanism], epsilon)
   certified = {Direction.REMOVE.value: support <= base_delta,
                Direction.ADD.value: add is not None and add <= base_delta}
