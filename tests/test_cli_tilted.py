@@ -137,3 +137,22 @@ def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, 
   assert written['method'] == 'verified_mc'
   assert written['record']['estimation_samples'] == 0  # the search drew nothing
   assert (tmp_path / 'calibrate' / 'delta_hat.png').is_file()
+
+
+def test_jaxacct_plan_projects_a_tilted_calibration(tmp_path, capsys):
+  # `jaxacct plan` of a tilted calibration: the replayed search, each σ with its outcome, and
+  # the verification (tilted_plan.py); plan.json holds the same projection.
+  config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
+            'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
+                            'tilt_order': 3, 'num_candidates': 4, 'seed': 1}}
+  path = tmp_path / 'plan.yaml'
+  path.write_text(yaml.safe_dump(config))
+  assert cli.main(['plan', str(path), '--out', str(tmp_path)]) == 0
+  out = capsys.readouterr().out
+  assert 'capacity plan of the tilted calibration (α = 3)' in out
+  assert 'verification at the boundary σ ≈' in out and 'not timed' not in out
+  written = json.loads((tmp_path / 'plan' / 'plan.json').read_text())['plan']
+  assert written['proposal'] == 'tilted' and written['order'] == 3
+  assert len(written['probes']) == out.count('    σ = ')
+  assert written['verification_samples']['add'] == 0  # ε = 4.5 ≥ −ln p₀: (A1) certifies it
+  assert written['seconds_after_plan'] > 0.0

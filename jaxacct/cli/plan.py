@@ -196,9 +196,10 @@ def print_tilted_plan(payload: dict, file) -> None:
         f'(plain add)', file=file)
   print(f'  the σ search replayed from σ = {plan["initial_guess"]:.6g} (σ_up = '
         f'{plan["sigma_up"]:.6g}): {len(plan["probes"])} σ, {seconds(plan["search_seconds"])}; '
-        f'ln Z_α modelled as {plan["log_z_ratio"]:.3g} × ln Z₂ away from its first σ, a '
-        f'sampled σ taken to pass when M(α, ε) ≤ {tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b',
-        file=file)
+        f'ln Z_α modelled as ρ·ln Z₂ (ρ measured: '
+        + ', '.join(f'{rho:.3g} at σ = {sigma:.4g}' for sigma, rho in plan['log_z_ratio'])
+        + f'), a sampled σ taken to pass when M(α, ε) ≤ '
+        f'{tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b', file=file)
   for probe in plan['probes']:
     drawn = ', '.join(f'{d} {n:,}' for d, n in probe['samples'].items() if n) or 'no samples'
     print(f'    σ = {probe["sigma"]:.6g}: {probe["outcome"]} → '

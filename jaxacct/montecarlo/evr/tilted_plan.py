@@ -320,8 +320,8 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   two_states, _ = tilt_bound.state_space(first, 2)
   order_two = order > 2 and two_states <= budget
   progress_lib.announce(progress, f'timing the α = {order} tilt at σ = {start:.6g} (host '
-                                  'tables: a minute at the §7.4 shape) and one block of tuple '
-                                  'draws…')
+                                  'tables: a minute at the §7.4 shape) and a host pass of '
+                                  f'{TIMED_BLOCKS} blocks of tuple draws…')
   tilt, table_seconds = _timed(tilted_lib.tilt_for, first, order, [epsilon],
                                state_budget=budget)
   log_z2, two_seconds = tilt.log_z, table_seconds
