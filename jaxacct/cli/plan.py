@@ -196,8 +196,9 @@ def print_tilted_plan(payload: dict, file) -> None:
         f'(plain add)', file=file)
   print(f'  the σ search replayed from σ = {plan["initial_guess"]:.6g} (σ_up = '
         f'{plan["sigma_up"]:.6g}): {len(plan["probes"])} σ, {seconds(plan["search_seconds"])}; '
-        f'ln Z_α modelled as ρ·ln Z₂ (ρ measured: '
-        + ', '.join(f'{rho:.3g} at σ = {sigma:.4g}' for sigma, rho in plan['log_z_ratio'])
+        f'ln Z_α modelled from ln Z₂ by a power law through ('
+        + ', '.join(f'σ = {sigma:.4g}: {two:.3g}, {alpha:.3g}'
+                    for sigma, two, alpha in plan['anchors'])
         + f'), a sampled σ taken to pass when M(α, ε) ≤ '
         f'{tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b', file=file)
   for probe in plan['probes']:

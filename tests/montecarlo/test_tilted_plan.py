@@ -38,7 +38,8 @@ def projected():
 
 
 @pytest.mark.parametrize('num_blocks, call_blocks, host_blocks', [
-    (1, 2, 5), (7, 2, 5), (10, 2, 5), (11, 4, 3), (9, 3, 9), (40, 2, 97), (5, 8, 2)])
+    (1, 2, 5), (7, 2, 5), (10, 2, 5), (11, 4, 3), (9, 3, 9), (40, 2, 97), (5, 8, 2), (11, 2, 97),
+    (130, 2, 97)])
 def test_host_passes_follow_the_samplers_own_rule(num_blocks, call_blocks, host_blocks):
   # Oracle: TiltedDraws.draw_tuples driven call by call as stream.accumulate drives it, with a
   # sampler that records how many blocks each pass draws.
@@ -56,6 +57,9 @@ def test_host_passes_follow_the_samplers_own_rule(num_blocks, call_blocks, host_
   for first in range(0, num_blocks, call_blocks):
     draws.draw_tuples(np.arange(first, first + call_blocks), last_block=num_blocks)
   assert tilted_plan.host_passes(num_blocks, call_blocks, host_blocks) == passes
+  # Every block of every call (the last call's padding too) is drawn once: no pass re-draws
+  # blocks, and none is started for the remainder of a call (each costs a forward pass).
+  assert sum(passes) == -(-num_blocks // call_blocks) * call_blocks
 
 
 def test_the_replayed_search_follows_the_searchs_rules(projected):
@@ -68,45 +72,46 @@ def test_the_replayed_search_follows_the_searchs_rules(projected):
   exact = tilted.tilt_for(dataclasses.replace(BMINSEP, noise_multiplier=first.sigma), 3,
                           [EPSILON])
   assert first.support == math.exp(exact.log_support[0])
-  # The model: ρ(σ)·ln Z₂(σ), ρ = ln Z_α/ln Z₂ measured at the first σ and at the first
-  # replay's boundary (exact there), linear in ln σ between them and constant beyond.
-  ratios = dict(result.log_z_ratio)
-  assert len(ratios) == 2 and first.sigma in ratios
-  for sigma, ratio in ratios.items():
+  # The model: a power law in ln Z₂ through the anchors (the first σ and the first replay's
+  # boundary), where ln Z_α and ln Z₂ are exact.
+  anchors = result.anchors
+  assert len(anchors) == 2 and first.sigma in [sigma for sigma, _, _ in anchors]
+  for sigma, two, alpha in anchors:
     mechanism = dataclasses.replace(BMINSEP, noise_multiplier=sigma)
-    assert ratio == pytest.approx(tilt_bound.partition(mechanism, 3).log_z
-                                  / tilt_bound.partition(mechanism, 2).log_z, rel=1e-12)
-  (low, rho_low), (high, rho_high) = sorted(ratios.items())
-  assert rho_low > rho_high > 3.0  # ρ falls toward α(α − 1)/2 = 3 as σ grows
-
-  def rho(sigma):
-    weight = min(1.0, max(0.0, math.log(sigma / low) / math.log(high / low)))
-    return rho_low + weight * (rho_high - rho_low)
-
+    assert two == tilt_bound.partition(mechanism, 2).log_z
+    assert alpha == pytest.approx(tilt_bound.partition(mechanism, 3).log_z, rel=1e-12)
+    assert tilted_plan.modelled_log_z(two, anchors, 3) == pytest.approx(alpha, rel=1e-12)
   for probe in result.probes:
     mechanism = dataclasses.replace(BMINSEP, noise_multiplier=probe.sigma)
     if probe.outcome == 'order two':
       assert tilted_search.decided_by_order_two(mechanism, 3, EPSILON, 10**6) is False
       continue
-    expected = rho(probe.sigma) * tilt_bound.partition(mechanism, 2).log_z
     if probe.modelled:
+      expected = tilted_plan.modelled_log_z(tilt_bound.partition(mechanism, 2).log_z,
+                                            anchors, 3)
       assert probe.support == pytest.approx(
           math.exp(tilt_bound.log_support_bound(expected, 3, EPSILON)), rel=1e-12)
     else:
-      assert probe.sigma in ratios
-    # ε = 4.5 ≥ −ln p₀ ≈ 4.04: the add direction is certified (A1) and never sampled.
-    assert probe.samples['add'] == 0
-    if probe.outcome == 'sampled':
-      assert probe.samples['remove'] == tilted_search.default_samples(probe.support,
-                                                                      DELTA / 2, True)
-      assert probe.passes == (probe.support
-                              <= tilted_plan.BOUNDARY_SUPPORT_RATIO * DELTA / 2)
+      assert probe.sigma in [sigma for sigma, _, _ in anchors]
   # A monotone search: every passing σ lies above every failing one; the boundary passes and
   # the largest failing σ is within one grid ratio below it.
   passing = [p.sigma for p in result.probes if p.passes]
   failing = [p.sigma for p in result.probes if not p.passes]
   assert min(passing) > max(failing) and result.boundary == min(passing)
   assert result.boundary / max(failing) <= OPTIONS.grid_ratio
+
+
+def test_the_model_of_ln_z_is_a_power_law_through_its_anchors():
+  # Oracle: ln Z_α = 2·(ln Z₂)^2.1 (the §7.4 shape's local exponent at α = 3), known exactly.
+  anchors = ((0.4, 0.8, 2 * 0.8**2.1), (0.5, 0.5, 2 * 0.5**2.1))
+  for two in (0.3, 0.6, 0.7, 1.2):
+    assert tilted_plan.modelled_log_z(two, anchors, 3) == pytest.approx(2 * two**2.1,
+                                                                      rel=1e-12)
+  # One anchor: proportional; no interaction (ln Z₂ ≤ 0): an unamplified Gaussian's α(α−1)/2.
+  assert tilted_plan.modelled_log_z(0.25, anchors[:1], 3) == pytest.approx(
+      0.25 / 0.8 * anchors[0][2], rel=1e-12)
+  assert tilted_plan.modelled_log_z(0.0, anchors, 4) == 0.0
+  assert tilted_plan.modelled_log_z(-1e-3, (), 4) == pytest.approx(-6e-3, rel=1e-12)
 
 
 def test_the_verification_and_the_projection_add_up(projected):
@@ -143,10 +148,9 @@ def test_the_sampling_projection_counts_passes_calls_and_tuples():
                                 per_tuple=0.5,
                                 remove_call=3.0, add_call=2.0, compile=0.0)
   projector = tilted_plan._Projector(costs, block_size=4, call_blocks=2, host_blocks=5)
-  # 30 remove samples: 8 blocks, 4 calls, passes of 5 blocks then 3 (draw_tuples' rule:
-  # the second pass starts at block 4, the first block the first pass cannot complete).
-  assert tilted_plan.host_passes(8, 2, 5) == [4 + 1, 4]
-  expected = 2 * 10.0 + (5 + 4) * 4 * 0.5 + 4 * 3.0
+  # 30 remove samples: 8 blocks, 4 calls, passes of 2 whole calls (5 blocks hold 2 calls).
+  assert tilted_plan.host_passes(8, 2, 5) == [4, 4]
+  expected = 2 * 10.0 + (4 + 4) * 4 * 0.5 + 4 * 3.0
   assert projector.sampling({'remove': 30, 'add': 0}) == expected
   assert projector.sampling({'remove': 0, 'add': 9}) == 2 * 2.0
 

@@ -219,14 +219,17 @@ class TiltedDraws:
 
   def draw_tuples(self, block_ids, last_block: int | None = None) -> np.ndarray:
     """Host: the tuples of blocks ``block_ids`` (consecutive), bool (k, block_size, α, n)
-    (module docstring). A block not drawn ahead starts a host pass over it and up to
-    ``host_blocks`` − 1 blocks after it, never past ``last_block`` (exclusive; default: the
-    call's own blocks)."""
+    (module docstring). A block not drawn ahead starts a host pass of whole calls from this
+    one (calls of len(block_ids) blocks): as many as ``host_blocks`` holds (at least this
+    call), never past the call that holds ``last_block`` − 1 (exclusive; default: this call's
+    own blocks). Whole calls, so a later call never finds half its blocks drawn and starts a
+    pass (a forward recomputation: a minute at the §7.4 shape) for the rest — the last call's
+    padding blocks included."""
     ids = [int(b) for b in block_ids]
     if any(b not in self._ahead for b in ids):
       stop = ids[-1] + 1 if last_block is None else max(ids[-1] + 1, int(last_block))
-      ahead = np.arange(ids[0], min(stop, ids[0] + max(self.host_blocks, len(ids))),
-                        dtype=np.int64)
+      calls = min(max(1, self.host_blocks // len(ids)), -(-(stop - ids[0]) // len(ids)))
+      ahead = np.arange(ids[0], ids[0] + calls * len(ids), dtype=np.int64)
       seeds = keys_lib.host_block_seeds(self.tuple_key, ahead)
       drawn = self.tuples([np.random.Generator(np.random.Philox(key=seed)) for seed in seeds],
                           self.block_size)

@@ -12,10 +12,10 @@ with the same arithmetic and rules, deciding each σ without sampling:
   (exact: computed here as the search computes it), M(α, ε) ≥ 1, the ``MAX_DEFAULT_SAMPLES``
   cap, M(α, ε) ≤ δ_b, and the add direction's (A1)/Rényi certificate (``tilted.add_bound``,
   exact); M(α, ε) is exact where ln Z_α is computed here — the search's first σ and, for α > 2,
-  the first replay's boundary — and elsewhere modelled as ρ(σ)·ln Z₂(σ), ρ = ln Z_α/ln Z₂
-  measured at those two σ and interpolated in ln σ (α(α−1)/2 for an unamplified Gaussian;
-  3.9 to 3.0 from σ = 0.5 to 8 on the tests' n = 12 mechanism at α = 3, 3.18 at the
-  quickstart's boundary): the search is replayed a second time with both;
+  the first replay's boundary — and elsewhere modelled from the exact ln Z₂ by a power law
+  through those two (``modelled_log_z``): the search is replayed a second time with both. ln Z_α
+  moves fast with σ near the boundary (×16 in M(α, ε) over 3 % of σ at §7.4), so a model
+  error moves the replayed σ by a few grid steps, not the number of σ;
 - modelled where the search samples: a sampled σ is taken to pass when M(α, ε) ≤
   ``BOUNDARY_SUPPORT_RATIO``·δ_b — where the verified boundaries measured so far lie (M/δ_b
   from 16.5 to ~48 at α = 3); a plainly sampled add direction is taken to pass with it. An
@@ -128,8 +128,9 @@ class TiltedCapacityPlan:
 
   Attributes:
     order: α. base_delta: δ_b. sigma_up / initial_guess: the search's starting points.
-    log_z_ratio: ((σ, ρ), …): ρ = ln Z_α / ln Z₂ where measured (the search's first σ and, for
-      α > 2, the first replay's boundary), the model of the other σ.
+    anchors: ((σ, ln Z₂, ln Z_α), …) where ln Z_α was computed here (the search's first σ
+      and, for α > 2, the first replay's boundary): the model of the other σ
+      (``modelled_log_z``).
     probes: the replayed search, in order (``Probe``).
     boundary: the σ the replayed search ends at (the candidates' centre).
     candidates: the Monte Carlo candidates projected (the fallback's σ_up not included).
@@ -149,7 +150,7 @@ class TiltedCapacityPlan:
   base_delta: float
   sigma_up: float
   initial_guess: float
-  log_z_ratio: tuple
+  anchors: tuple
   probes: tuple
   boundary: float
   candidates: tuple
@@ -176,17 +177,13 @@ class TiltedCapacityPlan:
 
 def host_passes(num_blocks: int, call_blocks: int, host_blocks: int) -> list[int]:
   """Blocks drawn by each host pass of a run of ``num_blocks`` blocks in calls of
-  ``call_blocks`` (the rule of ``TiltedDraws.draw_tuples``: a call whose blocks are not all
-  drawn ahead starts a pass at its first block over ``host_blocks`` blocks, at least the call's,
-  never past the run's last block or the call's end)."""
-  sizes, ahead = [], (0, 0)
-  for first in range(0, num_blocks, call_blocks):
-    last = first + call_blocks
-    if not (ahead[0] <= first and last <= ahead[1]):
-      end = min(max(last, num_blocks), first + max(host_blocks, call_blocks))
-      sizes.append(end - first)
-      ahead = (first, end)
-  return sizes
+  ``call_blocks`` (the rule of ``TiltedDraws.draw_tuples``: a pass draws whole calls, as many
+  as ``host_blocks`` holds and at least one, up to the call that holds the run's last block —
+  its padding blocks included)."""
+  calls = -(-num_blocks // call_blocks)
+  per_pass = max(1, host_blocks // call_blocks)
+  return [call_blocks * min(per_pass, calls - first)
+          for first in range(0, calls, per_pass)]
 
 
 class _Projector:
@@ -372,7 +369,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
       return exact[sigma], False
     if order == 2:
       return log_z_two(sigma), False
-    return _log_z_ratio(sigma, ratios) * log_z_two(sigma), True
+    return modelled_log_z(log_z_two(sigma), anchors, order), True
 
   def replay() -> tuple[list[Probe], float]:
     probes: list[Probe] = []
@@ -392,7 +389,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
                                    floor=tilted_search.SIGMA_FLOOR, start=start)
     return probes, min(found, float(sigma_up))
 
-  ratios = {start: _measured_ratio(tilt.log_z, log_z2, order)}
+  anchors = [(start, log_z2, tilt.log_z)]
   probes, boundary = replay()
   if order > 2 and boundary < sigma_up and boundary not in exact:
     # ρ drifts with σ (3.9 to 3.0 from σ = 0.5 to 8 on the tests' mechanism at α = 3): measured
@@ -403,7 +400,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
         MatrixMechanism(scheme, matrix, boundary), order, state_budget=budget).log_z)
     plan_seconds += seconds
     exact[boundary] = remeasured
-    ratios[boundary] = _measured_ratio(remeasured, log_z_two(boundary), order)
+    anchors.append((boundary, log_z_two(boundary), remeasured))
     probes, boundary = replay()
   grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
                                      monte_carlo.num_candidates)[:-1]
@@ -436,7 +433,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   after_plan = search_seconds + verification_seconds + report_seconds + figure_seconds
   return TiltedCapacityPlan(
       order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
-      log_z_ratio=tuple(sorted(ratios.items())), probes=tuple(probes), boundary=boundary,
+      anchors=tuple(sorted(anchors)), probes=tuple(probes), boundary=boundary,
       candidates=tuple(grid),
       verification_samples=verification, support=support, costs=costs,
       block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=host_blocks,
@@ -446,21 +443,21 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
       seconds_here=after_plan + initial_seconds + compiles, seconds_after_plan=after_plan)
 
 
-def _measured_ratio(log_z: float, log_z2: float, order: int) -> float:
-  """ρ = ln Z_α / ln Z₂ at one σ; α(α−1)/2 (an unamplified Gaussian's) where ln Z₂ ≤ 0."""
-  return log_z / log_z2 if log_z2 > 0.0 else order * (order - 1) / 2.0
-
-
-def _log_z_ratio(sigma: float, ratios: dict) -> float:
-  """ρ(σ): linear in ln σ between the σ where it was measured, constant beyond them."""
-  points = sorted(ratios.items())
-  if len(points) == 1 or sigma <= points[0][0]:
-    return points[0][1]
-  if sigma >= points[-1][0]:
-    return points[-1][1]
-  (low, rho_low), (high, rho_high) = points[0], points[-1]
-  weight = math.log(sigma / low) / math.log(high / low)
-  return rho_low + weight * (rho_high - rho_low)
+def modelled_log_z(log_z2: float, anchors, order: int) -> float:
+  """ln Z_α at a σ where only ln Z₂ is computed, from ``anchors`` ((σ, ln Z₂, ln Z_α) where
+  both are): a power law ln Z_α = c·(ln Z₂)^k through the anchors — k from two anchors (exact
+  at both), 1 with one (ln Z_α ∝ ln Z₂). The §7.4 shape at α = 3 shows why not a constant
+  ratio: ln Z₃/ln Z₂ is 20.4, 15.0 and 12.2 at σ = 0.419, 0.437 and 0.449 (ln Z₂ = 0.80,
+  0.59, 0.50), where the power law's k is ≈ 2.1 on both intervals. Where ln Z₂ ≤ 0 (no
+  interaction) ln Z_α is taken as α(α−1)/2·ln Z₂, an unamplified Gaussian's relation."""
+  usable = [(two, alpha) for _, two, alpha in anchors if two > 0.0 and alpha > 0.0]
+  if log_z2 <= 0.0 or not usable:
+    return order * (order - 1) / 2.0 * log_z2
+  (two_low, alpha_low), (two_high, alpha_high) = min(usable), max(usable)
+  exponent = 1.0
+  if two_high > two_low:
+    exponent = math.log(alpha_high / alpha_low) / math.log(two_high / two_low)
+  return alpha_low * math.exp(exponent * math.log(log_z2 / two_low))
 
 
 def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta: float,
