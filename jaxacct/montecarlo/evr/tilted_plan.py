@@ -45,9 +45,9 @@ References:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import time
+import typing
 
 import jax
 import numpy as np
@@ -247,6 +247,118 @@ def _device_costs(mechanism: MatrixMechanism, tilt, block, *, block_size: int,
   return seconds[Direction.REMOVE.value], seconds[Direction.ADD.value], compiles
 
 
+class _Measured(typing.NamedTuple):
+  tilt: tilted_lib.Tilt
+  log_z2: float
+  order_two: bool  # the search asks the α = 2 chain first at each σ
+  costs: TiltCosts
+  projector: '_Projector'
+  blocks_per_call: int
+
+
+def _measure(first: MatrixMechanism, order: int, epsilon: float, *, budget: int,
+             mesh: SampleMesh, blocks_per_call: int | None, progress) -> _Measured:
+  """The measurements at the search's first σ (``first``): the α = 2 and order-α tables, the
+  add bound, a host pass of ``TIMED_BLOCKS`` blocks of draws, the device calls."""
+  iterations = first.iterations
+  two_states, _ = tilt_bound.state_space(first, 2)
+  progress_lib.announce(progress, f'timing the α = {order} tilt at σ = '
+                                  f'{float(first.noise_multiplier):.6g} (host tables: a minute '
+                                  f'at the §7.4 shape) and a host pass of {TIMED_BLOCKS} blocks '
+                                  'of tuple draws…')
+  tilt, table_seconds = _timed(tilted_lib.tilt_for, first, order, [epsilon],
+                               state_budget=budget)
+  log_z2, two_seconds = tilt.log_z, table_seconds
+  if order > 2:
+    log_z2, two_seconds = _timed(lambda: tilt_bound.partition(first, 2,
+                                                              state_budget=budget).log_z)
+  # The add direction's bound is asked at every σ too (Poisson: ~30 quadratures).
+  _, add_seconds = _timed(tilted_lib.add_bound, [first], epsilon)
+  block_size = sampling.default_block_size(iterations)
+  blocks_per_call = blocks_per_call or sampling.default_blocks_per_call(block_size, iterations)
+  host_blocks = host_blocks_for(block_size, order, iterations)
+  clock, timed_blocks = {}, min(host_blocks, TIMED_BLOCKS)
+  rngs = [np.random.Generator(np.random.Philox(key=b)) for b in range(timed_blocks)]
+  block, draw_seconds = _timed(tilt.chain.draw_blocks, rngs, block_size, clock=clock)
+  forward = clock.get('forward', 0.0)
+  progress_lib.announce(progress, 'compiling and timing the tilted remove and plain add '
+                                  f'calls ({blocks_per_call} blocks of {block_size:,} per '
+                                  'device)…')
+  remove_call, add_call, compiles = _device_costs(
+      first, tilt, block[0], block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh)
+  order_two = order > 2 and two_states <= budget
+  costs = TiltCosts(order_two=two_seconds if order_two else 0.0, tables=table_seconds,
+                    add_bound=add_seconds, forward=forward,
+                    per_tuple=max(0.0, draw_seconds - forward) / (timed_blocks * block_size),
+                    remove_call=remove_call, add_call=add_call, compile=compiles)
+  return _Measured(tilt, log_z2, order_two, costs,
+                   _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks),
+                   blocks_per_call)
+
+
+class _LogPartitions:
+  """ln Z₂ (exact, computed as asked, once per σ) and ln Z_α (exact at the anchors, else
+  ``modelled_log_z``) of one scheme and strategy at any σ."""
+
+  def __init__(self, scheme, matrix, order: int, budget: int, sigma: float, log_z2: float,
+               log_z: float):
+    self.scheme, self.matrix, self.order, self.budget = scheme, matrix, order, budget
+    self._two = {sigma: log_z2}
+    self._exact = {sigma: log_z}
+    self.anchors = [(sigma, log_z2, log_z)]
+
+  def order_two(self, sigma: float) -> float:
+    if sigma not in self._two:
+      self._two[sigma] = tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma),
+                                              2, state_budget=self.budget).log_z
+    return self._two[sigma]
+
+  def is_exact(self, sigma: float) -> bool:
+    return sigma in self._exact
+
+  def anchor(self, sigma: float) -> None:
+    """Computes ln Z_α at σ (the order-α chain's forward pass) and anchors the model there."""
+    log_z = tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma), self.order,
+                                 state_budget=self.budget).log_z
+    self._exact[sigma] = log_z
+    self.anchors.append((sigma, self.order_two(sigma), log_z))
+
+  def log_z(self, sigma: float) -> tuple[float, bool]:
+    """(ln Z_α at σ, whether modelled): exact at the anchors and for α = 2."""
+    if sigma in self._exact:
+      return self._exact[sigma], False
+    if self.order == 2:
+      return self.order_two(sigma), False
+    return modelled_log_z(self.order_two(sigma), self.anchors, self.order), True
+
+
+def _verification_samples(candidates, model: _LogPartitions, *, delta: float,
+                          base_delta: float, epsilon: float, monte_carlo) -> tuple[dict, float]:
+  """(N per direction, S) of the tilted verification of ``candidates`` (the fallback's σ_up
+  not among them), sized as ``verification.py`` sizes it (``bounds.resolve_direction_sizes``
+  on ``tilted.direction_proposals``' bounds, S modelled); ``InputError`` where S ≥ 1, which the
+  verification would refuse after the search."""
+  order = model.order
+  supports = [math.exp(tilt_bound.log_support_bound(
+      model.log_z(float(m.noise_multiplier))[0], order, epsilon)) for m in candidates]
+  support = max(supports) if supports else 0.0
+  if support >= 1.0:
+    raise InputError(argument='monte_carlo.tilt_order', value=order, requirement=(
+        f'is projected to give the candidates from σ ≈ '
+        f'{float(candidates[0].noise_multiplier):.6g} the support bound M(α, ε) = '
+        f'{support:.4g} >= 1 (modelled): the tilted verification would refuse them after the '
+        'search; choose another order'), suggestion={'monte_carlo.proposal': 'plain'})
+  if not candidates:
+    return {d: 0 for d in DIRECTIONS}, support
+  sizes, _ = bounds.resolve_direction_sizes(
+      delta, monte_carlo.num_samples, base_delta, {
+          Direction.REMOVE.value: bounds.DirectionProposal(support, support),
+          Direction.ADD.value: bounds.DirectionProposal(
+              1.0, tilted_lib.add_bound(candidates, epsilon))},
+      attempts=monte_carlo.attempt)
+  return {d: int(sizes[d].num_samples) for d in DIRECTIONS}, support
+
+
 @scoped_x64
 def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                          monte_carlo: options_lib.MonteCarloOptions, report_epsilons=None,
@@ -312,64 +424,12 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     return None
   first = MatrixMechanism(scheme, matrix, start)
 
-  # Measurements at the search's first σ: the α = 2 and order-α tables, one block of draws,
-  # the device calls.
-  two_states, _ = tilt_bound.state_space(first, 2)
-  order_two = order > 2 and two_states <= budget
-  progress_lib.announce(progress, f'timing the α = {order} tilt at σ = {start:.6g} (host '
-                                  'tables: a minute at the §7.4 shape) and a host pass of '
-                                  f'{TIMED_BLOCKS} blocks of tuple draws…')
-  tilt, table_seconds = _timed(tilted_lib.tilt_for, first, order, [epsilon],
-                               state_budget=budget)
-  log_z2, two_seconds = tilt.log_z, table_seconds
-  if order > 2:
-    log_z2, two_seconds = _timed(lambda: tilt_bound.partition(first, 2,
-                                                              state_budget=budget).log_z)
-  # The add direction's bound is asked at every σ too (Poisson: ~30 quadratures).
-  _, add_seconds = _timed(tilted_lib.add_bound, [first], epsilon)
-  block_size = sampling.default_block_size(mechanism.iterations)
-  blocks_per_call = run.blocks_per_call or sampling.default_blocks_per_call(
-      block_size, mechanism.iterations)
-  clock, timed_blocks = {}, min(host_blocks_for(block_size, order, mechanism.iterations),
-                                 TIMED_BLOCKS)
-  rngs = [np.random.Generator(np.random.Philox(key=b)) for b in range(timed_blocks)]
-  block, draw_seconds = _timed(tilt.chain.draw_blocks, rngs, block_size, clock=clock)
-  forward = clock.get('forward', 0.0)
-  per_tuple = max(0.0, draw_seconds - forward) / (timed_blocks * block_size)
-  progress_lib.announce(progress, 'compiling and timing the tilted remove and plain add '
-                                  f'calls ({blocks_per_call} blocks of {block_size:,} per '
-                                  'device)…')
-  with progress_lib.heartbeat(progress, 'the compiles and timed calls'):
-    remove_call, add_call, compiles = _device_costs(
-        first, tilt, block[0], block_size=block_size, blocks_per_call=blocks_per_call,
-        mesh=mesh)
-  costs = TiltCosts(order_two=two_seconds if order_two else 0.0, tables=table_seconds,
-                    add_bound=add_seconds,
-                    forward=forward, per_tuple=per_tuple, remove_call=remove_call,
-                    add_call=add_call, compile=compiles)
-  host_blocks = host_blocks_for(block_size, order, mechanism.iterations)
-  projector = _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks)
-  plan_seconds = time.perf_counter() - started - initial_seconds
-
-  progress_lib.announce(progress, 'replaying the σ search on the α = 2 chain…')
-
-  @functools.lru_cache(maxsize=None)
-  def log_z_two(sigma: float) -> float:
-    if sigma == start:
-      return log_z2
-    return tilt_bound.partition(MatrixMechanism(scheme, matrix, sigma), 2,
-                                state_budget=budget).log_z
-
-  exact = {start: tilt.log_z}  # ln Z_α computed here, by σ
-
-  def log_z(sigma: float) -> tuple[float, bool]:
-    """(ln Z_α at σ, whether modelled): exact where computed here and for α = 2, else
-    ρ(σ)·ln Z₂(σ) with ρ interpolated in ln σ between the σ where it was measured."""
-    if sigma in exact:
-      return exact[sigma], False
-    if order == 2:
-      return log_z_two(sigma), False
-    return modelled_log_z(log_z_two(sigma), anchors, order), True
+  with progress_lib.heartbeat(progress, 'the tilted plan\'s measurements'):
+    measured = _measure(first, order, epsilon, budget=budget, mesh=mesh,
+                        blocks_per_call=run.blocks_per_call, progress=progress)
+  costs, projector = measured.costs, measured.projector
+  model = _LogPartitions(scheme, matrix, order, budget, start, measured.log_z2,
+                         measured.tilt.log_z)
 
   def replay() -> tuple[list[Probe], float]:
     probes: list[Probe] = []
@@ -380,48 +440,30 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
       if not any(p.sigma == sigma for p in probes):  # each σ once, as in the search
         probes.append(_probe(MatrixMechanism(scheme, matrix, sigma), order=order,
                              epsilon=epsilon, base_delta=base,
-                             log_z2=log_z_two(sigma) if order_two else None,
-                             estimation_samples=monte_carlo.estimation_samples, log_z=log_z,
-                             projector=projector))
+                             log_z2=model.order_two(sigma) if measured.order_two else None,
+                             estimation_samples=monte_carlo.estimation_samples,
+                             log_z=model.log_z, projector=projector))
       return next(p.passes for p in probes if p.sigma == sigma)
 
     found = smallest_passing_sigma(meets, tolerance=monte_carlo.grid_ratio - 1.0,
                                    floor=tilted_search.SIGMA_FLOOR, start=start)
     return probes, min(found, float(sigma_up))
 
-  anchors = [(start, log_z2, tilt.log_z)]
+  progress_lib.announce(progress, 'replaying the σ search on the α = 2 chain…')
   probes, boundary = replay()
-  if order > 2 and boundary < sigma_up and boundary not in exact:
-    # ρ drifts with σ (3.9 to 3.0 from σ = 0.5 to 8 on the tests' mechanism at α = 3): measured
-    # again at the replayed boundary, where the candidates lie, and the search replayed again.
+  if order > 2 and boundary < sigma_up and not model.is_exact(boundary):
+    # The model's second anchor where the candidates lie, and the search replayed with both.
     progress_lib.announce(progress, f'the α = {order} tables at the replayed boundary σ = '
                                     f'{boundary:.6g}, and the search replayed again…')
-    remeasured, seconds = _timed(lambda: tilt_bound.partition(
-        MatrixMechanism(scheme, matrix, boundary), order, state_budget=budget).log_z)
-    plan_seconds += seconds
-    exact[boundary] = remeasured
-    anchors.append((boundary, log_z_two(boundary), remeasured))
+    with progress_lib.heartbeat(progress, f'the α = {order} tables'):
+      model.anchor(boundary)
     probes, boundary = replay()
+  plan_seconds = time.perf_counter() - started - initial_seconds
   grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
                                      monte_carlo.num_candidates)[:-1]
-  supports = [math.exp(tilt_bound.log_support_bound(log_z(s)[0], order, epsilon))
-              for s in grid]
-  support = max(supports) if supports else 0.0
-  add = tilted_lib.add_bound([MatrixMechanism(scheme, matrix, s) for s in grid], epsilon)
-  if support >= 1.0:
-    raise InputError(argument='monte_carlo.tilt_order', value=order, requirement=(
-        f'is projected to give the candidates around σ ≈ {boundary:.6g} the support bound '
-        f'M(α, ε) = {support:.4g} >= 1 (modelled): the tilted verification would refuse them '
-        'after the search; choose another order'), suggestion={'monte_carlo.proposal': 'plain'})
-  if grid:
-    sizes, _ = bounds.resolve_direction_sizes(
-        delta, monte_carlo.num_samples, base, {
-            Direction.REMOVE.value: bounds.DirectionProposal(support, support),
-            Direction.ADD.value: bounds.DirectionProposal(1.0, add)},
-        attempts=monte_carlo.attempt)
-    verification = {d: int(sizes[d].num_samples) for d in DIRECTIONS}
-  else:
-    verification = {d: 0 for d in DIRECTIONS}
+  verification, support = _verification_samples(
+      [MatrixMechanism(scheme, matrix, s) for s in grid], model, delta=delta, base_delta=base,
+      epsilon=epsilon, monte_carlo=monte_carlo)
   verification_seconds = (len(grid) * (costs.tables + projector.sampling(verification))
                           + costs.add_bound)
   report_seconds = 0.0
@@ -431,16 +473,16 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     report_seconds = 2 * projector.calls(curve) * costs.add_call  # plain, both directions
   search_seconds = sum(p.seconds for p in probes)
   after_plan = search_seconds + verification_seconds + report_seconds + figure_seconds
+  block_size, blocks_per_call = projector.block_size, measured.blocks_per_call
   return TiltedCapacityPlan(
       order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
-      anchors=tuple(sorted(anchors)), probes=tuple(probes), boundary=boundary,
-      candidates=tuple(grid),
-      verification_samples=verification, support=support, costs=costs,
-      block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=host_blocks,
+      anchors=tuple(sorted(model.anchors)), probes=tuple(probes), boundary=boundary,
+      candidates=tuple(grid), verification_samples=verification, support=support, costs=costs,
+      block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=projector.host_blocks,
       initial_seconds=initial_seconds, plan_seconds=plan_seconds,
       search_seconds=search_seconds, verification_seconds=verification_seconds,
       report_seconds=report_seconds, figure_seconds=figure_seconds,
-      seconds_here=after_plan + initial_seconds + compiles, seconds_after_plan=after_plan)
+      seconds_here=after_plan + initial_seconds + costs.compile, seconds_after_plan=after_plan)
 
 
 def modelled_log_z(log_z2: float, anchors, order: int) -> float:
