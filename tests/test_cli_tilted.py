@@ -95,12 +95,19 @@ def test_overrides_complete_a_tilted_config_before_it_is_checked(tmp_path):
     config_lib.load(path, ['monte_carlo.tilt_order=2.5'])
 
 
-def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_path, capsys):
+def _calibration_config(tmp_path, *, num_candidates: int, seed: int):
+  """A tilted calibration of the tiny b-min-sep at (4.5, 10⁻⁵), α = 3 (−ln p₀ ≈ 4.04 ≤ ε: the
+  add direction is certified by (A1)), written to tmp_path/calibrate.yaml."""
   config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
             'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
-                            'tilt_order': 3, 'num_candidates': 4, 'seed': 1}}
+                            'tilt_order': 3, 'num_candidates': num_candidates, 'seed': seed}}
   path = tmp_path / 'calibrate.yaml'
   path.write_text(yaml.safe_dump(config))
+  return path
+
+
+def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_path, capsys):
+  path = _calibration_config(tmp_path, num_candidates=4, seed=1)
   ledger = tmp_path / 'ledger.json'
   assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger', str(ledger)]) == 0
   captured = capsys.readouterr()
@@ -125,11 +132,7 @@ def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, 
   # still draws (it once asked for 0 samples and the command failed after computing).
   from jaxacct.montecarlo.evr import tilted_search
   monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 0)
-  config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
-            'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
-                            'tilt_order': 3, 'num_candidates': 2, 'seed': 2}}
-  path = tmp_path / 'calibrate.yaml'
-  path.write_text(yaml.safe_dump(config))
+  path = _calibration_config(tmp_path, num_candidates=2, seed=2)
   assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger',
                    str(tmp_path / 'ledger.json')]) == 0
   assert 'treated as failing' in capsys.readouterr().err
@@ -142,11 +145,7 @@ def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, 
 def test_jaxacct_plan_projects_a_tilted_calibration(tmp_path, capsys):
   # `jaxacct plan` of a tilted calibration: the replayed search, each σ with its outcome, and
   # the verification (tilted_plan.py); plan.json holds the same projection.
-  config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
-            'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
-                            'tilt_order': 3, 'num_candidates': 4, 'seed': 1}}
-  path = tmp_path / 'plan.yaml'
-  path.write_text(yaml.safe_dump(config))
+  path = _calibration_config(tmp_path, num_candidates=4, seed=1)
   assert cli.main(['plan', str(path), '--out', str(tmp_path)]) == 0
   out = capsys.readouterr().out
   assert 'capacity plan of the tilted calibration (α = 3)' in out

@@ -60,34 +60,33 @@ def capacity_plan(args, raw, precisions=('float64', 'float32')) -> dict:
   # calibrate's report curve after the calibration (its grid: calibrate.py), and its figures
   report_epsilons = report.curve_epsilons([float(cal['epsilon'])])
   figures = CALIBRATION_FIGURES * report.figure_seconds(report_epsilons)
-  if options.get('proposal', 'plain') != 'plain':
-    # A tilted run (or "auto" resolving to it) is float64 only: one plan, its own kind.
-    found = plan_lib.capacity_plan(
+
+  def plan_in(precision: str):
+    return plan_lib.capacity_plan(
         mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
         target_devices=getattr(args, 'devices', None),
         samples_per_second=getattr(args, 'samples_per_second', None),
         report_epsilons=report_epsilons, figure_seconds=figures,
-        monte_carlo=MonteCarloOptions(precision=run, **options))
-    if isinstance(found, tilted_plan.TiltedCapacityPlan):
-      return {'plan': found.to_dict(), 'plans': {}, 'precision': run, 'float32_refusal': None,
-              'stand_in': note, 'epsilon': float(cal['epsilon']),
-              'delta': float(cal['delta']), 'backend': jax.default_backend()}
-  plans, refusal = {}, None
-  for name in sorted(set(precisions) | {run}, key=('float64', 'float32').index):
+        monte_carlo=MonteCarloOptions(precision=precision, **options))
+
+  def payload(plan: dict, plans: dict, refusal: str | None) -> dict:
+    return {'plan': plan, 'plans': plans, 'precision': run, 'float32_refusal': refusal,
+            'stand_in': note, 'epsilon': float(cal['epsilon']), 'delta': float(cal['delta']),
+            'backend': jax.default_backend()}
+
+  own = plan_in(run)
+  if isinstance(own, tilted_plan.TiltedCapacityPlan):  # float64 only: the whole answer
+    return payload(own.to_dict(), {}, None)
+  plans, refusal = {run: own.to_dict()}, None
+  for name in sorted(set(precisions) - {run}, key=('float64', 'float32').index):
     try:
-      plans[name] = plan_lib.capacity_plan(
-          mechanism, epsilon=float(cal['epsilon']), delta=float(cal['delta']),
-          target_devices=getattr(args, 'devices', None),
-          samples_per_second=getattr(args, 'samples_per_second', None),
-          report_epsilons=report_epsilons, figure_seconds=figures,
-          monte_carlo=MonteCarloOptions(precision=name, **options)).to_dict()
+      plans[name] = plan_in(name).to_dict()
     except ValueError as refused:
-      if name != 'float32' or name == run:
+      if name != 'float32':
         raise
       refusal = str(refused)  # the 32-bit program does not serve this mechanism
-  return {'plan': plans[run], 'plans': plans, 'precision': run, 'float32_refusal': refusal,
-          'stand_in': note, 'epsilon': float(cal['epsilon']), 'delta': float(cal['delta']),
-          'backend': jax.default_backend()}
+  plans = {name: plans[name] for name in ('float64', 'float32') if name in plans}
+  return payload(plans[run], plans, refusal)
 
 
 def check_budget(args, raw, choice, report: bool = True,

@@ -45,7 +45,6 @@ import jax
 import numpy as np
 
 from jaxacct import _validate
-from jaxacct.errors import InputError
 from jaxacct.guarantee import Guarantee
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import candidates as candidates_lib
@@ -677,10 +676,7 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   and the device calls timed, the search replayed) and refused over it before the search. Not
   yet with the tilt, refused before any compute: ``estimate_only``.
   """
-  if monte_carlo.estimate_only:
-    raise InputError(argument='monte_carlo.estimate_only', requirement=(
-        f'is not available with proposal={monte_carlo.proposal!r} yet'),
-        suggestion={'monte_carlo.proposal': 'plain'})
+  tilted_plan.refuse_estimate_only(monte_carlo)
   base = monte_carlo.base_delta if monte_carlo.base_delta is not None else delta / 2
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))
@@ -690,15 +686,6 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
       epsilon, precision, state_budget=budget)
   if proposal == 'plain':
     return None
-  if run.max_seconds is not None:
-    plan = tilted_plan.tilted_capacity_plan(
-        MatrixMechanism(scheme, matrix, guess), epsilon=epsilon, delta=delta,
-        monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order,
-                                        precision=precision),
-        run=run)
-    plan_lib.refuse_over_budget('the tilted calibration', plan.seconds_after_plan,
-                                run.max_seconds)
-    run = dataclasses.replace(run, max_seconds=None)  # checked: the phases do not re-plan
   placeholder = MatrixMechanism(scheme, matrix, 1.0)
   ledger = ledger_lib.ledger_from(run.ledger)
   # An undeclared retry is refused now, before the search (its σ are not known yet).
@@ -716,6 +703,17 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
       'num_candidates': monte_carlo.num_candidates, 'attempt': monte_carlo.attempt,
       'fallback': fallback.name}, run.checkpoint_interval)
   verification.check_checkpoint_charge(saved, ledger)
+  # Projected after the knowable refusals (a retry, a checkpoint's charge): the plan costs
+  # minutes of host tables at the §7.4 shape.
+  if run.max_seconds is not None:
+    plan = tilted_plan.tilted_capacity_plan(
+        MatrixMechanism(scheme, matrix, guess), epsilon=epsilon, delta=delta,
+        monte_carlo=dataclasses.replace(monte_carlo, proposal=proposal, tilt_order=order,
+                                        precision=precision),
+        run=run)
+    plan_lib.refuse_over_budget('the tilted calibration', plan.seconds_after_plan,
+                                run.max_seconds)
+    run = dataclasses.replace(run, max_seconds=None)  # checked: the phases do not re-plan
   progress_lib.announce(run.progress, f'calibration with the tilted remove direction (α = '
                                       f'{order}): a search of tilted estimates, then the '
                                       'verification')

@@ -513,10 +513,6 @@ def _tilted_plan(mechanism, epsilon, delta, monte_carlo, run, devices: int, targ
     if given:
       raise InputError(argument=argument, requirement=why,
                        suggestion={'monte_carlo.proposal': 'plain'})
-  if monte_carlo.estimate_only:
-    raise InputError(argument='monte_carlo.estimate_only', requirement=(
-        f'is not available with proposal={monte_carlo.proposal!r} yet'),
-        suggestion={'monte_carlo.proposal': 'plain'})
   return tilted_plan.tilted_capacity_plan(
       mechanism, epsilon=epsilon, delta=delta, report_epsilons=report,
       figure_seconds=figure_seconds, monte_carlo=monte_carlo, run=run)

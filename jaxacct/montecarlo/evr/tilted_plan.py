@@ -359,6 +359,15 @@ def _verification_samples(candidates, model: _LogPartitions, *, delta: float,
   return {d: int(sizes[d].num_samples) for d in DIRECTIONS}, support
 
 
+def refuse_estimate_only(monte_carlo: options_lib.MonteCarloOptions) -> None:
+  """``InputError`` naming ``monte_carlo.estimate_only`` when set with a tilted proposal: a
+  tilted calibration (and so its plan) has no estimate-only mode yet."""
+  if monte_carlo.estimate_only:
+    raise InputError(argument='monte_carlo.estimate_only', requirement=(
+        f'is not available with proposal={monte_carlo.proposal!r} yet'),
+        suggestion={'monte_carlo.proposal': 'plain'})
+
+
 @scoped_x64
 def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: float,
                          monte_carlo: options_lib.MonteCarloOptions, report_epsilons=None,
@@ -392,6 +401,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   if monte_carlo.proposal == 'plain':
     raise InputError(argument='monte_carlo.proposal', value='plain', requirement=(
         "must be 'tilted' or 'auto' here (plan.capacity_plan plans a plain calibration)"))
+  refuse_estimate_only(monte_carlo)
   sampling.check_mechanism(mechanism)
   epsilon = _validate.finite_real('epsilon', epsilon)
   delta = _validate.probability('delta', delta)
