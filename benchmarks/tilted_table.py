@@ -5,8 +5,10 @@ N of a first verification at δ_b = δ/2 (Fact 4.2 arithmetic, ``evr.bounds.mini
 
 * plain: terms in [0, 1], both directions;
 * tilted: the remove direction's terms in [0, M(α, ε)] at the order α of the smallest M
-  (``tilt_bound.choose_order`` within the default state budget), the add direction 0 when
-  ε ≥ −ln Pr[x = 0] ((A1), ``tilt_bound.add_vanishing_epsilon``) and plain otherwise;
+  (``tilted.choose_order`` within the default state budget), the add direction 0 when a
+  proven add bound is ≤ δ_b (``tilted.add_bound``: (A1) ε ≥ −ln Pr[x = 0], (A2) Gibbs'
+  inequality, (A3) the unamplified Gaussian, a product mechanism's Rényi bound) and plain
+  otherwise;
 
 and the seconds those N would take here, from seconds per sample measured on ``--samples``
 draws of each program (a second, compiled call): plain (both directions' draws) and tilted
@@ -30,11 +32,16 @@ import jax
 import jaxacct
 from jaxacct import config
 from jaxacct.deterministic import tilt_bound
-from jaxacct.montecarlo.evr import bounds
+from jaxacct.montecarlo.evr import bounds, tilted
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CASES = (  # (config, overrides, ε, δ)
     ('quickstart', [], 2.0, 1e-5),
+    # Cyclic Poisson, equal split, untruncated (T = 8, 8 bands, n = 400), at σ = 1.3.
+    ('truncated_cyclic_poisson', ['scheme.truncated_batch_size=null', 'noise_multiplier=1.3'],
+     3.0, 1e-6),
+    # Balls-in-bins, one epoch of 100 rounds, 4 bands, σ = 4 (its own target).
+    ('balls_in_bins_auto', [], 1.0, 1e-5),
     ('bminsep_grid_7_1_bands16_epoch256', [], 2.0, 1e-5),
     ('bminsep_grid_7_1_bands4_epoch1024', [], 2.0, 1e-5),
     ('bminsep_production_7_4', ['scheme.truncated_batch_size=14745600'], 10.0, 1.301e-8),
@@ -53,21 +60,22 @@ def main() -> None:
   parser.add_argument('--samples', type=int, default=4096)
   parser.add_argument('--skip-production', action='store_true')
   args = parser.parse_args()
-  print('| config | ε, δ | α | M | −ln p₀ | plain N per dir | tilted N remove | tilted N add '
-        '| plain s (both) | tilted s remove | tilted s add | gain |')
-  print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
+  print('| config | ε, δ | α | M | −ln p₀ | add bound | plain N per dir | tilted N remove '
+        '| tilted N add | plain s (both) | tilted s remove | tilted s add | gain |')
+  print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
   for name, overrides, epsilon, delta in CASES:
     if args.skip_production and 'production' in name:
       continue
     raw = config.load(ROOT / 'configs' / f'{name}.yaml', overrides)
     mechanism = config.mechanism_from(raw)
-    choice = tilt_bound.choose_order(mechanism, epsilon)
+    choice = tilted.choose_order(mechanism, epsilon)
     support = math.exp(choice.log_bound)
     threshold = tilt_bound.add_vanishing_epsilon(mechanism)
+    add = tilted.add_bound([mechanism], epsilon)
     base = delta / 2
     plain_n = bounds.minimum_samples(base, delta)
     remove_n = bounds.minimum_samples(base, delta, support=min(support, 1.0))
-    add_n = 0 if threshold is not None and epsilon >= threshold else plain_n
+    add_n = 0 if add is not None and add <= base else plain_n
     grid = [epsilon]
     key = jax.random.key(0)
     plain_rate = _per_sample(lambda n: jaxacct.estimate_delta(
@@ -81,7 +89,9 @@ def main() -> None:
     plain_s = plain_n * plain_rate
     tilted_s = (remove_n * remove_rate, add_n * plain_rate / 2)
     print(f'| {name} | ({epsilon:g}, {delta:.3g}) | {choice.alpha} | {support:.3g} | '
-          f'{threshold:.3f} | {plain_n:,} | {remove_n:,} | {add_n:,} | {plain_s:,.0f} | '
+          f'{"—" if threshold is None else f"{threshold:.3f}"} | '
+          f'{"—" if add is None else f"{add:.3g}"} | {plain_n:,} | {remove_n:,} | {add_n:,} | '
+          f'{plain_s:,.0f} | '
           f'{tilted_s[0]:,.0f} | {tilted_s[1]:,.0f} | {plain_s / sum(tilted_s):.3g}× |',
           flush=True)
 

@@ -395,7 +395,7 @@ KEYS: tuple[Key, ...] = (
         'b-min-sep with bands ≤ b, in float64.', library=_CALIBRATE),
     Key('monte_carlo.tilt_order', _Integer(2),
         'The order α of proposal tilted (refused without it); '
-        'jaxacct.deterministic.tilt_bound.choose_order gives the α of the smallest M.',
+        'jaxacct.montecarlo.evr.tilted.choose_order gives the α of the smallest M.',
         library=_CALIBRATE, default_text='required with proposal tilted'),
     Key('calibration', _Section(),
         'The (ε, δ) target of `calibrate` and `train`, and the Estimate-Verify-Release search '

@@ -102,11 +102,11 @@ class MonteCarloOptions:
       (``montecarlo/evr/tilted_plan.py``: the search replayed, host and device costs timed).
       ``"auto"`` (``verify``, ``account``, ``calibrate``): ``"tilted"`` where it covers the mechanism at
       float64 with M < 1, at ``tilt_order`` or else the order of the smallest M
-      (``deterministic.tilt_bound.choose_order`` at the first candidate), and ``"plain"``
+      (``montecarlo.evr.tilted.choose_order`` at the first candidate), and ``"plain"``
       otherwise (``montecarlo/evr/tilted.py``, ``resolve_proposal``); the release records
       what ran.
     tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it; optional with ``"auto"``;
-      refused with ``"plain"``); ``deterministic.tilt_bound.choose_order`` gives the α of the
+      refused with ``"plain"``); ``montecarlo.evr.tilted.choose_order`` gives the α of the
       smallest M.
     tilt_state_budget: the largest tuple-chain state count a tilt may build (``verify``,
       ``account``, ``calibrate``); None: ``deterministic.tilt_bound.DEFAULT_STATE_BUDGET`` (2·10⁶). An order
@@ -179,7 +179,7 @@ class MonteCarloOptions:
     if self.tilt_order is None:
       raise InputError(argument='monte_carlo.tilt_order',
                        requirement="is required with proposal='tilted': an integer α >= 2 "
-                       '(deterministic.tilt_bound.choose_order gives the α of the smallest '
+                       '(jaxacct.montecarlo.evr.tilted.choose_order gives the α of the smallest '
                        'support bound M)', suggestion={'monte_carlo.tilt_order': 2})
     put('tilt_order', _validate.integer_at_least('tilt_order', self.tilt_order, 2))
     if self.precision != 'float64':

@@ -95,12 +95,13 @@ def test_overrides_complete_a_tilted_config_before_it_is_checked(tmp_path):
     config_lib.load(path, ['monte_carlo.tilt_order=2.5'])
 
 
-def _calibration_config(tmp_path, *, num_candidates: int, seed: int):
-  """A tilted calibration of the tiny b-min-sep at (4.5, 10⁻⁵), α = 3 (−ln p₀ ≈ 4.04 ≤ ε: the
-  add direction is certified by (A1)), written to tmp_path/calibrate.yaml."""
+def _calibration_config(tmp_path, *, num_candidates: int, seed: int, tilt_order: int = 3):
+  """A tilted calibration of the tiny b-min-sep at (4.5, 10⁻⁵), α = 3 by default (−ln p₀ ≈
+  4.04 ≤ ε: the add direction is certified by (A1)), written to tmp_path/calibrate.yaml."""
   config = {'scheme': CONFIG['scheme'], 'strategy': CONFIG['strategy'],
             'calibration': {'epsilon': 4.5, 'delta': 1e-5, 'proposal': 'tilted',
-                            'tilt_order': 3, 'num_candidates': num_candidates, 'seed': seed}}
+                            'tilt_order': tilt_order, 'num_candidates': num_candidates,
+                            'seed': seed}}
   path = tmp_path / 'calibrate.yaml'
   path.write_text(yaml.safe_dump(config))
   return path
@@ -128,11 +129,13 @@ def test_a_tilted_calibration_runs_end_to_end_and_records_each_direction(tmp_pat
 def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, capsys,
                                                                        monkeypatch):
   # Every σ of the search decided without samples (here: the cap forced to 0 fails each
-  # uncertified σ): the release comes from the candidates below σ_up, and the report curve
-  # still draws (it once asked for 0 samples and the command failed after computing).
+  # uncertified σ; α = 4, whose M at Z = 1, 1.4e-7, is below δ_b, so large σ can still be
+  # certified and the order is accepted): the release comes from the candidates the search
+  # placed, and the report curve still draws (it once asked for 0 samples and the command
+  # failed after computing).
   from jaxacct.montecarlo.evr import tilted_search
   monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 0)
-  path = _calibration_config(tmp_path, num_candidates=2, seed=2)
+  path = _calibration_config(tmp_path, num_candidates=2, seed=2, tilt_order=4)
   assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger',
                    str(tmp_path / 'ledger.json')]) == 0
   assert 'treated as failing' in capsys.readouterr().err
@@ -140,6 +143,22 @@ def test_a_tilted_calibration_whose_search_drew_nothing_still_reports(tmp_path, 
   assert written['method'] == 'verified_mc'
   assert written['record']['estimation_samples'] == 0  # the search drew nothing
   assert (tmp_path / 'calibrate' / 'delta_hat.png').is_file()
+
+
+def test_an_order_the_capped_search_cannot_pass_is_refused_before_compute(tmp_path, capsys,
+                                                                         monkeypatch):
+  # At (4.5, 10⁻⁵), δ_b = 5·10⁻⁶, α = 2's M is ≥ e^{−4.5}/4 = 2.8e-3 at every σ, above the
+  # 400·δ_b = 2e-3 a capped search can sample: refused, naming the order that can (3).
+  from jaxacct.montecarlo.evr import tilted_search
+  monkeypatch.setattr(tilted_search, 'boundary', None)  # never reached
+  path = _calibration_config(tmp_path, num_candidates=2, seed=2, tilt_order=2)
+  assert cli.main(['calibrate', str(path), '--out', str(tmp_path), '--ledger',
+                   str(tmp_path / 'ledger.json')]) == 2
+  err = capsys.readouterr().err
+  assert 'calibration.tilt_order' in err and 'the smallest order that can is 3' in err
+  assert 'calibration.tilt_order=3' in err
+  assert tilted_search.searchable_orders(4.5, 5e-6) == [3, 4, 5, 6, 7, 8]
+  assert tilted_search.searchable_orders(4.5, 5e-6 * 1.4) == [2, 3, 4, 5, 6, 7, 8]
 
 
 def test_jaxacct_plan_projects_a_tilted_calibration(tmp_path, capsys):

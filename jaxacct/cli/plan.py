@@ -198,7 +198,7 @@ def print_tilted_plan(payload: dict, file) -> None:
         f'ln Z_α modelled from ln Z₂ by a power law through ('
         + ', '.join(f'σ = {sigma:.4g}: {two:.3g}, {alpha:.3g}'
                     for sigma, two, alpha in plan['anchors'])
-        + f'), a sampled σ taken to pass when M(α, ε) ≤ '
+        + f'), a sampled σ taken to pass when M(α, ε) − M(α, ε)|_(Z = 1) ≤ '
         f'{tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b', file=file)
   for probe in plan['probes']:
     drawn = ', '.join(f'{d} {n:,}' for d, n in probe['samples'].items() if n) or 'no samples'

@@ -384,8 +384,12 @@ class Plan:
     log_z = np.array([self.log_partition(sigma, alpha).log_z for alpha in self.orders])
     return MinSepRenyiCurve(self, float(sigma), log_z)
 
+  def add_delta(self, sigma: float, epsilon: float) -> AddBound:
+    """The add direction's proven δ at (σ, ε): the least of (A1), (A2), (A3) (``add_delta``)."""
+    return add_delta(self.moments, self.sensitivity_squared, sigma, epsilon)
+
   def add_meets(self, sigma: float, epsilon: float, delta: float) -> bool:
-    return add_delta(self.moments, self.sensitivity_squared, sigma, epsilon).value <= delta
+    return self.add_delta(sigma, epsilon).value <= delta
 
   def meets(self, sigma: float, epsilon: float, delta: float) -> bool:
     """δ(ε) ≤ δ at σ in both directions — the curve's answer, computing as few orders as
@@ -505,7 +509,7 @@ class MinSepRenyiCurve(PrivacyCurve):
   def _delta(self, epsilon: float, direction: str) -> float:
     sigma = self.noise_multiplier
     if direction == Direction.ADD:
-      return add_delta(self._plan.moments, self._plan.sensitivity_squared, sigma, epsilon).value
+      return self._plan.add_delta(sigma, epsilon).value
     value = renyi.remove_delta(self.divergences, self.orders, epsilon)
     sensitivity = self._gaussian()
     if sensitivity is not None:

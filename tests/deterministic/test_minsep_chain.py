@@ -225,12 +225,16 @@ def test_sampler_draws_the_tilted_law(n, b, p, warm, c, sigma, alpha):
   assert np.allclose(log_prob, reported, rtol=1e-12, atol=1e-12)
 
 
-def test_cyclic_sampler_draws_the_tilted_law():
-  n, cycle, p, c, sigma, alpha = 6, 3, 0.5, [1.0, 0.6], 0.8, 2
-  patterns, logs = cyclic_patterns(n, cycle, p, True)
+@pytest.mark.parametrize('n,cycle,p,random_phase,c,sigma,alpha', [
+    (6, 3, 0.5, True, [1.0, 0.6], 0.8, 2),
+    (6, 2, 0.4, False, [1.0, 0.6], 0.8, 3),  # equal split: phase 0
+    (7, 3, 1.0, True, [1.0, 0.5, 0.5], 1.0, 3),  # fixed-bin balls-in-bins
+], ids=['random-phase', 'fixed-phase', 'balls-in-bins'])
+def test_cyclic_sampler_draws_the_tilted_law(n, cycle, p, random_phase, c, sigma, alpha):
+  patterns, logs = cyclic_patterns(n, cycle, p, random_phase)
   tuples, exact = _tuple_law(patterns, logs, c, sigma, alpha)
-  chain = minsep_chain.TupleChain(minsep_chain.cyclic_law(p, cycle, len(c), True), c, sigma,
-                                  alpha, n)
+  chain = minsep_chain.TupleChain(minsep_chain.cyclic_law(p, cycle, len(c), random_phase), c,
+                                  sigma, alpha, n)
   assert np.allclose(chain.log_prob(tuples), exact, rtol=1e-12, atol=1e-12)
   draws, _ = chain.sample(7, 20_000)
   law = {t.tobytes(): math.exp(v) for t, v in zip(tuples, exact)}

@@ -93,14 +93,26 @@ def test_stirling_tail_against_mpmath():
       assert abs(float(exact) - value) <= bound + 2e-17, k
 
 
+# The fallback keys are an argument of one jitted program (per table shape), returned by the
+# thunk the library calls: a new ``lambda: fallback`` as a static argument would retrace on
+# every call and compile the (N,) keys into the program as a constant, once per seed.
+@jax.jit
+def _table_binomial(uniforms, counts, prob, table, fallback):
+  return binomial.table_binomial(uniforms, counts, prob, table, lambda: fallback)
+
+
+@jax.jit
+def _row_binomial(index, uniform, counts, rows, row, fallback):
+  return binomial.row_binomial(index, uniform, counts, rows, row, lambda: fallback)
+
+
 @scoped_x64
 def _table_draw(seed, counts, prob, table):
   keys = keys_lib.sample_keys(jax.random.key(seed), jnp.asarray(0, jnp.int64), N)
   uniforms = binomial.table_uniforms(keys, 1)[0]
   fallback = keys_lib.sample_keys(jax.random.key(seed + 1000), jnp.asarray(0, jnp.int64), N)
-  return np.asarray(jax.jit(binomial.table_binomial, static_argnums=(4,))(
-      uniforms, jnp.asarray(counts, jnp.int64), jnp.asarray(prob, jnp.float64), table,
-      lambda: fallback))
+  return np.asarray(_table_binomial(uniforms, jnp.asarray(counts, jnp.int64),
+                                    jnp.asarray(prob, jnp.float64), table, fallback))
 
 
 @scoped_x64
@@ -165,8 +177,7 @@ def _row_draws(seed, counts, rows, row, draft=False):
   if draft:
     return np.asarray(jax.jit(binomial.row_draft)(index, uniform, counts, rows, row))
   fallback = keys_lib.sample_keys(jax.random.key(seed + 1000), jnp.asarray(0, jnp.int64), N)
-  return np.asarray(jax.jit(binomial.row_binomial, static_argnums=(5,))(
-      index, uniform, counts.astype(jnp.int64), rows, row, lambda: fallback))
+  return np.asarray(_row_binomial(index, uniform, counts.astype(jnp.int64), rows, row, fallback))
 
 
 @scoped_x64

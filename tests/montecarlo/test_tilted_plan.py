@@ -93,6 +93,11 @@ def test_the_replayed_search_follows_the_searchs_rules(projected):
           math.exp(tilt_bound.log_support_bound(expected, 3, EPSILON)), rel=1e-12)
     else:
       assert probe.sigma in [sigma for sigma, _, _ in anchors]
+    if probe.outcome == 'sampled':  # M − M|_(Z=1) ≤ 25·δ_b (the module docstring's rule)
+      floor = math.exp(tilt_bound.log_support_bound(0.0, 3, EPSILON))
+      assert probe.passes == (probe.support - floor
+                              <= tilted_plan.BOUNDARY_SUPPORT_RATIO * result.base_delta)
+  assert any(probe.outcome == 'sampled' for probe in result.probes)
   # A monotone search: every passing σ lies above every failing one; the boundary passes and
   # the largest failing σ is within one grid ratio below it.
   passing = [p.sigma for p in result.probes if p.passes]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.deterministic import tilt_bound
+from jaxacct.deterministic import minsep_renyi, tilt_bound
 from jaxacct.montecarlo.engine import stream
 from jaxacct.montecarlo.evr import bounds, ledger, plan, tilted
 
@@ -64,10 +64,14 @@ def test_a_tilted_release_with_the_add_direction_certified(certified_add):
 
 
 def test_the_add_direction_is_sampled_plainly_below_its_threshold():
-  # ε = 2 < −ln p₀ ≈ 4.04: the add direction needs plain terms and their N.
-  result = _verify(_candidates(2.0, 4.0), 2.0, 0.05, 2)
+  # ε = 2 < −ln p₀ ≈ 4.04, and at the first candidate (σ = 1) the least proven add bound
+  # ((A2): 0.053) is above δ_b = 0.025: the add direction needs plain terms and their N (σ = 2
+  # is released).
+  assert tilted.add_bound(_candidates(1.0, 2.0, 4.0), 2.0) > 0.025
+  result = _verify(_candidates(1.0, 2.0, 4.0), 2.0, 0.05, 2)
+  assert result.guarantee.noise_multiplier == 2.0
   base = 0.025
-  support = math.exp(tilted.tilt_for(_candidates(2.0)[0], 2, [2.0]).log_support[0])
+  support = math.exp(tilted.tilt_for(_candidates(1.0)[0], 2, [2.0]).log_support[0])
   expected = {'remove': [bounds.minimum_samples(base, 0.05, support=support), support],
               'add': [bounds.minimum_samples(base, 0.05), 1.0]}
   assert expected['remove'][0] < expected['add'][0]
@@ -78,6 +82,20 @@ def test_the_add_direction_is_sampled_plainly_below_its_threshold():
   assert result.guarantee.delta == max(
       bounds.overall_delta(expected['remove'][0], base, support=support),
       bounds.overall_delta(expected['add'][0], base))
+
+
+def test_the_add_direction_is_certified_by_a_reference_law_below_its_threshold():
+  # ε = 2 < −ln p₀: (A1) does not apply, but Gibbs' inequality against a reference law
+  # (minsep_renyi's (A2)) bounds the add δ of both candidates by 4.3e-4 ≤ δ_b = 0.025.
+  bound = minsep_renyi.plan_for(BMINSEP).add_delta(1.6, 2.0)
+  assert bound.bound == 'reference_law' and bound.value < 0.025
+  assert tilted.add_bound(_candidates(1.6, 4.0), 2.0) == bound.value  # the larger σ: smaller
+  result = _verify(_candidates(1.6, 4.0), 2.0, 0.05, 2)
+  support = math.exp(tilted.tilt_for(BMINSEP, 2, [2.0]).log_support[0])
+  n = bounds.minimum_samples(0.025, 0.05, support=support)
+  assert result.guarantee.tilt['directions'] == {'remove': [n, support], 'add': [0, 0.025]}
+  assert result.guarantee.tilt['proposal'] == {'remove': 'tilted', 'add': 'certified'}
+  assert int(result.sums.samples['add'][0]) == 0
 
 
 def test_bitwise_identical_whatever_the_blocks_per_call(certified_add):
@@ -123,14 +141,23 @@ def test_malformed_direction_sizes_are_refused(directions):
     ledger.RunRecord.from_dict(record, 'runs[0]')
 
 
+def test_max_seconds_refuses_a_tilted_verification_before_the_ledger_is_charged():
+  # The candidates' tables are built, then their draws projected (a host pass and one call
+  # per direction timed here): 10⁷ remove samples per candidate are far over 1 s.
+  held = jaxacct.VerificationLedger()
+  with pytest.raises(plan.OverBudgetError, match=r'tilted verification of 1 candidate\(s\)'):
+    jaxacct.verify(jax.random.key(3), _candidates(1.5, FALLBACK_SIGMA), epsilon=4.5, delta=1e-5,
+                   monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=3,
+                                                         num_samples=10_000_000),
+                   run=jaxacct.RunOptions(ledger=held, max_seconds=1.0))
+  assert held.runs(BMINSEP) == ()
+
+
 def test_refusals_before_compute():
   # α = 3 at σ = 0.7: Z_3 ≈ 6e7, M(3, 0.5) ≫ 1: the tilt cannot beat plain terms.
   with pytest.raises(jaxacct.InputError) as refused:
     _verify(_candidates(0.7, 9.0), 0.5, 1e-2, 3)
   assert refused.value.argument == 'monte_carlo.tilt_order'
-  with pytest.raises(jaxacct.InputError) as refused:
-    _verify(_candidates(1.5, FALLBACK_SIGMA), 4.5, 1e-5, 3, max_seconds=60.0)
-  assert refused.value.argument == 'run.max_seconds'
   truncated = jaxacct.MatrixMechanism(
       jaxacct.BMinSep(sampling_prob=0.3, iterations=12, min_sep=3, warm_start=True,
                       truncated_batch_size=5, dataset_size=20),
@@ -412,18 +439,42 @@ def test_the_search_asks_each_sigma_once_and_fails_the_unaffordable_ones(monkeyp
   assert found <= FALLBACK_SIGMA
 
 
+def test_a_calibration_chooses_its_order_among_those_its_search_can_pass():
+  # At (ε, δ_b) = (3, 5e-7) no σ can pass α ≤ 3 (M ≥ M|_(Z=1) = 0.012, 3.7e-4 > 400·δ_b):
+  # auto takes the order of the smallest M at the search's first guess among 4 … 8 — even at
+  # σ = 0.5, where every M is ≥ 1 (the search fails such σ itself). A verification's rule
+  # (M < 1 at its candidates, smallest M) would fall back to plain there and take α = 2 at
+  # σ = 0.7, with which the search would fail every σ below σ_up.
+  from jaxacct.montecarlo.evr import tilted_search
+  assert tilted_search.searchable_orders(3.0, 5e-7) == [4, 5, 6, 7, 8]
+  auto = jaxacct.MonteCarloOptions(proposal='auto')
+  for sigma, verification in ((0.5, ('plain', None)), (0.7, ('tilted', 2))):
+    guess = _candidates(sigma)[0]
+    assert tilted.resolve_proposal('auto', None, [guess], 3.0, 'float64') == verification
+    assert tilted_search.resolve_order(auto, guess, 3.0, 5e-7, 'float64',
+                                       2_000_000) == ('tilted', 4)
+  # Given estimation_samples, the search is not capped: every order is open to auto.
+  uncapped = jaxacct.MonteCarloOptions(proposal='auto', estimation_samples=5000)
+  assert tilted_search.resolve_order(uncapped, _candidates(0.7)[0], 3.0, 5e-7, 'float64',
+                                     2_000_000) == ('tilted', 2)
+
+
 def test_the_cap_is_on_the_tilted_direction_never_a_plain_one(monkeypatch):
-  """Below ε = −ln p₀ ≈ 4.04 the add direction is drawn plainly (~50/δ_b samples, as a plain
-  calibration draws): that alone never fails a σ; only the tilted remove direction's need is
-  capped (the quickstart's search once failed every σ so)."""
+  """At ε = 1.5 < −ln p₀ ≈ 4.04 the add direction is drawn plainly (~50/δ_b samples, as a
+  plain calibration draws) unless a proven add bound certifies it: that alone never fails a
+  σ; only the tilted remove direction's need is capped (the quickstart's search once failed
+  every σ so)."""
   from jaxacct.montecarlo.evr import tilted_search
   monkeypatch.setattr(tilted_search, 'MAX_DEFAULT_SAMPLES', 2000)
   _, evaluations = tilted_search.boundary(
       jax.random.key(2), BMINSEP.scheme, BMINSEP.matrix, order=3, state_budget=2_000_000,
-      epsilon=3.0, base_delta=5e-3, sigma_up=FALLBACK_SIGMA, guess=1.0, grid_ratio=1.05,
+      epsilon=1.5, base_delta=5e-3, sigma_up=FALLBACK_SIGMA, guess=1.0, grid_ratio=1.05,
       estimation_samples=None, saved=None, run=jaxacct.RunOptions(progress=None))
   sampled = [e for e in evaluations if any(e.samples.values())]
-  assert sampled and all(e.samples['add'] == 10_000 > 2000 for e in sampled)
+  for e in sampled:  # plain add terms where no proven add bound is ≤ δ_b, else none
+    bound = tilted.add_bound(_candidates(e.sigma), 1.5)
+    assert e.samples['add'] == (0 if bound is not None and bound <= 5e-3 else 10_000), e
+  assert any(e.samples['add'] == 10_000 > 2000 for e in sampled)
 
 
 @pytest.fixture(scope='module')

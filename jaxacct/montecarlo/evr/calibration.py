@@ -681,9 +681,8 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))
   budget = monte_carlo.tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET
-  proposal, order = tilted_lib.resolve_proposal(
-      monte_carlo.proposal, monte_carlo.tilt_order, [MatrixMechanism(scheme, matrix, guess)],
-      epsilon, precision, state_budget=budget)
+  proposal, order = tilted_search.resolve_order(
+      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base, precision, budget)
   if proposal == 'plain':
     return None
   placeholder = MatrixMechanism(scheme, matrix, 1.0)

@@ -49,6 +49,7 @@ from jaxacct.montecarlo.evr import precision as precision_lib
 from jaxacct.montecarlo.evr import resolution as resolution_lib
 from jaxacct.montecarlo.evr.resolution import Resolution as Resolution
 from jaxacct.montecarlo.evr import tilted as tilted_lib
+from jaxacct.montecarlo.evr import tilted_plan
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine.sharding import SampleMesh
 from jaxacct.montecarlo.engine.stream import hockey_stick_terms as hockey_stick_terms
@@ -334,8 +335,10 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       ``sampling.default_block_size(iterations)``). Sums are float64. With
       ``proposal='tilted'`` and ``tilt_order=α`` the remove direction is drawn from the law
       tilted by the privacy loss and weighted back, each term bounded by M(α, ε) (float64
-      only; ``montecarlo/evr/tilted.py``: Poisson with C = c·I, b-min-sep with bands ≤ b; no
-      ``histogram_edges``, ``state`` or ``run.max_seconds``); the add direction stays plain.
+      only; ``montecarlo/evr/tilted.py``: Poisson with C = c·I, b-min-sep with bands ≤ b,
+      cyclic Poisson and balls-in-bins with bands ≤ T; no ``histogram_edges`` or ``state``;
+      ``run.max_seconds`` projects its host tuple draws and device calls after the host
+      tables, ``tilted_plan.tilted_sampling_seconds``); the add direction stays plain.
       Other fields are refused (an estimate verifies nothing).
     run: ``RunOptions``: devices (default every device of every process; under
       ``jax.distributed`` all processes call this with the same arguments), blocks per call,
@@ -374,7 +377,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   if monte_carlo.proposal == 'auto':
     raise InputError(argument='monte_carlo.proposal', value='auto',
                      requirement="is for verify and account; an estimate takes 'plain' or "
-                     "'tilted' with its tilt_order (deterministic.tilt_bound.choose_order("
+                     "'tilted' with its tilt_order (montecarlo.evr.tilted.choose_order("
                      'mechanism, ε) gives the order of the smallest M at an ε)',
                      suggestion={'monte_carlo.proposal': 'tilted'})
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation',
@@ -468,13 +471,17 @@ def _tilted(key, mechanism, grid, num_samples, order, *, purpose, precision, blo
       ('histogram_edges', edges is not None,
        unused.format('its losses are drawn under the tilted law, not P')),
       ('state', state is not None, unused.format('extend a tilted run through run.checkpoint')),
-      ('run.max_seconds', run.max_seconds is not None,
-       unused.format('its host tuple draws are not projected yet')),
       ('monte_carlo.precision', precision != 'float64',
        "must resolve to 'float64' with proposal='tilted' (the float64 program only)")):
     if given:
       raise InputError(argument=argument, requirement=requirement)
   tilt = tilted_lib.tilt_for(mechanism, order, grid)
+  if run.max_seconds is not None:  # the host tables are built: the sampling is projected
+    plan_lib.refuse_over_budget(
+        f'the tilted estimate of {num_samples:,} samples per direction',
+        tilted_plan.tilted_sampling_seconds([mechanism], [tilt],
+                                            {d: num_samples for d in DIRECTIONS}, run=run),
+        run.max_seconds)
   return tilted_lib.run_tilted_estimate(key, mechanism, tilt, num_samples, purpose=purpose,
                                         block_size=block_size, identity=identity, run=run)
 

@@ -14,9 +14,13 @@ plain sampling's ~√(δ/N): the samples needed scale with M/δ, not 1/δ.
 
 What is exact, and which way it errs:
 
-- Z_α is ``tilt_bound.partition``'s, rounded up (closed form for Poisson, the tuple chain for
-  b-min-sep); a larger Z only raises every term (tilting.md (b)). The sampler's own normaliser
-  (the chain's forward pass) must not exceed it: refused before any draw otherwise.
+- Z_α is ``tilt_bound.partition``'s, rounded up (closed forms for Poisson and fixed-phase
+  cyclic Poisson, Schuchardt & Kalinin's recursion for balls-in-bins, the tuple chain for
+  b-min-sep and random-phase cyclic Poisson); a larger Z only raises every term (tilting.md
+  (b)). Where Z_α comes from another computation than the sampler (the closed forms, the
+  recursion), the sampler's own normaliser (the chain's forward pass) must not exceed it:
+  refused before any draw otherwise. Where it is the chain's own value the chain's exactness
+  is what counts (``minsep_chain``'s enumeration tests).
 - Tuples are exact draws of π_α (``minsep_chain.TupleChain``: forward filtering / backward
   sampling on the host, float64), on a host generator keyed per block by the run's key
   (``engine/tilted.py``): bitwise the same for any blocks per call, devices or resume.
@@ -26,19 +30,24 @@ What is exact, and which way it errs:
   exact tilt of Q is known for these mixtures (``tilt_bound``, "Add direction"); the result
   says so (``proposal``).
 
-Covered: untruncated Poisson with one band (C = c·I) and b-min-sep, cold or warm start, with a
-``BandedToeplitz`` of at most b bands (``refusal``). Refused before any compute, with the
-reason: truncated schemes, multi-attribution, a dense ``LowerTriangular`` C, more bands than
-the separation, cyclic Poisson and balls-in-bins (their Z_α is known, their tuples are not
-drawn here yet), an order whose tuple chain exceeds the state budget, and the 32-bit program
-(``MonteCarloOptions``).
+Covered (``refusal``), each with a ``BandedToeplitz`` C: untruncated Poisson with one band
+(C = c·I); b-min-sep, cold or warm start, with at most b bands; cyclic Poisson, either
+partition, with at most T bands; fixed-bin balls-in-bins with at most T bands. The tuples
+come from ``minsep_chain``'s laws (b-min-sep, Poisson as b = 1; cyclic with a random or a
+fixed phase, balls-in-bins as p = 1), the loss from each scheme's own kernel (the mixture over
+the phase included), so both sides are the scheme's exact pair. Refused before any
+compute, with the reason: truncated schemes, multi-attribution, a dense ``LowerTriangular``
+C, more bands than the separation (balls-in-bins: its Z_α is exact for any band count, but
+the tuple chain needs bands ≤ T), an order whose tuple chain exceeds the state budget, and
+the 32-bit program (``MonteCarloOptions``).
 
 **Verification** (``verification.verify`` with ``proposal='tilted'``): each Monte Carlo
 candidate k gets its own tilt and program (its tuples depend on its σ), on the independent key
 fold_in(key, 2¹⁶ + k). The remove direction's terms lie in [0, S], S = max_k M_k
-(``direction_proposals``); the add direction is certified without samples when ε ≥ −ln Pr[x = 0]
-((A1): ``tilt_bound.add_vanishing_epsilon``) or, for a product mechanism, when its own Rényi
-bound is ≤ δ_b, else drawn plainly. Each direction has its own N
+(``direction_proposals``); the add direction is certified without samples when a proven bound
+on its δ is ≤ δ_b (``add_bound``: (A1) ε ≥ −ln Pr[x = 0], ``minsep_renyi``'s (A2) Gibbs'
+inequality against reference laws and (A3) unamplified Gaussian, and a product mechanism's
+Rényi bound), else drawn plainly. Each direction has its own N
 (``bounds.resolve_direction_sizes``) and the release is the maximum over the directions of
 Fact 4.2 on its (N, S) (``bounds.overall_delta_by_direction``; docs/proofs/
 review-per-direction.md); when every direction is certified the release is deterministic. A
@@ -54,6 +63,8 @@ References:
   Privacy", arXiv:2004.00010: Prop. 12 (docs/references.md).
   Ilya Mironov, Kunal Talwar and Li Zhang, "Rényi Differential Privacy of the Sampled Gaussian
   Mechanism", arXiv:1908.10530: §3.3 (docs/references.md).
+  Jan Schuchardt and Nikita Kalinin, "Sampling-Free Privacy Accounting for Matrix Mechanisms
+  under Random Allocation", arXiv:2601.21636: Algorithm 1, Lemma 3.4 (docs/references.md).
 """
 
 from __future__ import annotations
@@ -68,7 +79,7 @@ from jaxacct import options as options_lib
 from jaxacct import progress as progress_lib
 from jaxacct._precision import scoped_x64
 from jaxacct.conventions import DIRECTIONS, Direction
-from jaxacct.deterministic import minsep_chain, tilt_bound
+from jaxacct.deterministic import minsep_chain, minsep_renyi, tilt_bound
 from jaxacct.errors import InputError
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import kernels, stream
@@ -79,7 +90,7 @@ from jaxacct.montecarlo.engine.tilted import TiltedDraws, host_blocks_for
 from jaxacct.montecarlo.evr import bounds
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.evr import resolution as resolution_lib
-from jaxacct.schemes.participation import MinSepChain
+from jaxacct.schemes.participation import FixedBins
 
 
 def refusal(mechanism: MatrixMechanism) -> str | None:
@@ -88,35 +99,82 @@ def refusal(mechanism: MatrixMechanism) -> str | None:
   if reason is not None:
     return reason
   model = mechanism.scheme.participation.model
-  if not isinstance(model, MinSepChain):
-    return (f'the tilted proposal draws the tuples of Poisson and b-min-sep chains only; '
-            f'{type(mechanism.scheme).__name__} ({type(model).__name__}) is not covered yet: '
-            "use proposal='plain'")
+  bands = len(mechanism.matrix.banded_coefficients())
+  if isinstance(model, FixedBins) and bands > model.cycle_length:
+    return (f'{bands} bands exceed the cycle length {model.cycle_length} of BallsInBins: its '
+            'Z_α is exact (Schuchardt & Kalinin (2026) Algorithm 1: the "renyi" accountant) '
+            'but the tuple chain that draws the tilted law needs bands ≤ the cycle length')
   return None
 
 
+def _require_covered(mechanism: MatrixMechanism) -> None:
+  reason = refusal(mechanism)
+  if reason is not None:
+    raise InputError(argument='mechanism', requirement=f'is not covered by the tilted proposal: '
+                     f'{reason}', suggestion={'monte_carlo.proposal': 'plain'})
+
+
+def sampler_states(mechanism: MatrixMechanism, order: int) -> tuple[int, str]:
+  """(states, law name) of a tilted run at ``order``: the larger of ln Z_α's recursion
+  (``tilt_bound.state_space``) and the tuple chain that draws π_α (C(S + α − 1, α) multisets
+  of its law's S states; they differ for balls-in-bins and the product mechanisms)."""
+  states, _ = tilt_bound.state_space(mechanism, order)
+  law = minsep_chain.law_for(mechanism.scheme, len(mechanism.matrix.banded_coefficients()))
+  return max(states, minsep_chain.multiset_count(law.num_states, order)), law.name
+
+
+def choose_order(mechanism: MatrixMechanism, epsilon: float, orders=None, *,
+                 state_budget: int = tilt_bound.DEFAULT_STATE_BUDGET) -> tilt_bound.OrderChoice:
+  """The order α of ``orders`` (default 2 … 8) with the smallest M(α, ε) among those a tilted
+  run of ``mechanism`` can draw within ``state_budget`` (``sampler_states``: for balls-in-bins
+  the tuple chain's states, not only the ln Z_α recursion's), by ``tilt_bound.choose_order``.
+
+  Raises:
+    InputError: naming ``mechanism`` when the tilt does not cover it, ``state_budget`` when no
+      order fits it.
+  """
+  _require_covered(mechanism)
+  budget = _validate.integer_at_least('state_budget', state_budget, 1)
+  orders = range(2, tilt_bound.DEFAULT_ALPHA_MAX + 1) if orders is None else orders
+  fitting = [alpha for alpha in orders if sampler_states(mechanism, alpha)[0] <= budget]
+  if not fitting:
+    raise InputError(argument='state_budget', value=budget,
+                     requirement=f'admits none of the tilt orders {list(orders)}: α = '
+                     f'{min(orders)} needs {sampler_states(mechanism, min(orders))[0]:,} '
+                     'tuple-chain states')
+  return tilt_bound.choose_order(mechanism, epsilon, fitting, state_budget=budget)
+
+
 def resolve_proposal(proposal: str, order: int | None, mechanisms, epsilon: float,
-                     precision: str, *, state_budget: int = tilt_bound.DEFAULT_STATE_BUDGET
+                     precision: str, *, state_budget: int = tilt_bound.DEFAULT_STATE_BUDGET,
+                     orders=None, bounded_at_candidates: bool = True
                      ) -> tuple[str, int | None]:
   """(``"plain"``, None) or (``"tilted"``, α) for a verification of the Monte Carlo candidates
   ``mechanisms`` at ε. ``"plain"`` and ``"tilted"`` are returned as given; ``"auto"`` is
   ``"tilted"`` when the tilt covers the candidates (``refusal``) at float64 and M(α, ε) < 1 at
   every candidate — α = ``order``, else the order of the smallest M at the first candidate
-  (the smallest σ: the largest M; ``tilt_bound.choose_order``, α ≤ 8 within the default state
-  budget, or ``state_budget``) — and ``"plain"`` otherwise."""
+  (the smallest σ: the largest M; ``choose_order`` among ``orders``, default α ≤ 8, within the
+  default state budget, or ``state_budget``) — and ``"plain"`` otherwise (also when no order
+  of ``orders`` fits). ``bounded_at_candidates=False`` drops the M < 1 condition: a
+  calibration's "candidate" is its search's first guess, often below the boundary, and the
+  search fails a σ with M ≥ 1 itself (``tilted_search.resolve_order``)."""
   if proposal != 'auto':
     return proposal, order
   if not mechanisms or precision != 'float64' or refusal(mechanisms[0]) is not None:
     return 'plain', None
   if order is None:
+    if orders is not None and not list(orders):
+      return 'plain', None
     try:
-      order = tilt_bound.choose_order(mechanisms[0], epsilon, state_budget=state_budget).alpha
+      order = choose_order(mechanisms[0], epsilon, orders, state_budget=state_budget).alpha
     except InputError:  # no order fits the state budget
       return 'plain', None
   for mechanism in mechanisms:
-    states, _ = tilt_bound.state_space(mechanism, order)
+    states, _ = sampler_states(mechanism, order)
     if states > state_budget:
       return 'plain', None
+    if not bounded_at_candidates:
+      continue
     log_z = tilt_bound.partition(mechanism, order, state_budget=state_budget).log_z
     if not tilt_bound.log_support_bound(log_z, order, epsilon) < 0.0:
       return 'plain', None
@@ -171,26 +229,26 @@ def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
       naming ``mechanism`` when the sampler's own normaliser exceeds the rounded-up ln Z_α
       (the weights would not be conservative) — before any draw.
   """
-  reason = refusal(mechanism)
-  if reason is not None:
-    raise InputError(argument='mechanism', requirement=f'is not covered by the tilted proposal: '
-                     f'{reason}', suggestion={'monte_carlo.proposal': 'plain'})
+  _require_covered(mechanism)
   order = _validate.integer_at_least('tilt_order', order, 2)
   grid = np.asarray(epsilons, np.float64).reshape(-1)
-  states, method = tilt_bound.state_space(mechanism, order)
   budget = _validate.integer_at_least('state_budget', state_budget, 1)
-  coefficients = mechanism.matrix.banded_coefficients()
-  law = minsep_chain.law_for(mechanism.scheme, coefficients.size)
-  chain_states = minsep_chain.multiset_count(law.num_states, order)
-  if max(states, chain_states) > budget:
+  states, law_name = sampler_states(mechanism, order)
+  if states > budget:
     raise InputError(argument='monte_carlo.tilt_order', value=order,
-                     requirement=f'needs {max(states, chain_states):,} tuple-chain states for '
-                     f'{law.name}, above the state budget {budget:,}; use a smaller order')
-  chain = minsep_chain.TupleChain(law, coefficients, float(mechanism.noise_multiplier), order,
+                     requirement=f'needs {states:,} tuple-chain states for {law_name}, above '
+                     f'the state budget {budget:,}; use a smaller order')
+  coefficients = mechanism.matrix.banded_coefficients()
+  chain = minsep_chain.TupleChain(minsep_chain.law_for(mechanism.scheme, coefficients.size),
+                                  coefficients, float(mechanism.noise_multiplier), order,
                                   mechanism.iterations, state_budget=budget)
-  # The chain's own forward pass is b-min-sep's exact value; Poisson's is checked against the
-  # closed form (Mironov, Talwar & Zhang (2019) §3.3) below.
-  partition = (tilt_bound.chain_partition(chain) if method == 'chain'
+  # The chain's own forward pass is the exact value where ``tilt_bound`` runs the same chain
+  # (b-min-sep, random-phase cyclic Poisson); elsewhere it is checked against ``tilt_bound``'s
+  # independent computation below: the closed forms of Poisson and fixed-phase cyclic Poisson
+  # (Mironov, Talwar & Zhang (2019) §3.3, per round) and balls-in-bins' recursion
+  # (Schuchardt & Kalinin (2026) Algorithm 1).
+  partition = (tilt_bound.chain_partition(chain)
+               if tilt_bound.state_space(mechanism, order)[1] == 'chain'
                else tilt_bound.partition(mechanism, order, state_budget=budget))
   if not chain.log_z <= partition.log_z:
     raise InputError(argument='mechanism', requirement=(
@@ -378,9 +436,8 @@ def direction_proposals(mechanisms, tilts, epsilon: float) -> dict:
     would then do better (``bounds``, "Support bound M"). With no candidate, plain.
   - add: plain terms (no exact tilt of Q is known for these mixtures), with bound 0 when
     ε ≥ −ln Pr[x = 0] ((A1): every add term is 0, ``tilt_bound.add_vanishing_epsilon``),
-    else, for a product mechanism (Poisson with one band), the smallest Rényi bound
-    M'(α', ε) = Z'_α' e^{−(α'−1)ε}(α'−1)^{α'−1}/α'^α' over α' ≤ ``ADD_ORDER_MAX`` (``tilt_bound.choose_order``
-    with direction "add", Z' the upper end of ``tilt_partition``'s certified bracket), the
+    else the least proven add bound of ``add_bound`` ((A2) Gibbs' inequality, (A3) the
+    unamplified Gaussian, and for product mechanisms the Rényi bound of their exact Z'), the
     largest over the candidates; else no bound. A bound ≤ δ_b certifies the direction
     without samples.
   """
@@ -392,7 +449,7 @@ def direction_proposals(mechanisms, tilts, epsilon: float) -> dict:
                        requirement=f'gives the support bound M(α, ε = {epsilon}) = '
                        f'{np.exp(log_support):.4g} >= 1: tilted terms would range wider than '
                        'plain ones; choose another order '
-                       '(deterministic.tilt_bound.choose_order)',
+                       '(jaxacct.montecarlo.evr.tilted.choose_order)',
                        suggestion={'monte_carlo.proposal': 'plain'})
     support = float(np.exp(log_support))
     remove = bounds.DirectionProposal(support, support)
@@ -402,17 +459,33 @@ def direction_proposals(mechanisms, tilts, epsilon: float) -> dict:
 
 def add_bound(mechanisms, epsilon: float) -> float | None:
   """A proven bound on every mechanism's add-direction δ at ε (``direction_proposals``), or
-  None."""
+  None when none is below 1: per mechanism the least of
+
+  - (A1) 0 when ε ≥ −ln Pr[x = 0] (``tilt_bound.add_vanishing_epsilon``);
+  - ``minsep_renyi``'s add bounds ((A1) below its threshold, (A2) Gibbs' inequality against
+    the reference laws — for balls-in-bins Schuchardt & Kalinin (2026) Lemma 3.4 converted
+    exactly —, (A3) the unamplified Gaussian), each proven for the mixture pair of every
+    scheme the tilt covers (``minsep_renyi``, "Add");
+  - for a product mechanism (Poisson with one band, fixed-phase cyclic Poisson) the Rényi
+    bound M'(α', ε) of its exact Z'_α' (upper end of ``tilt_partition``'s bracket), the
+    smallest over α' ≤ ``ADD_ORDER_MAX``;
+
+  and the largest over the mechanisms."""
   if not mechanisms:
     return None
   threshold = tilt_bound.add_vanishing_epsilon(mechanisms[0])  # σ-free: the scheme's p₀
   if threshold is not None and epsilon >= threshold:
     return 0.0
-  if any(tilt_bound.refusal(m, Direction.ADD.value) is not None for m in mechanisms):
-    return None
-  return max(math.exp(tilt_bound.choose_order(m, epsilon, orders=range(2, ADD_ORDER_MAX + 1),
-                                               direction=Direction.ADD.value).log_bound)
-             for m in mechanisms)
+  worst = 0.0
+  for mechanism in mechanisms:
+    best = minsep_renyi.plan_for(mechanism).add_delta(float(mechanism.noise_multiplier),
+                                                      epsilon).value
+    if tilt_bound.refusal(mechanism, Direction.ADD.value) is None:
+      best = min(best, math.exp(tilt_bound.choose_order(
+          mechanism, epsilon, orders=range(2, ADD_ORDER_MAX + 1),
+          direction=Direction.ADD.value).log_bound))
+    worst = max(worst, best)
+  return worst if worst < 1.0 else None
 
 
 # The orders scanned for the add direction's Rényi bound: a product mechanism's Z'_α' is one

@@ -16,9 +16,11 @@ with the same arithmetic and rules, deciding each σ without sampling:
   through those two (``modelled_log_z``): the search is replayed a second time with both. ln Z_α
   moves fast with σ near the boundary (×16 in M(α, ε) over 3 % of σ at §7.4), so a model
   error moves the replayed σ by a few grid steps, not the number of σ;
-- modelled where the search samples: a sampled σ is taken to pass when M(α, ε) ≤
-  ``BOUNDARY_SUPPORT_RATIO``·δ_b — where the verified boundaries measured so far lie (M/δ_b
-  from 16.5 to ~48 at α = 3); a plainly sampled add direction is taken to pass with it. An
+- modelled where the search samples: a sampled σ is taken to pass when M(α, ε) − F(α, ε) ≤
+  ``BOUNDARY_SUPPORT_RATIO``·δ_b, F = e^{−(α−1)ε}(α−1)^{α−1}/α^α being M's value at Z_α = 1
+  (σ → ∞) — where the verified boundaries measured so far lie (M/δ_b from 16.5 to ~48 at
+  α = 3, with F ≪ δ_b; F keeps the rule from failing every σ of an order whose floor alone
+  is near 25·δ_b); a plainly sampled add direction is taken to pass with it. An
   order far from the one ``choose_order`` picks moves the real boundary, and with it the
   projection: the plan lists the σ it replayed and which it modelled.
 
@@ -216,11 +218,12 @@ def _timed(function, *args, **kwargs):
 
 
 def _device_costs(mechanism: MatrixMechanism, tilt, block, *, block_size: int,
-                  blocks_per_call: int, mesh: SampleMesh) -> tuple[float, float, float]:
+                  blocks_per_call: int, mesh: SampleMesh,
+                  directions=DIRECTIONS) -> tuple[float, float, float]:
   """(remove call, add call, compiles) in seconds: ``stream.accumulate`` over one call of each
-  direction of a ``TiltedDraws`` whose sampler returns ``block`` (tuples drawn here) for every
-  block — the device work of the run's calls without their host draws — first compiling,
-  then timed."""
+  of ``directions`` (0 for the others) of a ``TiltedDraws`` whose sampler returns ``block``
+  (tuples drawn here) for every block — the device work of the run's calls without their host
+  draws — first compiling, then timed."""
   call_samples = blocks_per_call * mesh.size * block_size
   program = TiltedDraws(
       mechanism=mechanism, kernel=kernels.kernel_for(mechanism, np.dtype(np.float64)),
@@ -239,8 +242,8 @@ def _device_costs(mechanism: MatrixMechanism, tilt, block, *, block_size: int,
                         epsilons=tilt.epsilons, edges=None)
     return seconds
 
-  seconds, compiles = {}, 0.0
-  for direction in DIRECTIONS:
+  seconds, compiles = {d: 0.0 for d in DIRECTIONS}, 0.0
+  for direction in directions:
     first = once(direction)
     seconds[direction] = once(direction)
     compiles += max(0.0, first - seconds[direction])
@@ -274,26 +277,66 @@ def _measure(first: MatrixMechanism, order: int, epsilon: float, *, budget: int,
                                                               state_budget=budget).log_z)
   # The add direction's bound is asked at every σ too (Poisson: ~30 quadratures).
   _, add_seconds = _timed(tilted_lib.add_bound, [first], epsilon)
+  order_two = order > 2 and two_states <= budget
+  sampler = _sampling_costs(first, tilt, mesh=mesh, blocks_per_call=blocks_per_call,
+                            progress=progress)
+  costs = dataclasses.replace(sampler.costs, order_two=two_seconds if order_two else 0.0,
+                              tables=table_seconds, add_bound=add_seconds)
+  return _Measured(tilt, log_z2, order_two, costs,
+                   _Projector(costs, sampler.block_size, sampler.call_blocks,
+                              sampler.host_blocks),
+                   sampler.call_blocks // mesh.size)
+
+
+def _sampling_costs(mechanism: MatrixMechanism, tilt, *, mesh: SampleMesh,
+                    blocks_per_call: int | None, progress,
+                    directions=DIRECTIONS) -> _Projector:
+  """A ``_Projector`` of ``mechanism``'s draws at its built ``tilt`` (tables not charged): a
+  host pass of ``TIMED_BLOCKS`` blocks (forward recomputation timed apart from the per-tuple
+  work; only when the remove direction is among ``directions``) and one compiled, then one
+  timed device call per direction of ``directions`` at the run's call shape (the others
+  cost 0)."""
+  iterations = mechanism.iterations
   block_size = sampling.default_block_size(iterations)
   blocks_per_call = blocks_per_call or sampling.default_blocks_per_call(block_size, iterations)
-  host_blocks = host_blocks_for(block_size, order, iterations)
+  host_blocks = host_blocks_for(block_size, tilt.order, iterations)
   clock, timed_blocks = {}, min(host_blocks, TIMED_BLOCKS)
-  rngs = [np.random.Generator(np.random.Philox(key=b)) for b in range(timed_blocks)]
-  block, draw_seconds = _timed(tilt.chain.draw_blocks, rngs, block_size, clock=clock)
+  block, draw_seconds = None, 0.0
+  if Direction.REMOVE.value in directions:
+    rngs = [np.random.Generator(np.random.Philox(key=b)) for b in range(timed_blocks)]
+    drawn, draw_seconds = _timed(tilt.chain.draw_blocks, rngs, block_size, clock=clock)
+    block = drawn[0]
   forward = clock.get('forward', 0.0)
-  progress_lib.announce(progress, 'compiling and timing the tilted remove and plain add '
-                                  f'calls ({blocks_per_call} blocks of {block_size:,} per '
-                                  'device)…')
+  names = {Direction.REMOVE.value: 'tilted remove', Direction.ADD.value: 'plain add'}
+  progress_lib.announce(progress, 'compiling and timing the '
+                                  f'{" and ".join(names[d] for d in directions)} calls '
+                                  f'({blocks_per_call} blocks of {block_size:,} per device)…')
   remove_call, add_call, compiles = _device_costs(
-      first, tilt, block[0], block_size=block_size, blocks_per_call=blocks_per_call, mesh=mesh)
-  order_two = order > 2 and two_states <= budget
-  costs = TiltCosts(order_two=two_seconds if order_two else 0.0, tables=table_seconds,
-                    add_bound=add_seconds, forward=forward,
+      mechanism, tilt, block, block_size=block_size, blocks_per_call=blocks_per_call,
+      mesh=mesh, directions=directions)
+  costs = TiltCosts(order_two=0.0, tables=0.0, add_bound=0.0, forward=forward,
                     per_tuple=max(0.0, draw_seconds - forward) / (timed_blocks * block_size),
                     remove_call=remove_call, add_call=add_call, compile=compiles)
-  return _Measured(tilt, log_z2, order_two, costs,
-                   _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks),
-                   blocks_per_call)
+  return _Projector(costs, block_size, blocks_per_call * mesh.size, host_blocks)
+
+
+@scoped_x64
+def tilted_sampling_seconds(mechanisms, tilts, samples: dict, *,
+                            run: options_lib.RunOptions) -> float:
+  """Projected seconds of drawing ``samples[d]`` per direction (0: none) for each of
+  ``mechanisms`` at its built ``tilts[k]`` — a tilted verification's or estimate's sampling,
+  so that ``run.max_seconds`` can refuse it before any sample (``verification.verify``,
+  ``estimate_delta``). Measured here on the first mechanism (``_sampling_costs``: its tuple
+  draws and device calls, which the run then reuses compiled) and scaled per mechanism by the
+  host-pass rule of ``TiltedDraws`` (``host_passes``); the compiles are included, the tables
+  (already built) are not."""
+  directions = tuple(d for d in DIRECTIONS if samples[d])
+  if not mechanisms or not directions:
+    return 0.0
+  projector = _sampling_costs(mechanisms[0], tilts[0], mesh=SampleMesh.over(run.devices),
+                              blocks_per_call=run.blocks_per_call, progress=run.progress,
+                              directions=directions)
+  return projector.costs.compile + len(mechanisms) * projector.sampling(samples)
 
 
 class _LogPartitions:
@@ -427,9 +470,9 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
                                               mechanism.matrix, fallback, epsilon, base)
   scheme, matrix = mechanism.scheme, mechanism.matrix
   start = min(float(guess), float(sigma_up))
-  proposal, order = tilted_lib.resolve_proposal(
-      monte_carlo.proposal, monte_carlo.tilt_order, [MatrixMechanism(scheme, matrix, guess)],
-      epsilon, monte_carlo.precision, state_budget=budget)
+  proposal, order = tilted_search.resolve_order(
+      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base, monte_carlo.precision,
+      budget)
   if proposal == 'plain':
     return None
   first = MatrixMechanism(scheme, matrix, start)
@@ -543,6 +586,9 @@ def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta
   samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
   if not any(samples.values()):
     return Probe(sigma, 'certified', True, samples, support, modelled, seconds)
-  passes = support <= BOUNDARY_SUPPORT_RATIO * base_delta
+  # M = Z_α·F with F = M at Z_α = 1 (σ → ∞): the rule asks (Z_α − 1)·F ≤ ratio·δ_b, which is
+  # M ≤ ratio·δ_b where F ≪ δ_b (the measured cases) and still passes large σ where F is not.
+  floor = math.exp(tilt_bound.log_support_bound(0.0, order, epsilon))
+  passes = support - floor <= BOUNDARY_SUPPORT_RATIO * base_delta
   return Probe(sigma, 'sampled', passes, samples, support, modelled,
                seconds + projector.sampling(samples))

@@ -42,6 +42,7 @@ from jaxacct import progress as progress_lib
 from jaxacct.conventions import CANDIDATE_TAG, DIRECTIONS, Direction
 from jaxacct.deterministic import tilt_bound
 from jaxacct.deterministic._search import smallest_passing_sigma
+from jaxacct.errors import InputError
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.engine import sampling
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
@@ -76,6 +77,58 @@ def default_samples(support: float, base_delta: float, add_certified: bool) -> i
   Above ``MAX_DEFAULT_SAMPLES`` the search fails σ unsampled (``boundary``)."""
   scale = support if add_certified else 1.0
   return max(MIN_DEFAULT_SAMPLES, math.ceil(50.0 * scale / base_delta))
+
+
+def searchable_orders(epsilon: float, base_delta: float, orders=None) -> list[int]:
+  """The orders of ``orders`` (default 2 … 8) at which a capped search (no
+  ``estimation_samples``) can pass some σ below σ_up at (ε, δ_b).
+
+  M(α, ε) = Z_α·F(α, ε) with F = e^{−(α−1)ε}(α−1)^{α−1}/α^α (``tilt_bound.log_support_bound``
+  at ln Z = 0) and Z_α = E_Q[(P/Q)^α] ≥ (E_Q[P/Q])^α = 1 (Jensen), so M ≥ F at every σ. A σ
+  passes unsampled only when M ≤ δ_b, and one whose remove direction is not certified fails
+  unsampled when ⌈50·M/δ_b⌉ > ``MAX_DEFAULT_SAMPLES`` (``boundary``), i.e. M > 400·δ_b:
+  with F above 400·δ_b every σ below σ_up fails, the search ends at σ_up, and the
+  candidates sit just below the fallback's σ, whatever the run costs. ``calibration`` refuses
+  such an order when given, and ``proposal='auto'`` chooses among the others."""
+  orders = range(2, tilt_bound.DEFAULT_ALPHA_MAX + 1) if orders is None else orders
+  ceiling = math.log(max(1.0, MAX_DEFAULT_SAMPLES / 50.0) * base_delta)
+  return [alpha for alpha in orders
+          if tilt_bound.log_support_bound(0.0, alpha, epsilon) <= ceiling]
+
+
+def resolve_order(monte_carlo, mechanism: MatrixMechanism, epsilon: float, base_delta: float,
+                  precision: str, state_budget: int) -> tuple[str, int | None]:
+  """(proposal, α) of a tilted calibration whose search starts at ``mechanism`` (its initial
+  guess): ``tilted.resolve_proposal`` with ``proposal='auto'`` choosing among the
+  ``searchable_orders`` when the search is capped (no ``estimation_samples``), the order of
+  the smallest M at the guess, whether or not that M is below 1 there (the search fails such
+  σ itself; the guess is often below the boundary, where a small order wins).
+
+  Raises:
+    InputError: naming ``monte_carlo.tilt_order`` when the given order can pass no σ of the
+      capped search (before any compute), with the smallest that can.
+  """
+  order = monte_carlo.tilt_order
+  searchable = (None if monte_carlo.estimation_samples is not None
+                else searchable_orders(epsilon, base_delta))
+  if (monte_carlo.proposal != 'plain' and order is not None and searchable is not None
+      and order not in searchable_orders(epsilon, base_delta, [order])):
+    floor = math.exp(tilt_bound.log_support_bound(0.0, order, epsilon))
+    larger = searchable_orders(epsilon, base_delta,
+                               range(order + 1, tilt_bound.DEFAULT_ALPHA_MAX + 1))
+    raise InputError(
+        argument='monte_carlo.tilt_order', value=order,
+        requirement=(f'cannot pass any σ of the tilted search at (ε, δ_b) = ({epsilon:g}, '
+                     f'{base_delta:.3g}): M(α, ε) ≥ e^{{−(α−1)ε}}(α−1)^{{α−1}}/α^α = '
+                     f'{floor:.3g} at every σ, above {max(1, MAX_DEFAULT_SAMPLES // 50)}·δ_b '
+                     '(the search\'s sample cap), so its candidates would sit just below the '
+                     'fallback\'s σ'
+                     + (f'; the smallest order that can is {larger[0]}' if larger else '')
+                     + ' (estimation_samples lifts the cap)'),
+        suggestion={'monte_carlo.tilt_order': larger[0]} if larger else None)
+  return tilted_lib.resolve_proposal(monte_carlo.proposal, order, [mechanism], epsilon,
+                                     precision, state_budget=state_budget, orders=searchable,
+                                     bounded_at_candidates=False)
 
 
 def decided_by_order_two(mechanism: MatrixMechanism, order: int, epsilon: float,

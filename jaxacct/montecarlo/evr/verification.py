@@ -38,6 +38,7 @@ from jaxacct.montecarlo.evr import bounds as evr
 from jaxacct.montecarlo.evr.ledger import FileLedger as FileLedger
 from jaxacct.montecarlo.evr.ledger import VerificationLedger as VerificationLedger
 from jaxacct.montecarlo.evr import tilted as tilted_lib
+from jaxacct.montecarlo.evr import tilted_plan
 from jaxacct.montecarlo.engine import sampling
 from jaxacct.montecarlo.evr.search_start import DEFAULT_FALLBACK as DEFAULT_FALLBACK
 from jaxacct.montecarlo.evr.search_start import check_fallback as check_fallback
@@ -238,8 +239,10 @@ def verify(key, candidates, *, epsilon: float, delta: float,
       ledger (an object; default None: the user's ledger file, ``ledger.default_path()``,
       shared with the CLI; an in-memory ``VerificationLedger()`` opts out and the release says
       "attempts unchecked") and max_seconds (one call of the verification program is timed
-      first and a verification projected longer is refused with ``plan.OverBudgetError``
-      before the ledger is charged or a sample is drawn).
+      first — with the tilted proposal, after the host tables, a host pass of tuple draws and
+      one call per direction, ``tilted_plan.tilted_sampling_seconds`` — and a verification
+      projected longer is refused with ``plan.OverBudgetError`` before the ledger is charged
+      or a sample is drawn).
 
   References:
     Dong & Ganesh (2026), App. A (Algorithm 5, Theorem A.1);
@@ -353,9 +356,12 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
     sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
                              f'samples per direction', max_seconds)
   elif tilted and max_seconds is not None:
-    raise InputError(argument='run.max_seconds', value=max_seconds,
-                     requirement="is not projected for proposal='tilted' yet (its host tuple "
-                     'draws are not timed by the plan): leave it None')
+    samples = {d: sizes[d].num_samples for d in DIRECTIONS}
+    plan_lib.refuse_over_budget(
+        f'the tilted verification of {len(tilts)} candidate(s) × ({samples["remove"]:,} remove, '
+        f'{samples["add"]:,} add) samples',
+        tilted_plan.tilted_sampling_seconds(candidates[:-1], tilts, samples, run=run),
+        max_seconds)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
   record = ledger_lib.RunRecord(
