@@ -373,6 +373,24 @@ def test_max_seconds_projects_the_tilted_sampling_before_any_sample(monkeypatch)
   assert kept.to_dict() == free.to_dict()
 
 
+def test_max_seconds_projects_only_what_a_resumed_tilted_estimate_has_left(tmp_path):
+  # A finished run saved in its checkpoint has nothing left: called again under a budget no
+  # draw could keep (1 ns), it is not refused and returns the same result bit for bit (but
+  # the largest term, which a resumed run reports of its resumed part: here none).
+  options = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=2, block_size=BLOCK)
+  saved = jaxacct.RunOptions(checkpoint=str(tmp_path))
+  first = jaxacct.estimate_delta(jax.random.key(4), BMINSEP, [1.0], 1100, monte_carlo=options,
+                                 run=saved)
+  again = jaxacct.estimate_delta(jax.random.key(4), BMINSEP, [1.0], 1100, monte_carlo=options,
+                                 run=dataclasses.replace(saved, max_seconds=1e-9))
+  assert ({**again.to_dict(), 'largest_scaled_term': None}
+          == {**first.to_dict(), 'largest_scaled_term': None})
+  with pytest.raises(plan.OverBudgetError):  # a fresh folder: the whole run is left
+    jaxacct.estimate_delta(jax.random.key(4), BMINSEP, [1.0], 1100, monte_carlo=options,
+                           run=jaxacct.RunOptions(checkpoint=str(tmp_path / 'new'),
+                                                  max_seconds=1e-9))
+
+
 @pytest.mark.parametrize('extra, match', [
     ({'histogram_edges': [1.0, 2.0]}, 'histogram_edges'),
 ])

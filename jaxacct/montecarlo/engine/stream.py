@@ -487,15 +487,31 @@ class StreamState:
     A state with a layout (a resumed one) is refused, as ``accumulate`` would, unless the
     run is its layout's: a projection never runs on a saved state of another run.
     """
+    return sum(sum(left) for left in self.blocks_left(
+        num_samples=num_samples, first_block=first_block, block_size=block_size,
+        num_programs=num_programs))
+
+  def blocks_left(self, *, num_samples, first_block: int, block_size: int,
+                  num_programs: int = 1) -> list[list[int]]:
+    """``blocks_remaining``'s terms: per program, per direction (``DIRECTIONS`` order), the
+    blocks ``accumulate`` still computes; ``num_samples`` an int or a mapping direction → N
+    (``Layout.of``). The same refusal of another run's state."""
     layout = Layout.of(num_samples, block_size, first_block, num_programs)
     if self.layout is not None:
       self._check_layout(layout)
-    if self.program >= num_programs:
-      return 0
     blocks = [max(0, layout.blocks_in(i) - first_block) for i in range(len(DIRECTIONS))]
-    done = sum(blocks[:self.direction]) + (0 if self.block is None else min(
-        blocks[self.direction], max(0, self.block - first_block)))
-    return (num_programs - self.program) * sum(blocks) - done
+    left = []
+    for program in range(num_programs):
+      if program < self.program:
+        left.append([0] * len(blocks))
+      elif program > self.program:
+        left.append(list(blocks))
+      else:
+        done = [blocks[i] if i < self.direction else 0 for i in range(len(blocks))]
+        if self.direction < len(blocks) and self.block is not None:
+          done[self.direction] = min(blocks[self.direction], max(0, self.block - first_block))
+        left.append([b - d for b, d in zip(blocks, done)])
+    return left
 
   def expected_counts(self, layout: Layout) -> tuple[dict, dict]:
     """Per direction, the (K,) samples and blocks the totals hold at this position."""

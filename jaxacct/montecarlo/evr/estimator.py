@@ -476,11 +476,14 @@ def _tilted(key, mechanism, grid, num_samples, order, *, purpose, precision, blo
     if given:
       raise InputError(argument=argument, requirement=requirement)
   tilt = tilted_lib.tilt_for(mechanism, order, grid)
-  if run.max_seconds is not None:  # the host tables are built: the sampling is projected
+  if run.max_seconds is not None:  # the host tables are built: what is left is projected
+    samples = {d: num_samples for d in DIRECTIONS}
+    state = tilted_lib.saved_state(tilted_lib.estimate_phase(run, identity, tilt, num_samples),
+                                   1, tilt.epsilons.size)
     plan_lib.refuse_over_budget(
         f'the tilted estimate of {num_samples:,} samples per direction',
-        tilted_plan.tilted_sampling_seconds([mechanism], [tilt],
-                                            {d: num_samples for d in DIRECTIONS}, run=run),
+        tilted_plan.tilted_sampling_seconds([mechanism], [tilt], samples, run=run,
+                                            block_size=block_size, state=state),
         run.max_seconds)
   return tilted_lib.run_tilted_estimate(key, mechanism, tilt, num_samples, purpose=purpose,
                                         block_size=block_size, identity=identity, run=run)

@@ -360,7 +360,7 @@ def run_tilted_sweep(keys, mechanisms, tilts, samples: dict, *, purpose: str, bl
   grid = tilts[0].epsilons
   largest = np.zeros((len(tilts), grid.size))  # of the blocks this call computes
   counts = {d: int(samples[d]) for d in DIRECTIONS}
-  state = phase.start(stream.StreamState(stream.BlockSums.zeros(len(tilts), grid.size)))
+  state = saved_state(phase, len(tilts), grid.size)
   for k, (key, mechanism, tilt) in enumerate(zip(keys, mechanisms, tilts)):
     key = keys_lib.canonicalize_key(key)
     purpose_key = keys_lib.purpose_key(key, purpose)
@@ -391,6 +391,23 @@ def run_tilted_sweep(keys, mechanisms, tilts, samples: dict, *, purpose: str, bl
   return TiltedSweep(delta_hat, standard_error, largest, state.totals, counts)
 
 
+def estimate_phase(run: options_lib.RunOptions, identity: dict, tilt: Tilt,
+                   num_samples: int) -> checkpoint_lib.Phase:
+  """The checkpoint phase of a tilted estimate (``run.checkpoint``; the plain run's
+  ``identity`` with the tilt's): what ``run_tilted_estimate`` resumes from."""
+  saved = checkpoint_lib.open_checkpoint(
+      run.checkpoint, {**identity, 'run': 'tilted_estimate', **tilt.identity()},
+      run.checkpoint_interval)
+  return checkpoint_lib.Phase(saved, 'estimate', identity=num_samples)
+
+
+def saved_state(phase: checkpoint_lib.Phase, num_candidates: int,
+                grid_size: int) -> stream.StreamState:
+  """The state a tilted sweep of ``num_candidates`` on a grid of ``grid_size`` ε resumes from
+  in ``phase``: its saved one, else a fresh one."""
+  return phase.start(stream.StreamState(stream.BlockSums.zeros(num_candidates, grid_size)))
+
+
 @scoped_x64
 def run_tilted_estimate(key, mechanism: MatrixMechanism, tilt: Tilt, num_samples: int, *,
                         purpose: str, block_size: int, identity: dict,
@@ -401,21 +418,17 @@ def run_tilted_estimate(key, mechanism: MatrixMechanism, tilt: Tilt, num_samples
 
   Args:
     key: a typed key (canonicalised). tilt: ``tilt_for``'s. identity: the plain run's
-      checkpoint identity, to which the tilt's is added. run: as ``estimate_delta``'s but for
-      ``max_seconds``, which is not used (the tilted program is not projected yet:
-      ``estimate_delta`` refuses it).
+      checkpoint identity, to which the tilt's is added (``estimate_phase``). run: as
+      ``estimate_delta``'s but for ``max_seconds``, which is not used (``estimate_delta``
+      projects the run first).
 
   Raises:
     TermAboveBoundError: a term above M beyond rounding (no result is returned).
   """
   key = keys_lib.canonicalize_key(key)
-  saved = checkpoint_lib.open_checkpoint(
-      run.checkpoint, {**identity, 'run': 'tilted_estimate', **tilt.identity()},
-      run.checkpoint_interval)
   sweep = run_tilted_sweep(
       [key], [mechanism], [tilt], {d: num_samples for d in DIRECTIONS}, purpose=purpose,
-      block_size=block_size, run=run,
-      phase=checkpoint_lib.Phase(saved, 'estimate', identity=num_samples),
+      block_size=block_size, run=run, phase=estimate_phase(run, identity, tilt, num_samples),
       progress=progress_lib.staged(run.progress, 'estimate'))
   return TiltedDeltaEstimate(
       epsilons=tilt.epsilons, delta_hat={d: sweep.delta_hat[d][0] for d in DIRECTIONS},

@@ -289,15 +289,15 @@ def _measure(first: MatrixMechanism, order: int, epsilon: float, *, budget: int,
 
 
 def _sampling_costs(mechanism: MatrixMechanism, tilt, *, mesh: SampleMesh,
-                    blocks_per_call: int | None, progress,
-                    directions=DIRECTIONS) -> _Projector:
+                    blocks_per_call: int | None, progress, directions=DIRECTIONS,
+                    block_size: int | None = None) -> _Projector:
   """A ``_Projector`` of ``mechanism``'s draws at its built ``tilt`` (tables not charged): a
   host pass of ``TIMED_BLOCKS`` blocks (forward recomputation timed apart from the per-tuple
   work; only when the remove direction is among ``directions``) and one compiled, then one
   timed device call per direction of ``directions`` at the run's call shape (the others
   cost 0)."""
   iterations = mechanism.iterations
-  block_size = sampling.default_block_size(iterations)
+  block_size = block_size or sampling.default_block_size(iterations)
   blocks_per_call = blocks_per_call or sampling.default_blocks_per_call(block_size, iterations)
   host_blocks = host_blocks_for(block_size, tilt.order, iterations)
   clock, timed_blocks = {}, min(host_blocks, TIMED_BLOCKS)
@@ -321,22 +321,29 @@ def _sampling_costs(mechanism: MatrixMechanism, tilt, *, mesh: SampleMesh,
 
 
 @scoped_x64
-def tilted_sampling_seconds(mechanisms, tilts, samples: dict, *,
-                            run: options_lib.RunOptions) -> float:
+def tilted_sampling_seconds(mechanisms, tilts, samples: dict, *, run: options_lib.RunOptions,
+                            block_size: int, state: stream.StreamState | None = None) -> float:
   """Projected seconds of drawing ``samples[d]`` per direction (0: none) for each of
-  ``mechanisms`` at its built ``tilts[k]`` — a tilted verification's or estimate's sampling,
-  so that ``run.max_seconds`` can refuse it before any sample (``verification.verify``,
-  ``estimate_delta``). Measured here on the first mechanism (``_sampling_costs``: its tuple
-  draws and device calls, which the run then reuses compiled) and scaled per mechanism by the
-  host-pass rule of ``TiltedDraws`` (``host_passes``); the compiles are included, the tables
-  (already built) are not."""
-  directions = tuple(d for d in DIRECTIONS if samples[d])
-  if not mechanisms or not directions:
+  ``mechanisms`` at its built ``tilts[k]`` in blocks of ``block_size`` — a tilted
+  verification's or estimate's sampling, so that ``run.max_seconds`` can refuse it before any
+  sample (``verification.verify``, ``estimate_delta``) — or, from a resumed ``state``, what it
+  has left (``StreamState.blocks_left``). Measured here on the first mechanism
+  (``_sampling_costs``: its tuple draws and device calls, which the run then reuses compiled)
+  and scaled per mechanism by the host-pass rule of ``TiltedDraws`` (``host_passes``); the
+  compiles are included, the tables (already built) are not."""
+  left = [[-(-samples[d] // block_size) for d in DIRECTIONS]] * len(mechanisms)
+  if state is not None:
+    left = state.blocks_left(num_samples=samples, first_block=0, block_size=block_size,
+                             num_programs=len(mechanisms))
+  remaining = [{d: min(samples[d], blocks[i] * block_size) for i, d in enumerate(DIRECTIONS)}
+               for blocks in left]
+  directions = tuple(d for d in DIRECTIONS if any(r[d] for r in remaining))
+  if not directions:
     return 0.0
   projector = _sampling_costs(mechanisms[0], tilts[0], mesh=SampleMesh.over(run.devices),
                               blocks_per_call=run.blocks_per_call, progress=run.progress,
-                              directions=directions)
-  return projector.costs.compile + len(mechanisms) * projector.sampling(samples)
+                              directions=directions, block_size=block_size)
+  return projector.costs.compile + sum(projector.sampling(r) for r in remaining)
 
 
 class _LogPartitions:

@@ -352,15 +352,18 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
     sweep = candidates_lib.prepare_sweep(
         key, first, sigmas[:-1], [epsilon], n, purpose='verification', shared_draws=shared_draws,
         precision=choice.precision, run=run,
-        phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]))
+        phase=_verification_phase(saved, sigmas))
     sweep.refuse_over_budget(f'the verification of {len(candidates) - 1} candidates × {n:,} '
                              f'samples per direction', max_seconds)
-  elif tilted and max_seconds is not None:
+  elif tilted and max_seconds is not None:  # what is left after a resume, projected
     samples = {d: sizes[d].num_samples for d in DIRECTIONS}
+    state = tilted_lib.saved_state(_verification_phase(saved, sigmas), len(tilts), 1)
     plan_lib.refuse_over_budget(
         f'the tilted verification of {len(tilts)} candidate(s) × ({samples["remove"]:,} remove, '
         f'{samples["add"]:,} add) samples',
-        tilted_plan.tilted_sampling_seconds(candidates[:-1], tilts, samples, run=run),
+        tilted_plan.tilted_sampling_seconds(
+            candidates[:-1], tilts, samples, run=run, state=state,
+            block_size=sampling.default_block_size(first.iterations)),
         max_seconds)
   # Recorded only once the run is certain to draw verification samples; under
   # jax.distributed process 0 charges the ledger and every process gets its answer.
@@ -393,7 +396,7 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
         [jax.random.fold_in(key, CANDIDATE_TAG + j) for j in range(len(tilts))],
         candidates[:-1], tilts, {d: sizes[d].num_samples for d in DIRECTIONS},
         purpose='verification', block_size=sampling.default_block_size(first.iterations),
-        run=run, phase=checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas]),
+        run=run, phase=_verification_phase(saved, sigmas),
         progress=progress_lib.staged(run.progress, 'verification'))
     sums = result.sums
     for d in DIRECTIONS:
@@ -424,6 +427,11 @@ def run_verification(key, candidates, *, epsilon: float, delta: float,
             if tilted and monte_carlo_release else None))
   return Verification(guarantee, chosen, index, tuple(accepted), delta_hat, n, base, sums,
                       charge)
+
+
+def _verification_phase(saved, sigmas) -> checkpoint_lib.Phase:
+  """The checkpoint phase of a verification's sweep (its candidates' σ its identity)."""
+  return checkpoint_lib.Phase(saved, 'verification', [s.hex() for s in sigmas])
 
 
 def _certified_release(candidates, tilts, proposals, order: int, epsilon: float) -> Verification:
