@@ -212,9 +212,10 @@ def print_tilted_plan(payload: dict, file) -> None:
         f'{plan["support"]:.3g}), {seconds(plan["verification_seconds"])}', file=file)
   print(f'  projected wall time here: {seconds(plan["seconds_here"])} (compiles '
         f'{seconds(plan["costs"]["compile"])}, initial σ and fallback '
-        f'{seconds(plan["initial_seconds"])}, report curve {seconds(plan["report_seconds"])} and '
-        f'figures {seconds(plan["figure_seconds"])}); after this plan, whose compiles and '
-        f'initial σ the run reuses: {seconds(plan["seconds_after_plan"])}', file=file)
+        f'{seconds(plan["initial_seconds"])}, the choice of α {seconds(plan["order_seconds"])}, '
+        f'report curve {seconds(plan["report_seconds"])} and figures '
+        f'{seconds(plan["figure_seconds"])}); after this plan, whose compiles and initial σ the '
+        f'run reuses: {seconds(plan["seconds_after_plan"])}', file=file)
   if payload.get('stand_in'):
     print(f'  ({payload["stand_in"]})', file=file)
 

@@ -139,8 +139,8 @@ def test_the_verification_and_the_projection_add_up(projected):
       * tilted_plan._Projector(costs, result.block_size, result.blocks_per_call,
                                result.host_blocks).sampling(result.verification_samples))
   assert result.seconds_after_plan == pytest.approx(
-      result.search_seconds + result.verification_seconds + result.report_seconds
-      + result.figure_seconds)
+      result.order_seconds + result.search_seconds + result.verification_seconds
+      + result.report_seconds + result.figure_seconds)
   assert result.seconds_here == pytest.approx(result.seconds_after_plan
                                               + result.initial_seconds + costs.compile)
   assert min(costs.tables, costs.forward, costs.per_tuple, costs.remove_call) > 0.0

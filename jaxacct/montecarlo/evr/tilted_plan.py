@@ -142,6 +142,9 @@ class TiltedCapacityPlan:
     block_size / blocks_per_call / host_blocks: the run's block, call and host-pass sizes.
     initial_seconds / plan_seconds: the starting points, and this plan's measurements (the
       run recomputes both).
+    order_seconds: choosing α (``proposal='auto'`` without ``tilt_order``: ln Z_α of every
+      searchable order at the first guess, ``tilted_search.resolve_order``; ~0 when α is
+      given), which the run repeats.
     search_seconds / verification_seconds / report_seconds / figure_seconds: the phases.
     seconds_here: the run in a fresh process; seconds_after_plan: after this plan in this
       process (its compiles and starting points reused; the run's tables and draws are its
@@ -164,6 +167,7 @@ class TiltedCapacityPlan:
   host_blocks: int
   initial_seconds: float
   plan_seconds: float
+  order_seconds: float
   search_seconds: float
   verification_seconds: float
   report_seconds: float
@@ -477,9 +481,9 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
                                               mechanism.matrix, fallback, epsilon, base)
   scheme, matrix = mechanism.scheme, mechanism.matrix
   start = min(float(guess), float(sigma_up))
-  proposal, order = tilted_search.resolve_order(
-      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base, monte_carlo.precision,
-      budget)
+  (proposal, order), order_seconds = _timed(
+      tilted_search.resolve_order, monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon,
+      base, monte_carlo.precision, budget)
   if proposal == 'plain':
     return None
   first = MatrixMechanism(scheme, matrix, start)
@@ -532,15 +536,16 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     curve = max(max(drawn or [0]), tilted_search.MIN_DEFAULT_SAMPLES)
     report_seconds = 2 * projector.calls(curve) * costs.add_call  # plain, both directions
   search_seconds = sum(p.seconds for p in probes)
-  after_plan = search_seconds + verification_seconds + report_seconds + figure_seconds
+  after_plan = (order_seconds + search_seconds + verification_seconds + report_seconds
+                + figure_seconds)
   block_size, blocks_per_call = projector.block_size, measured.blocks_per_call
   return TiltedCapacityPlan(
       order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
       anchors=tuple(sorted(model.anchors)), probes=tuple(probes), boundary=boundary,
       candidates=tuple(grid), verification_samples=verification, support=support, costs=costs,
       block_size=block_size, blocks_per_call=blocks_per_call, host_blocks=projector.host_blocks,
-      initial_seconds=initial_seconds, plan_seconds=plan_seconds,
-      search_seconds=search_seconds, verification_seconds=verification_seconds,
+      initial_seconds=initial_seconds, plan_seconds=plan_seconds - order_seconds,
+      order_seconds=order_seconds, search_seconds=search_seconds, verification_seconds=verification_seconds,
       report_seconds=report_seconds, figure_seconds=figure_seconds,
       seconds_here=after_plan + initial_seconds + costs.compile, seconds_after_plan=after_plan)
 
