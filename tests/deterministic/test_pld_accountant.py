@@ -166,6 +166,7 @@ def test_worst_case_pld_per_direction():
   assert worst.get_epsilon_for_delta(1e-5) == max(both)
 
 
+@pytest.mark.slow  # ~15 s: a fine dp_accounting calibration (discretisation 1e-4)
 def test_the_dpsgd_initial_guess_of_a_full_batch_is_the_safe_end():
   # sampling_prob 1, 200 steps: the coarse PLD puts the exact Gaussian σ_up's ε at 4.00009 > 4,
   # so the bracket [0.1, σ_up] has no sign change; the guess is σ_up (it was an internal error).

@@ -439,6 +439,24 @@ def test_the_search_asks_each_sigma_once_and_fails_the_unaffordable_ones(monkeyp
   assert found <= FALLBACK_SIGMA
 
 
+def test_the_order_is_chosen_among_those_a_tilted_run_can_draw():
+  # Balls-in-bins, T = 100, 4 bands, σ = 4: ln Z_α's recursion stays small at every order
+  # (tilt_bound alone picks α = 8), but the tuple chain has 103 states per chain, so
+  # C(102 + α, α) = 5,356, 187,460, 4,967,690 multisets at α = 2, 3, 4: only α ≤ 3 fit the
+  # default budget of 2·10⁶.
+  balls = jaxacct.MatrixMechanism(jaxacct.BallsInBins(iterations=100, cycle_length=100),
+                                  jaxacct.BandedToeplitz([1.0, 0.5, 0.375, 0.3125]), 4.0)
+  assert [tilted.sampler_states(balls, a)[0] for a in (2, 3, 4)] == [5356, 187460, 4967690]
+  assert tilt_bound.choose_order(balls, 1.0).alpha == 8
+  choice = tilted.choose_order(balls, 1.0)
+  assert choice.alpha == 3 and [row.alpha for row in choice.table] == [2, 3]
+  assert tilted.resolve_proposal('auto', None, [balls], 1.0, 'float64') == ('tilted', 3)
+  for orders, named in (([], 'orders must not be empty'), ([1], 'orders must be an integer'),
+                        ([5, 6], 'state_budget')):
+    with pytest.raises(jaxacct.InputError, match=named):
+      tilted.choose_order(balls, 1.0, orders)
+
+
 def test_a_calibration_chooses_its_order_among_those_its_search_can_pass():
   # At (ε, δ_b) = (3, 5e-7) no σ can pass α ≤ 3 (M ≥ M|_(Z=1) = 0.012, 3.7e-4 > 400·δ_b):
   # auto takes the order of the smallest M at the search's first guess among 4 … 8 — even at

@@ -135,7 +135,10 @@ def choose_order(mechanism: MatrixMechanism, epsilon: float, orders=None, *,
   """
   _require_covered(mechanism)
   budget = _validate.integer_at_least('state_budget', state_budget, 1)
-  orders = range(2, tilt_bound.DEFAULT_ALPHA_MAX + 1) if orders is None else orders
+  orders = list(range(2, tilt_bound.DEFAULT_ALPHA_MAX + 1) if orders is None else orders)
+  if not orders:
+    raise InputError('orders must not be empty')
+  orders = [_validate.integer_at_least('orders', alpha, 2) for alpha in orders]
   fitting = [alpha for alpha in orders if sampler_states(mechanism, alpha)[0] <= budget]
   if not fitting:
     raise InputError(argument='state_budget', value=budget,
