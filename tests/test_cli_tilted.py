@@ -40,9 +40,10 @@ def test_a_tilted_estimate_runs_end_to_end_and_equals_the_api(tmp_path, capsys):
   assert cli.main(['estimate', str(_config(tmp_path)), '--json', '--out', str(tmp_path)]) == 0
   captured = capsys.readouterr()
   printed = json.loads(captured.out)
-  # Not timed by the plan: said on stderr, never silently.
+  # Projected against the default budget first (tilted_plan.tilted_sampling_seconds): said
+  # on stderr, never silently.
   assert 'the remove direction tilted (α = 3)' in captured.err
-  assert 'not timed first' in captured.err
+  assert 'timed against the budget' in captured.err
   folder = tmp_path / 'estimate'
   written = json.loads((folder / 'estimate.json').read_text())
   assert (folder / 'delta_hat.png').is_file()
@@ -159,6 +160,15 @@ def test_an_order_the_capped_search_cannot_pass_is_refused_before_compute(tmp_pa
   assert 'calibration.tilt_order=3' in err
   assert tilted_search.searchable_orders(4.5, 5e-6) == [3, 4, 5, 6, 7, 8]
   assert tilted_search.searchable_orders(4.5, 5e-6 * 1.4) == [2, 3, 4, 5, 6, 7, 8]
+
+
+def test_a_tilted_estimate_over_max_minutes_is_refused_before_any_sample(tmp_path, capsys):
+  # 10⁸ samples per direction: projected (host draws and device calls timed) far over 1 min.
+  path = _config(tmp_path, num_samples=100_000_000)
+  assert cli.main(['estimate', str(path), '--max-minutes', '1', '--out', str(tmp_path)]) == 2
+  err = capsys.readouterr().err
+  assert 'timed against the budget' in err and 'projected to take' in err
+  assert not (tmp_path / 'estimate' / 'estimate.json').exists()
 
 
 def test_jaxacct_plan_projects_a_tilted_calibration(tmp_path, capsys):

@@ -100,16 +100,22 @@ def _max_seconds(args, mechanism, num_samples: int, options: MonteCarloOptions) 
   the estimate could exceed it (``plan.needs_timing``), None (nothing timed or refused)
   otherwise. An estimate that is not timed first is announced on stderr here, since its first
   call compiles the program without a line (a timed one is announced by the probe,
-  ``plan.program_seconds``). A tilted estimate is never timed (``estimate_delta`` refuses
-  ``max_seconds`` with it: its host tuple draws are not projected yet), and says so."""
+  ``plan.program_seconds``). A tilted estimate under a budget is always projected
+  (``tilted_plan.tilted_sampling_seconds``: after its host tables, a host pass of tuple draws
+  and one call per direction are timed; the plain gate ``needs_timing`` does not know the host
+  draws' cost), and says so first."""
   if options.proposal == 'tilted':
+    budget = budget_seconds(args)
     progress_lib.announce(reporter(args), f'estimate: {num_samples:,} samples per direction '
                                           f'of n = {mechanism.iterations:,} rounds, the remove '
                                           f'direction tilted (α = {options.tilt_order}), '
-                                          'starting; not timed first (a tilted run is not '
-                                          'projected yet: --max-minutes is not checked; its '
-                                          'first call may compile the program)…')
-    return None
+                                          'starting: ' + (
+                                              'its host tables, then a host pass of tuple '
+                                              'draws and one call per direction timed against '
+                                              'the budget…' if budget is not None else
+                                              'not timed first (--force; its first call may '
+                                              'compile the program)…'))
+    return budget
   budget = budget_seconds(args)
   if plan_lib.needs_timing(mechanism, num_samples, budget, devices=jax.device_count()):
     return budget
