@@ -215,6 +215,22 @@ def _scheme_patterns(mechanism):
   return np.array(patterns), np.array(probabilities)
 
 
+def _block_program(mechanism, key):
+  """(tilt, kernel, program, remove stream key) of one device's α = 3 tilted program of
+  ``mechanism`` on ``key``'s estimation streams (the block oracles below)."""
+  from jaxacct.montecarlo.engine import kernels
+  from jaxacct.montecarlo.engine.sharding import SampleMesh
+  tilt = tilted.tilt_for(mechanism, 3, np.asarray([1.0]))
+  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
+  program = engine_tilted.TiltedDraws(
+      mechanism=mechanism, kernel=kernel, block_size=BLOCK,
+      mesh=SampleMesh.over(jax.local_devices()[:1]), tuples=tilt.tuples,
+      tuple_key=keys_lib.host_stream_key(key, 'estimation', 'remove'), order=3,
+      log_z=tilt.log_z, log_support=tilt.log_support)
+  stream_key = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
+  return tilt, kernel, program, stream_key
+
+
 @pytest.mark.parametrize('mechanism', [CYCLIC, BALLS], ids=['cyclic-random-phase',
                                                              'balls-in-bins'])
 def test_a_tilted_block_of_a_phase_mixture_has_the_brute_force_loss(mechanism):
@@ -223,19 +239,10 @@ def test_a_tilted_block_of_a_phase_mixture_has_the_brute_force_loss(mechanism):
   patterns, P/Q(y) = Σ_x p_x exp(⟨Cx, y⟩/σ² − ‖Cx‖²/(2σ²)) — the pair the chain tilts and the
   pair the kernel's loss mixes over the phase are the scheme's one pair."""
   from jaxacct.deterministic import minsep_chain
-  from jaxacct.montecarlo.engine import kernels, sampling
-  from jaxacct.montecarlo.engine.sharding import SampleMesh
+  from jaxacct.montecarlo.engine import sampling
   sigma = float(mechanism.noise_multiplier)
-  tilt = tilted.tilt_for(mechanism, 3, np.asarray([1.0]))
-  key = jax.random.key(5)
-  kernel = kernels.kernel_for(mechanism, np.dtype(np.float64))
-  program = engine_tilted.TiltedDraws(
-      mechanism=mechanism, kernel=kernel, block_size=BLOCK,
-      mesh=SampleMesh.over(jax.local_devices()[:1]), tuples=tilt.tuples,
-      tuple_key=keys_lib.host_stream_key(key, 'estimation', 'remove'), order=3,
-      log_z=tilt.log_z, log_support=tilt.log_support)
+  _, kernel, program, stream_key = _block_program(mechanism, jax.random.key(5))
   tuples = program.draw_tuples([0])[0]
-  stream_key = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
   with jax.enable_x64(True):
     losses = np.asarray(program.losses(stream_key, 0, 1))[0]
     _, z = sampling.draw_noise(stream_key, jnp.arange(BLOCK, dtype=jnp.int64), kernel)
@@ -432,16 +439,8 @@ def test_a_block_is_its_tuples_its_noise_and_the_exact_loss():
   """Oracle of one block: the tuples are ``TupleChain.draw`` on the block's Philox seed, y is
   C·Σ_j x_j (NumPy band product) + σ·z of the run's own NOISE stream, L is ``privacy_loss``."""
   from jaxacct.deterministic import minsep_chain
-  from jaxacct.montecarlo.engine import kernels, sampling
-  from jaxacct.montecarlo.engine.sharding import SampleMesh
-  tilt = tilted.tilt_for(BMINSEP, 3, np.asarray([1.0]))
-  key = jax.random.key(5)
-  kernel = kernels.kernel_for(BMINSEP, np.dtype(np.float64))
-  program = engine_tilted.TiltedDraws(
-      mechanism=BMINSEP, kernel=kernel, block_size=BLOCK,
-      mesh=SampleMesh.over(jax.local_devices()[:1]), tuples=tilt.tuples,
-      tuple_key=keys_lib.host_stream_key(key, 'estimation', 'remove'), order=3,
-      log_z=tilt.log_z, log_support=tilt.log_support)
+  from jaxacct.montecarlo.engine import sampling
+  tilt, kernel, program, stream_key = _block_program(BMINSEP, jax.random.key(5))
   seed, = keys_lib.host_block_seeds(program.tuple_key, [3])
   patterns = tilt.chain.draw(np.random.Generator(np.random.Philox(key=seed)), BLOCK)
   np.testing.assert_array_equal(program.draw_tuples([3, 4])[0], patterns)
@@ -451,7 +450,6 @@ def test_a_block_is_its_tuples_its_noise_and_the_exact_loss():
   assert sorted(ahead._ahead) == [4, 5, 6]
   np.testing.assert_array_equal(ahead.draw_tuples([4, 5]), program.draw_tuples([4, 5]))
   np.testing.assert_array_equal(ahead.draw_tuples([7, 8]), program.draw_tuples([7, 8]))
-  stream_key = keys_lib.direction_key(keys_lib.purpose_key(key, 'estimation'), 'remove')
   with jax.enable_x64(True):
     losses = np.asarray(program.losses(stream_key, 3, 2))[0]
     _, z = sampling.draw_noise(stream_key, 3 * BLOCK + jnp.arange(BLOCK, dtype=jnp.int64), kernel)

@@ -258,9 +258,7 @@ class _Measured(typing.NamedTuple):
   tilt: tilted_lib.Tilt
   log_z2: float
   order_two: bool  # the search asks the α = 2 chain first at each σ
-  costs: TiltCosts
-  projector: '_Projector'
-  blocks_per_call: int
+  projector: '_Projector'  # its costs: every ``TiltCosts`` of the first σ
 
 
 def _measure(first: MatrixMechanism, order: int, epsilon: float, *, budget: int,
@@ -286,10 +284,9 @@ def _measure(first: MatrixMechanism, order: int, epsilon: float, *, budget: int,
                             progress=progress)
   costs = dataclasses.replace(sampler.costs, order_two=two_seconds if order_two else 0.0,
                               tables=table_seconds, add_bound=add_seconds)
-  return _Measured(tilt, log_z2, order_two, costs,
+  return _Measured(tilt, log_z2, order_two,
                    _Projector(costs, sampler.block_size, sampler.call_blocks,
-                              sampler.host_blocks),
-                   sampler.call_blocks // mesh.size)
+                              sampler.host_blocks))
 
 
 def _sampling_costs(mechanism: MatrixMechanism, tilt, *, mesh: SampleMesh,
@@ -335,12 +332,12 @@ def tilted_sampling_seconds(mechanisms, tilts, samples: dict, *, run: options_li
   (``_sampling_costs``: its tuple draws and device calls, which the run then reuses compiled)
   and scaled per mechanism by the host-pass rule of ``TiltedDraws`` (``host_passes``); the
   compiles are included, the tables (already built) are not."""
-  left = [[-(-samples[d] // block_size) for d in DIRECTIONS]] * len(mechanisms)
+  remaining = [dict(samples)] * len(mechanisms)
   if state is not None:
-    left = state.blocks_left(num_samples=samples, first_block=0, block_size=block_size,
-                             num_programs=len(mechanisms))
-  remaining = [{d: min(samples[d], blocks[i] * block_size) for i, d in enumerate(DIRECTIONS)}
-               for blocks in left]
+    remaining = [{d: min(samples[d], blocks[i] * block_size) for i, d in enumerate(DIRECTIONS)}
+                 for blocks in state.blocks_left(num_samples=samples, first_block=0,
+                                                 block_size=block_size,
+                                                 num_programs=len(mechanisms))]
   directions = tuple(d for d in DIRECTIONS if any(r[d] for r in remaining))
   if not directions:
     return 0.0
@@ -491,7 +488,8 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   with progress_lib.heartbeat(progress, 'the tilted plan\'s measurements'):
     measured = _measure(first, order, epsilon, budget=budget, mesh=mesh,
                         blocks_per_call=run.blocks_per_call, progress=progress)
-  costs, projector = measured.costs, measured.projector
+  projector = measured.projector
+  costs = projector.costs
   model = _LogPartitions(scheme, matrix, order, budget, start, measured.log_z2,
                          measured.tilt.log_z)
 
@@ -538,7 +536,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   search_seconds = sum(p.seconds for p in probes)
   after_plan = (order_seconds + search_seconds + verification_seconds + report_seconds
                 + figure_seconds)
-  block_size, blocks_per_call = projector.block_size, measured.blocks_per_call
+  block_size, blocks_per_call = projector.block_size, projector.call_blocks // mesh.size
   return TiltedCapacityPlan(
       order=order, base_delta=base, sigma_up=float(sigma_up), initial_guess=float(guess),
       anchors=tuple(sorted(model.anchors)), probes=tuple(probes), boundary=boundary,
