@@ -10,7 +10,8 @@ coarse copy of the curve (``deterministic/curve_plan.py``). ``train``: the calib
 capacity plan without its report, plus the training's first steps timed
 (``training.task.project_training``). Printed side by side with their ratio, the whole
 process's seconds and the machine's load average (other work on the machine moves both
-figures, not always alike).
+figures, not always alike). Each run has its own temporary attempt ledger: measuring charges
+nothing of the user's.
 
 Goal: measured / projected within [1/1.3, 1.3].
 
@@ -44,8 +45,11 @@ def run(config: str, subcommand: str, overrides: list[str]) -> dict:
                '--json', '--out', folder, '--force']
     for override in overrides:
       command += ['--set', override]
+    # A measurement, not a release: a fresh attempt ledger per run (never the user's).
+    env = {**os.environ, 'JAXACCT_LEDGER': str(pathlib.Path(folder) / 'ledger.json')}
     start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False,
+                          env=env)
     seconds = time.perf_counter() - start
   if done.returncode != 0:
     raise RuntimeError(f'{config}: exit {done.returncode}\n{done.stderr[-2000:]}')

@@ -195,16 +195,20 @@ def print_tilted_plan(payload: dict, file) -> None:
         f'(plain add)', file=file)
   print(f'  the σ search replayed from σ = {plan["initial_guess"]:.6g} (σ_up = '
         f'{plan["sigma_up"]:.6g}): {len(plan["probes"])} σ, {seconds(plan["search_seconds"])}; '
-        f'ln Z_α modelled from ln Z₂ by a power law through ('
-        + ', '.join(f'σ = {sigma:.4g}: {two:.3g}, {alpha:.3g}'
-                    for sigma, two, alpha in plan['anchors'])
-        + f'), a sampled σ taken to pass when M(α, ε) − M(α, ε)|_(Z = 1) ≤ '
-        f'{tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b', file=file)
+        + ('ln Z_α modelled from ln Z₂ by a power law through ('
+           + ', '.join(f'σ = {sigma:.4g}: {two:.3g}, {alpha:.3g}'
+                       for sigma, two, alpha in plan['anchors']) + ')'
+           if any(probe['modelled'] for probe in plan['probes'])
+           else 'ln Z_α exact at every σ')
+        + ', a sampled σ taken to pass when min over the orders known there of M(α′, ε) − '
+        f'M(α′, ε)|_(Z = 1) ≤ {tilted_plan.BOUNDARY_SUPPORT_RATIO:g}·δ_b', file=file)
   for probe in plan['probes']:
     drawn = ', '.join(f'{d} {n:,}' for d, n in probe['samples'].items() if n) or 'no samples'
     print(f'    σ = {probe["sigma"]:.6g}: {probe["outcome"]} → '
           f'{"passes" if probe["passes"] else "fails"} (M = {probe["support"]:.3g}'
-          + (' modelled' if probe['modelled'] else '') + f'; {drawn}; '
+          + (' modelled' if probe['modelled'] else '')
+          + (f', proxy δ {probe["proxy"]:.3g}' if probe.get('proxy') is not None else '')
+          + f'; {drawn}; '
           f'{seconds(probe["seconds"])})', file=file)
   samples = ', '.join(f'{d} {n:,}' for d, n in plan['verification_samples'].items())
   print(f'  verification at the boundary σ ≈ {plan["boundary"]:.6g}: {len(plan["candidates"])} '

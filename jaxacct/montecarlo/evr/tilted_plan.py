@@ -11,18 +11,20 @@ with the same arithmetic and rules, deciding each σ without sampling:
 - by the search's own rules where it decides without samples: the α = 2 chain's "fails"
   (exact: computed here as the search computes it), M(α, ε) ≥ 1, the ``MAX_DEFAULT_SAMPLES``
   cap, M(α, ε) ≤ δ_b, and the add direction's (A1)/Rényi certificate (``tilted.add_bound``,
-  exact); M(α, ε) is exact where ln Z_α is computed here — the search's first σ and, for α > 2,
-  the first replay's boundary — and elsewhere modelled from the exact ln Z₂ by a power law
+  exact); M(α, ε) is exact where ln Z_α is computed here — the search's first σ, at every σ when
+  the order-α recursion is cheap (``CHEAP_WORK``) and, for α > 2, the first replay's boundary —
+  and elsewhere modelled from the exact ln Z₂ by a power law
   through those two (``modelled_log_z``): the search is replayed a second time with both. ln Z_α
   moves fast with σ near the boundary (×16 in M(α, ε) over 3 % of σ at §7.4), so a model
   error moves the replayed σ by a few grid steps, not the number of σ;
-- modelled where the search samples: a sampled σ is taken to pass when M(α, ε) − F(α, ε) ≤
-  ``BOUNDARY_SUPPORT_RATIO``·δ_b, F = e^{−(α−1)ε}(α−1)^{α−1}/α^α being M's value at Z_α = 1
-  (σ → ∞) — where the verified boundaries measured so far lie (M/δ_b from 16.5 to ~48 at
-  α = 3, with F ≪ δ_b; F keeps the rule from failing every σ of an order whose floor alone
-  is near 25·δ_b); a plainly sampled add direction is taken to pass with it. An
-  order far from the one ``choose_order`` picks moves the real boundary, and with it the
-  projection: the plan lists the σ it replayed and which it modelled.
+- modelled where the search samples: a sampled σ is taken to pass when ``proxy_delta`` — min
+  over the orders α′ known there of M(α′, ε) − F(α′, ε), F = e^{−(α′−1)ε}(α′−1)^{α′−1}/α′^α′
+  being M's value at Z = 1 (σ → ∞) — is ≤ ``BOUNDARY_SUPPORT_RATIO``·δ_b. The orders known: the
+  run's α, α = 2 where the search asks it first, and every α′ ≤ 16 whose recursion is cheap
+  (``CHEAP_WORK``: closed forms, small chains), computed exactly at each σ. The best order's
+  M tracks δ within a bounded factor; the run's own order, chosen at the initial guess, may be
+  far from the best at the boundary (its M then overstates δ by 10²). A plainly sampled add
+  direction is taken to pass with it. The plan lists the σ it replayed and which it modelled.
 
 The verification is then projected at the replayed boundary (``search_start.candidate_grid``):
 each candidate's tables, its remove samples N(S) (``bounds.resolve_direction_sizes`` with
@@ -70,12 +72,23 @@ from jaxacct.montecarlo.engine.tilted import TiltedDraws, host_blocks_for
 from jaxacct.montecarlo.evr import bounds, search_start, tilted_search
 from jaxacct.montecarlo.evr import tilted as tilted_lib
 
-BOUNDARY_SUPPORT_RATIO = 25.0
-"""M(α, ε)/δ_b below which the plan takes a sampled σ to pass (module docstring). At the
-verified tilted boundaries measured with α = 3 (benchmarks/RESULTS.md) it was 16.5 (the
-quickstart, δ_b = 5·10⁻⁴), 20.7 (§7.4, δ_b = 6.5·10⁻⁹) and ~48 (the tests' n = 12 b-min-sep,
-δ_b = 5·10⁻⁶): a ratio within that range moves the projected boundary by a few grid steps,
-and the sampled σ's counts (≥ 1000, ~50·M/δ_b) by at most the same factor."""
+BOUNDARY_SUPPORT_RATIO = 12.0
+"""``proxy_delta``/δ_b at or below which the plan takes a sampled σ to pass (the search passes
+where δ̂ ≤ δ_b, so at its boundary δ ≈ δ_b). The best integer order's conversion is a bounded
+multiple of δ — min over α′ ∈ 2…16 of M(α′, ε) / the exact δ (dp_accounting's PLD) measured
+3.2–10.7 on DP-SGD (q = 0.01, n = 1000; ε ∈ {1, 2, 4}, δ from 10⁻⁶ to 10⁻²) and 6.9–8.3 on
+cyclic Poisson (n = 400, T = 8, 8 bands, ε = 3, δ from 2·10⁻⁷ to 3·10⁻⁶) — while one order's
+is not (α = 4 on that cyclic Poisson: 40 at δ = 2.6·10⁻⁶, 285 at 2.2·10⁻⁷: it put the replayed
+boundary at σ = 2.12 against the search's 1.33). Where only α ≤ 3 is known (the §7.4 shape) the
+verified boundaries had M(3, ε)/δ_b = 20.7 (§7.4) and 16.5 (the quickstart): a ratio of 12
+there moves the replayed boundary by under 1 % in σ (M moves ×16 over 3 %)."""
+
+CHEAP_WORK = 20_000_000
+"""States × rounds of an order's recursion at or below which the plan computes its ln Z_α at
+every σ it replays (~0.1 s; closed forms always): exact M for the run's order, and the orders
+2…16 of ``proxy_delta``. Above it, ln Z_α of the run's order is modelled (``modelled_log_z``)."""
+
+PROXY_ORDERS = range(2, 17)
 
 
 # Blocks of tuples drawn to time the sampler: the per-round overhead of the backward pass is
@@ -113,7 +126,8 @@ class TiltCosts:
 class Probe:
   """One σ of the replayed search: how it is decided (``"order two"``, ``"M >= 1"``, ``"over
   cap"``, ``"certified"`` or ``"sampled"``), whether it passes, its samples per direction, M(α,
-  ε) (modelled where ``modelled``) and its projected seconds."""
+  ε) (modelled where ``modelled``), its projected seconds, and where sampled the
+  ``proxy_delta`` that decided it (else None)."""
 
   sigma: float
   outcome: str
@@ -122,6 +136,7 @@ class Probe:
   support: float
   modelled: bool
   seconds: float
+  proxy: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -348,39 +363,81 @@ def tilted_sampling_seconds(mechanisms, tilts, samples: dict, *, run: options_li
 
 
 class _LogPartitions:
-  """ln Z₂ (exact, computed as asked, once per σ) and ln Z_α (exact at the anchors, else
-  ``modelled_log_z``) of one scheme and strategy at any σ."""
+  """ln Z₂ (exact, computed as asked, once per σ), ln Z_α (exact where cheap or at the anchors,
+  else ``modelled_log_z``) and the proxy of δ (``proxy_delta``) of one scheme and strategy at
+  any σ."""
 
   def __init__(self, scheme, matrix, order: int, budget: int, sigma: float, log_z2: float,
-               log_z: float):
+               log_z: float, epsilon: float):
     self.scheme, self.matrix, self.order, self.budget = scheme, matrix, order, budget
+    self.epsilon = epsilon
     self._two = {sigma: log_z2}
     self._exact = {sigma: log_z}
     self.anchors = [(sigma, log_z2, log_z)]
+    mechanism = MatrixMechanism(scheme, matrix, sigma)
+    self.cheap_orders = tuple(alpha for alpha in PROXY_ORDERS
+                              if is_cheap(mechanism, alpha, budget))
+
+  def _partition(self, sigma: float, alpha: int) -> float:
+    return tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma), alpha,
+                                state_budget=self.budget).log_z
 
   def order_two(self, sigma: float) -> float:
     if sigma not in self._two:
-      self._two[sigma] = tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma),
-                                              2, state_budget=self.budget).log_z
+      self._two[sigma] = self._partition(sigma, 2)
     return self._two[sigma]
 
   def is_exact(self, sigma: float) -> bool:
-    return sigma in self._exact
+    return sigma in self._exact or self.order in self.cheap_orders
 
   def anchor(self, sigma: float) -> None:
     """Computes ln Z_α at σ (the order-α chain's forward pass) and anchors the model there."""
-    log_z = tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma), self.order,
-                                 state_budget=self.budget).log_z
+    log_z = self._partition(sigma, self.order)
     self._exact[sigma] = log_z
     self.anchors.append((sigma, self.order_two(sigma), log_z))
 
   def log_z(self, sigma: float) -> tuple[float, bool]:
-    """(ln Z_α at σ, whether modelled): exact at the anchors and for α = 2."""
+    """(ln Z_α at σ, whether modelled): exact at the anchors, for α = 2 and for a cheap α."""
     if sigma in self._exact:
       return self._exact[sigma], False
     if self.order == 2:
       return self.order_two(sigma), False
+    if self.order in self.cheap_orders:
+      self._exact[sigma] = self._partition(sigma, self.order)
+      return self._exact[sigma], False
     return modelled_log_z(self.order_two(sigma), self.anchors, self.order), True
+
+  def proxy_delta(self, sigma: float, log_z: float, order_two: bool) -> float:
+    """min over the orders known at σ of M(α′, ε) − F(α′, ε) (``proxy_delta``): the run's α
+    (``log_z``, exact or modelled), the cheap orders (exact), and α = 2 when the search asks
+    it first (``order_two``)."""
+    known = {self.order: log_z}
+    if order_two:
+      known[2] = self.order_two(sigma)
+    for alpha in self.cheap_orders:
+      if alpha not in known:
+        known[alpha] = self.order_two(sigma) if alpha == 2 else self._partition(sigma, alpha)
+    return proxy_delta(known, self.epsilon)
+
+
+def is_cheap(mechanism: MatrixMechanism, alpha: int, budget: int) -> bool:
+  """Whether ln Z_α of ``mechanism`` is cheap enough to compute at every σ of the replayed
+  search (states × rounds ≤ ``CHEAP_WORK``, closed forms always; within the state ``budget``):
+  the plan then uses it exactly, not modelled."""
+  states, _ = tilt_bound.state_space(mechanism, alpha)
+  return states <= budget and (states <= 1 or states * mechanism.iterations <= CHEAP_WORK)
+
+
+def proxy_delta(log_partitions: dict, epsilon: float) -> float:
+  """The plan's proxy of δ(ε) at a σ where the search samples: min over the orders α′ of
+  ``log_partitions`` (α′ → ln Z_α′) of M(α′, ε) − F(α′, ε), with M the conversion of the
+  tilted term bound (``tilt_bound.log_support_bound``) and F its value at Z = 1 (σ → ∞:
+  M − F → 0 as δ does). The best order's M is a bounded multiple of δ where a single order's
+  is not (``BOUNDARY_SUPPORT_RATIO``)."""
+  values = [math.exp(min(0.0, tilt_bound.log_support_bound(log_z, alpha, epsilon)))
+            - math.exp(tilt_bound.log_support_bound(0.0, alpha, epsilon))
+            for alpha, log_z in log_partitions.items()]
+  return max(0.0, min(values))
 
 
 def _verification_samples(candidates, model: _LogPartitions, *, delta: float,
@@ -491,7 +548,7 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   projector = measured.projector
   costs = projector.costs
   model = _LogPartitions(scheme, matrix, order, budget, start, measured.log_z2,
-                         measured.tilt.log_z)
+                         measured.tilt.log_z, epsilon)
 
   def replay() -> tuple[list[Probe], float]:
     probes: list[Probe] = []
@@ -501,10 +558,9 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
         return True  # by the fallback's proof, as in the search
       if not any(p.sigma == sigma for p in probes):  # each σ once, as in the search
         probes.append(_probe(MatrixMechanism(scheme, matrix, sigma), order=order,
-                             epsilon=epsilon, base_delta=base,
-                             log_z2=model.order_two(sigma) if measured.order_two else None,
-                             estimation_samples=monte_carlo.estimation_samples,
-                             log_z=model.log_z, projector=projector))
+                             epsilon=epsilon, base_delta=base, order_two=measured.order_two,
+                             estimation_samples=monte_carlo.estimation_samples, model=model,
+                             projector=projector))
       return next(p.passes for p in probes if p.sigma == sigma)
 
     found = smallest_passing_sigma(meets, tolerance=monte_carlo.grid_ratio - 1.0,
@@ -566,19 +622,18 @@ def modelled_log_z(log_z2: float, anchors, order: int) -> float:
 
 
 def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta: float,
-           log_z2: float | None, estimation_samples: int | None, log_z,
+           order_two: bool, estimation_samples: int | None, model: _LogPartitions,
            projector: _Projector) -> Probe:
-  """One σ of the replayed search: ``tilted_search.boundary``'s rules (module docstring),
-  with ln Z₂ where the search asks the α = 2 chain first (else None) and ln Z_α from
-  ``log_z(σ)`` → (value, modelled)."""
+  """One σ of the replayed search: ``tilted_search.boundary``'s rules (module docstring), the
+  α = 2 chain first where the search asks it (``order_two``), ln Z_α from ``model``."""
   sigma = float(mechanism.noise_multiplier)
   costs = projector.costs
   seconds = costs.order_two
   none = {d: 0 for d in DIRECTIONS}
-  if log_z2 is not None and tilted_search.fails_by_order_two(log_z2, order, epsilon):
+  if order_two and tilted_search.fails_by_order_two(model.order_two(sigma), order, epsilon):
     return Probe(sigma, 'order two', False, none, 1.0, False, seconds)
   seconds += costs.tables
-  value, modelled = log_z(sigma)
+  value, modelled = model.log_z(sigma)
   log_support = tilt_bound.log_support_bound(value, order, epsilon)
   support = math.exp(min(log_support, 0.0))
   if not log_support < 0.0:
@@ -596,9 +651,6 @@ def _probe(mechanism: MatrixMechanism, *, order: int, epsilon: float, base_delta
   samples = {d: 0 if certified[d] else count for d in DIRECTIONS}
   if not any(samples.values()):
     return Probe(sigma, 'certified', True, samples, support, modelled, seconds)
-  # M = Z_α·F with F = M at Z_α = 1 (σ → ∞): the rule asks (Z_α − 1)·F ≤ ratio·δ_b, which is
-  # M ≤ ratio·δ_b where F ≪ δ_b (the measured cases) and still passes large σ where F is not.
-  floor = math.exp(tilt_bound.log_support_bound(0.0, order, epsilon))
-  passes = support - floor <= BOUNDARY_SUPPORT_RATIO * base_delta
-  return Probe(sigma, 'sampled', passes, samples, support, modelled,
-               seconds + projector.sampling(samples))
+  proxy = model.proxy_delta(sigma, value, order_two)
+  return Probe(sigma, 'sampled', proxy <= BOUNDARY_SUPPORT_RATIO * base_delta, samples, support,
+               modelled, seconds + projector.sampling(samples), proxy)
