@@ -9,7 +9,7 @@ estimation stream (``montecarlo/evr/tilted_search.py``), then Algorithm 5 with t
 prints each search evaluation, the candidates and outcomes, the release and the wall-clock
 seconds. With ``--plan`` the tilted capacity plan (``montecarlo/evr/tilted_plan.py``) runs
 first, in the same process, and its projection of the rest of the run is printed beside the
-measured seconds (goal: within ±30 %). The ledger and checkpoint live in ``--state`` (not the
+measured seconds (goal: within ±30 %); ``--plan-only`` stops after the plan. The ledger and checkpoint live in ``--state`` (not the
 user's): run again with the same arguments to resume. Never timed inside tests. Usage (from
 the repository root):
 
@@ -40,7 +40,10 @@ def main() -> None:
   parser.add_argument('--seed', type=int, default=0)
   parser.add_argument('--plan', action='store_true',
                       help='project the run first (tilted_plan) and print projected vs measured')
+  parser.add_argument('--plan-only', action='store_true',
+                      help='the plan alone (its replayed search and projection), no run')
   args = parser.parse_args()
+  args.plan = args.plan or args.plan_only
   state = state_folder(args.state)
   mechanism = production_mechanism()
   options = jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=args.order,
@@ -54,12 +57,15 @@ def main() -> None:
     print(f'plan: {time.perf_counter() - start:.1f} s; costs {projected.costs}')
     for probe in projected.probes:
       print(f'  replayed σ = {probe.sigma:.6f}: {probe.outcome}, passes {probe.passes}, '
-            f'M = {probe.support:.3g}{" (modelled)" if probe.modelled else ""}, '
+            f'M = {probe.support:.3g}{" (modelled)" if probe.modelled else ""}'
+            + (f', proxy δ {probe.proxy:.3g}' if probe.proxy is not None else '') + ', '
             f'samples {probe.samples}, {probe.seconds:.1f} s')
     print(f'  boundary {projected.boundary:.6f}, candidates {projected.candidates}, '
           f'N {projected.verification_samples}; search {projected.search_seconds:.0f} s, '
           f'verification {projected.verification_seconds:.0f} s, after the plan '
           f'{projected.seconds_after_plan:.0f} s, in a fresh process {projected.seconds_here:.0f} s')
+    if args.plan_only:
+      return
   start = time.perf_counter()
   result = jaxacct.calibrate_noise_multiplier(
       mechanism.scheme, mechanism.matrix, epsilon=EPSILON, delta=DELTA,

@@ -151,6 +151,10 @@ def test_the_replayed_search_follows_the_searchs_rules(projected_modelled):
                               <= tilted_plan.BOUNDARY_SUPPORT_RATIO * result.base_delta)
   assert any(probe.outcome == 'sampled' for probe in result.probes)
   _check_monotone(result)
+  # The verification's support bound: the smallest candidate's M, computed (not modelled).
+  smallest = dataclasses.replace(BMINSEP, noise_multiplier=result.candidates[0])
+  assert result.support == pytest.approx(math.exp(tilt_bound.log_support_bound(
+      tilt_bound.partition(smallest, 3).log_z, 3, EPSILON)), rel=1e-12)
 
 
 def test_the_model_of_ln_z_is_a_power_law_through_its_anchors():

@@ -28,7 +28,7 @@ with the same arithmetic and rules, deciding each σ without sampling:
 
 The verification is then projected at the replayed boundary (``search_start.candidate_grid``):
 each candidate's tables, its remove samples N(S) (``bounds.resolve_direction_sizes`` with
-S = max_k M_k, modelled as above) and its plain add samples unless certified; and, when asked,
+S = max_k M_k, the smallest candidate's M, computed there) and its plain add samples unless certified; and, when asked,
 the report curve (plain draws at the released σ, as ``jaxacct calibrate`` draws it).
 
 Measured here, once each: the starting points (σ_up, guess: cached, the run reuses them), the
@@ -152,7 +152,7 @@ class TiltedCapacityPlan:
     boundary: the σ the replayed search ends at (the candidates' centre).
     candidates: the Monte Carlo candidates projected (the fallback's σ_up not included).
     verification_samples: per direction, N per candidate (0: certified).
-    support: S = max_k M_k of the candidates (modelled).
+    support: S = max_k M_k of the candidates (the smallest candidate's, computed).
     costs: ``TiltCosts``.
     block_size / blocks_per_call / host_blocks: the run's block, call and host-pass sizes.
     initial_seconds / plan_seconds: the starting points, and this plan's measurements (the
@@ -390,11 +390,15 @@ class _LogPartitions:
   def is_exact(self, sigma: float) -> bool:
     return sigma in self._exact or self.order in self.cheap_orders
 
+  def compute(self, sigma: float) -> float:
+    """ln Z_α at σ, computed (the order-α chain's forward pass) and kept: exact there."""
+    if sigma not in self._exact:
+      self._exact[sigma] = self._partition(sigma, self.order)
+    return self._exact[sigma]
+
   def anchor(self, sigma: float) -> None:
-    """Computes ln Z_α at σ (the order-α chain's forward pass) and anchors the model there."""
-    log_z = self._partition(sigma, self.order)
-    self._exact[sigma] = log_z
-    self.anchors.append((sigma, self.order_two(sigma), log_z))
+    """``compute`` at σ, and the model anchored there."""
+    self.anchors.append((sigma, self.order_two(sigma), self.compute(sigma)))
 
   def log_z(self, sigma: float) -> tuple[float, bool]:
     """(ln Z_α at σ, whether modelled): exact at the anchors, for α = 2 and for a cheap α."""
@@ -403,8 +407,7 @@ class _LogPartitions:
     if self.order == 2:
       return self.order_two(sigma), False
     if self.order in self.cheap_orders:
-      self._exact[sigma] = self._partition(sigma, self.order)
-      return self._exact[sigma], False
+      return self.compute(sigma), False
     return modelled_log_z(self.order_two(sigma), self.anchors, self.order), True
 
   def proxy_delta(self, sigma: float, log_z: float, order_two: bool) -> float:
@@ -444,8 +447,9 @@ def _verification_samples(candidates, model: _LogPartitions, *, delta: float,
                           base_delta: float, epsilon: float, monte_carlo) -> tuple[dict, float]:
   """(N per direction, S) of the tilted verification of ``candidates`` (the fallback's σ_up
   not among them), sized as ``verification.py`` sizes it (``bounds.resolve_direction_sizes``
-  on ``tilted.direction_proposals``' bounds, S modelled); ``InputError`` where S ≥ 1, which the
-  verification would refuse after the search."""
+  on ``tilted.direction_proposals``' bounds, S from ``model``: computed at the smallest
+  candidate by the plan); ``InputError`` where S ≥ 1, which the verification would refuse
+  after the search."""
   order = model.order
   supports = [math.exp(tilt_bound.log_support_bound(
       model.log_z(float(m.noise_multiplier))[0], order, epsilon)) for m in candidates]
@@ -576,9 +580,16 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
     with progress_lib.heartbeat(progress, f'the α = {order} tables'):
       model.anchor(boundary)
     probes, boundary = replay()
-  plan_seconds = time.perf_counter() - started - initial_seconds
   grid = search_start.candidate_grid(boundary, sigma_up, monte_carlo.grid_ratio,
                                      monte_carlo.num_candidates)[:-1]
+  if grid and not model.is_exact(grid[0]):
+    # S = max_k M_k is the smallest candidate's M (M falls with σ): computed, not modelled,
+    # so the verification's N is exact at the replayed boundary (one more table).
+    progress_lib.announce(progress, f'the α = {order} tables at the smallest candidate σ = '
+                                    f'{grid[0]:.6g} (the verification\'s support bound)…')
+    with progress_lib.heartbeat(progress, f'the α = {order} tables'):
+      model.compute(grid[0])
+  plan_seconds = time.perf_counter() - started - initial_seconds
   verification, support = _verification_samples(
       [MatrixMechanism(scheme, matrix, s) for s in grid], model, delta=delta, base_delta=base,
       epsilon=epsilon, monte_carlo=monte_carlo)
