@@ -80,8 +80,8 @@ multiple of δ — min over α′ ∈ 2…16 of M(α′, ε) / the exact δ (dp_
 cyclic Poisson (n = 400, T = 8, 8 bands, ε = 3, δ from 2·10⁻⁷ to 3·10⁻⁶) — while one order's
 is not (α = 4 on that cyclic Poisson: 40 at δ = 2.6·10⁻⁶, 285 at 2.2·10⁻⁷: it put the replayed
 boundary at σ = 2.12 against the search's 1.33). Where only α ≤ 3 is known (the §7.4 shape) the
-verified boundaries had M(3, ε)/δ_b = 20.7 (§7.4) and 16.5 (the quickstart): a ratio of 12
-there moves the replayed boundary by under 1 % in σ (M moves ×16 over 3 %)."""
+verified boundaries had M(3, ε)/δ_b = 20.7 (§7.4) and 16.5 (the quickstart): with 12 the §7.4
+replay follows the real search's nine σ exactly (M moves ×16 over 3 % of σ there)."""
 
 CHEAP_WORK = 20_000_000
 """States × rounds of an order's recursion at or below which the plan computes its ln Z_α at
