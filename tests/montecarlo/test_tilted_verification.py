@@ -250,6 +250,20 @@ def test_direction_sizes_certified_and_refused():
   assert 'too small' in str(refused.value)
 
 
+def test_direction_sizes_check_what_certified_directions_do_not_use():
+  Proposal = bounds.DirectionProposal
+  certified = {'remove': Proposal(1e-3, 1e-3), 'add': Proposal(1.0, 0.0)}  # both, at 4e-3
+  with pytest.raises(jaxacct.InputError, match='num_samples must be an integer'):
+    bounds.resolve_direction_sizes(1e-2, -1, 4e-3, certified)
+  with pytest.raises(jaxacct.InputError, match='keys would repeat'):
+    bounds.resolve_direction_sizes(1e-2, 2**53, 4e-3, certified)
+  # An earlier plain run is charged in a certified direction too; no N helps (was a ValueError).
+  with pytest.raises(jaxacct.InputError, match='earlier verification run'):
+    bounds.resolve_direction_sizes(
+        1e-4, None, 6e-5, {'remove': Proposal(1.0, 1e-6), 'add': Proposal(1.0, 0.0)},
+        attempts=2, earlier={'remove': ((40_000, 2e-3, 1.0),), 'add': ()})
+
+
 def test_a_layout_with_per_direction_sizes_round_trips_and_counts():
   layout = stream.Layout.of({'remove': 700, 'add': 0}, 256)
   assert layout.per_direction == (700, 0) and layout.blocks_in(0) == 3 and layout.blocks_in(1) == 0

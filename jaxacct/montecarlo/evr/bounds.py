@@ -79,6 +79,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from typing import Any
@@ -665,55 +666,6 @@ def minimum_samples(base_delta: float, target_delta: float, *, attempts: int = 1
         f'base_delta={base} is too close to target_delta={target}: {error}') from None
 
 
-def resolve_sample_size(target_delta: float, num_samples: int | None,
-                        base_delta_value: float | None, *, attempts: int = 1,
-                        earlier=(), support: float = 1.0) -> tuple[int, float]:
-  """(N, δ_b) for a target overall δ: fills in whichever is missing (δ_b = δ/2 if both are).
-
-  With ``attempts`` = k (and the ``earlier`` runs of ``overall_delta``) the defaults are those
-  of the k-th attempt, so a declared retry can pass: N is the minimum for k attempts, δ_b the
-  largest that N supports with k attempts. With a support bound M (``support``) the defaults
-  are the same searches at M; when M and every earlier run's max(M_j, δ_b,j) are ≤ the target
-  and neither N nor δ_b is given, the answer is (0, target): no sample, δ_b = δ (the fallback
-  must then be (ε, δ)-DP).
-
-  Raises:
-    InputError: if the given N and δ_b cannot reach the target with these attempts, naming
-      the ``num_samples`` that can — before any compute.
-  """
-  target = _open_unit('delta', target_delta)
-  support = check_support(support)
-  attempts = _validate.integer_at_least('attempts', attempts, 1)
-  earlier = check_earlier(earlier, attempts)
-  if base_delta_value is not None:
-    base = _open_unit('base_delta', base_delta_value)
-    if base >= target:
-      raise InputError(f'base_delta must be < delta = {target}, got {base}')
-  if num_samples is None:
-    if base_delta_value is None and _top(target, support, earlier) <= target:
-      return 0, target
-    base = target / 2 if base_delta_value is None else base
-    n = minimum_samples(base, target, attempts=attempts, earlier=earlier, support=support)
-    if n:
-      keys_lib.check_num_samples(n)  # beyond 2⁵² samples the keys would repeat
-    return n, base
-  if base_delta_value is None:
-    n = _samples_for(num_samples, target, support)
-    if n:
-      keys_lib.check_num_samples(n)
-    return n, base_delta(n, target, attempts=attempts, earlier=earlier, support=support)
-  n = _samples_for(num_samples, base, support)
-  if n:
-    keys_lib.check_num_samples(n)
-  if overall_delta(n, base, attempts=attempts, earlier=earlier, support=support) > target:
-    needed = minimum_samples(base, target, attempts=attempts, earlier=earlier, support=support)
-    raise InputError(
-        f'num_samples = {n} is too small to verify base_delta = {base} at delta = {target}'
-        + (f' with attempt = {attempts}' if attempts > 1 else '')
-        + f': at least {needed} samples are needed (num_samples={needed})')
-  return n, base
-
-
 class DirectionSize(typing.NamedTuple):
   """One direction of a verification: N terms in [0, M] (M = ``support``; N = 0 with M ≤ δ_b:
   certified without samples)."""
@@ -757,9 +709,12 @@ class DirectionProposal(typing.NamedTuple):
 
   Attributes:
     support: the range [0, M] of the terms it would draw (1: plain sampling; M(α, ε): tilted).
+      M bounds every candidate's δ too, so at δ_b ≥ M the direction is charged nothing
+      (formula 2 of the module docstring), but N samples are still drawn if N is given.
     bound: a proven bound on every candidate's δ in this direction at ε (None: none known; 0:
       exactly 0, (A1); a Rényi bound M'(α', ε)). The direction is certified without samples
-      when bound ≤ δ_b (formula 2 of the module docstring with the bound as its M).
+      when bound ≤ δ_b (formula 2 of the module docstring with the bound as its M): it then
+      draws none, whatever N is given.
   """
 
   support: float = 1.0
@@ -770,21 +725,30 @@ def resolve_direction_sizes(target_delta: float, num_samples: int | None,
                             base_delta_value: float | None, proposals: dict, *,
                             attempts: int = 1, earlier=None) -> tuple[dict, float]:
   """(per direction ``DirectionSize``, δ_b) for a target overall δ when each direction has its
-  own ``DirectionProposal`` (``overall_delta_by_direction``).
+  own ``DirectionProposal`` (``overall_delta_by_direction``). This is where N and δ_b are
+  decided; ``resolve_sample_size`` is the case of one proposal (M, None) in every direction.
 
   A direction whose ``bound`` is ≤ δ_b draws no sample and is recorded as N_d = 0 with support
   δ_b (every candidate's δ is ≤ δ_b in it: certified, charged nothing); the others draw N_d
-  terms in [0, ``support``]. The missing one of N and δ_b is filled in as
-  ``resolve_sample_size`` does, per direction: δ_b = δ/2 (or the smallest of the sampled
-  directions' largest δ_b for a given N), N_d = the minimum for that δ_b (or the given N in
-  every sampled direction); when every direction is certified at δ (its bound, and the earlier
-  runs' tops, ≤ δ) and neither is given: no samples, δ_b = δ. With proposals (1, None) and the
-  same ``earlier`` in both directions this is ``resolve_sample_size``'s (N, δ_b) in each
-  direction, bit for bit.
+  terms in [0, ``support``]. The missing one of N and δ_b is filled in per direction, with its
+  support and earlier runs (``overall_delta``: Theorem A.1 of Dong & Ganesh (2026), App. A,
+  with q from Fact 4.2 of Chua et al., AISTATS 2025):
+
+  - neither given: when every direction is certified at δ (its bound or its support ≤ δ) and
+    so is every earlier run (max(M_j, δ_b,j) ≤ δ), no samples and δ_b = δ (the fallback must
+    then be (ε, δ)-DP); otherwise δ_b = δ/2;
+  - N given, δ_b not: δ_b = the smallest, over the directions not certified at δ/2 by their
+    bound, of the largest δ_b that N supports (``base_delta``; δ/2 if there are none);
+  - N_d, in every direction not certified by its bound: the given N, or else the minimum for
+    δ_b (``minimum_samples``; 0 when M_d ≤ δ_b).
+
+  A given N may be 0 only when every direction is certified (bound or support) at δ_b, or at
+  δ when δ_b is to be found. With ``attempts`` = k (and each direction's ``earlier`` runs of
+  ``overall_delta``) the defaults are those of the k-th attempt, so a declared retry can pass.
 
   Raises:
     InputError: before any compute, when the given N and δ_b cannot reach the target, naming
-      the ``num_samples`` that can.
+      the ``num_samples`` that can, or when the earlier runs alone exceed it.
   """
   target = _open_unit('delta', target_delta)
   attempts = _validate.integer_at_least('attempts', attempts, 1)
@@ -797,45 +761,88 @@ def resolve_direction_sizes(target_delta: float, num_samples: int | None,
     bound = proposals[d].bound
     return bound is not None and bound <= base
 
+  def no_sample_needed(d: str, base: float) -> bool:  # terms in [0, M] have mean ≤ M
+    return certified(d, base) or proposals[d].support <= base
+
   if base_delta_value is not None:
     base = _open_unit('base_delta', base_delta_value)
     if base >= target:
       raise InputError(f'base_delta must be < delta = {target}, got {base}')
-  elif num_samples is not None:
-    n = _num_samples(num_samples, 1)
-    keys_lib.check_num_samples(n)
-    # The largest δ_b every sampled direction supports with N (a direction certified at the
-    # target stays certified at any δ_b its bound does not exceed: checked again below).
-    base = min([base_delta(n, target, attempts=attempts, earlier=earlier[d],
-                           support=proposals[d].support)
-                for d in DIRECTIONS if not certified(d, target / 2)] or [target / 2])
-  elif all(certified(d, target) and _top(target, target, earlier[d]) <= target
-           for d in DIRECTIONS):
-    return {d: DirectionSize(0, target) for d in DIRECTIONS}, target
-  else:
-    base = target / 2
+  given = None
+  if num_samples is not None:
+    level = target if base_delta_value is None else base
+    free = all(no_sample_needed(d, level) for d in DIRECTIONS)
+    given = _num_samples(num_samples, 0 if free else 1)
+    if given:
+      keys_lib.check_num_samples(given)  # beyond 2⁵² samples the keys would repeat
+  # functools.cache: directions alike in support and earlier runs (plain: both) search once.
+  if base_delta_value is None:
+    if given is not None:
+      # The largest δ_b every sampled direction supports with N (a direction certified at δ/2
+      # by its bound is left out: whether it is certified at the δ_b chosen is checked below).
+      largest = functools.cache(lambda support, runs: base_delta(
+          given, target, attempts=attempts, earlier=runs, support=support))
+      base = min([largest(proposals[d].support, earlier[d])
+                  for d in DIRECTIONS if not certified(d, target / 2)] or [target / 2])
+    elif all(no_sample_needed(d, target) and _top(target, target, earlier[d]) <= target
+             for d in DIRECTIONS):
+      return {d: DirectionSize(0, target) for d in DIRECTIONS}, target
+    else:
+      base = target / 2
+  smallest = functools.cache(lambda support, runs: minimum_samples(
+      base, target, attempts=attempts, earlier=runs, support=support))
   sizes = {}
   for d in DIRECTIONS:
-    support = proposals[d].support
     if certified(d, base):
       sizes[d] = DirectionSize(0, base)
       continue
-    if num_samples is not None:
-      n = _samples_for(num_samples, base, support)
-    else:
-      n = minimum_samples(base, target, attempts=attempts, earlier=earlier[d], support=support)
-    if n:
-      keys_lib.check_num_samples(n)
-    sizes[d] = DirectionSize(n, support)
+    n = given
+    if n is None:
+      n = smallest(proposals[d].support, earlier[d])
+      if n:
+        keys_lib.check_num_samples(n)
+    sizes[d] = DirectionSize(n, proposals[d].support)
   if overall_delta_by_direction(sizes, base, attempts=attempts, earlier=earlier) > target:
-    needed = max(minimum_samples(base, target, attempts=attempts, earlier=earlier[d],
-                                 support=sizes[d].support)
-                 for d in DIRECTIONS if sizes[d].num_samples)
+    # Every direction is asked: a certified one fails only by its earlier runs, and
+    # minimum_samples then refuses, saying so.
+    needed = max(smallest(sizes[d].support, earlier[d]) for d in DIRECTIONS)
     raise InputError(
-        f'num_samples = {num_samples} is too small to verify base_delta = {base} at delta = '
+        f'num_samples = {given} is too small to verify base_delta = {base} at delta = '
         f'{target}' + (f' with attempt = {attempts}' if attempts > 1 else '')
         + f': at least {needed} samples are needed (num_samples={needed})')
   return sizes, base
+
+
+def resolve_sample_size(target_delta: float, num_samples: int | None,
+                        base_delta_value: float | None, *, attempts: int = 1,
+                        earlier=(), support: float = 1.0) -> tuple[int, float]:
+  """(N, δ_b) for a target overall δ: fills in whichever is missing (δ_b = δ/2 if both are).
+
+  With ``attempts`` = k (and the ``earlier`` runs of ``overall_delta``) the defaults are those
+  of the k-th attempt, so a declared retry can pass: N is the minimum for k attempts, δ_b the
+  largest that N supports with k attempts. With a support bound M (``support``) the defaults
+  are the same searches at M; when M and every earlier run's max(M_j, δ_b,j) are ≤ the target
+  and neither N nor δ_b is given, the answer is (0, target): no sample, δ_b = δ (the fallback
+  must then be (ε, δ)-DP). A given N is returned as given (it may be 0 when M ≤ δ_b, or M ≤ δ
+  with δ_b to be found).
+
+  ``resolve_direction_sizes`` with the proposal (M, None) and these ``earlier`` runs in every
+  direction: the support is then the only bound, so a given N is kept.
+
+  Raises:
+    InputError: if the given N and δ_b cannot reach the target with these attempts, naming
+      the ``num_samples`` that can — before any compute.
+  """
+  # Checked here first, in this order, so that a bad argument is reported as it always was and
+  # ``earlier`` (any iterable) is read once for both directions.
+  target = _open_unit('delta', target_delta)
+  proposal = DirectionProposal(check_support(support))
+  attempts = _validate.integer_at_least('attempts', attempts, 1)
+  runs = check_earlier(earlier, attempts)
+  sizes, base = resolve_direction_sizes(
+      target, num_samples, base_delta_value, {d: proposal for d in DIRECTIONS},
+      attempts=attempts, earlier={d: runs for d in DIRECTIONS})
+  return sizes[DIRECTIONS[0]].num_samples, base  # the directions are alike
 
 
 def default_estimation_samples(num_samples: int, base_delta: float, *,

@@ -122,7 +122,7 @@ def check_retry(ledger, mechanism, *, epsilon: float | None, delta: float, key_d
   draws, proposal, and ε, N, δ_b and precision where given; ``None``: any). Its candidate σ are found by a
   search, so they cannot be compared yet; a run this check lets through is still checked in
   full when ``verify`` charges it. The charge gives the sample size of this attempt
-  (``evr.resolve_sample_size(..., attempts=, earlier=)``)."""
+  (``evr.resolve_direction_sizes(..., attempts=, earlier=)``)."""
   known = {'seed': [int(w) for w in key_data], 'shared_draws': bool(shared_draws),
            'delta': float(delta), 'proposal': proposal}
   optional = {'num_samples': num_samples, 'base_delta': base_delta, 'precision': precision,
@@ -148,9 +148,9 @@ def sample_size(ledger, mechanism, *, epsilon: float | None, delta: float, key_d
                 num_samples: int | None, base_delta: float | None, shared_draws: bool,
                 precision: str | None, attempt: int) -> tuple[int, float]:
   """(N, δ_b) of this attempt before any compute: ``check_retry``'s charge, then the defaults
-  of ``evr.resolve_sample_size`` for it (per direction against the earlier runs of that
-  direction, N the larger) — a declared retry gets the samples it needs to pass, and given
-  ones too few for it are refused naming the ``num_samples`` that suffices."""
+  of ``evr.resolve_direction_sizes`` for it with plain proposals (each direction against its
+  own earlier runs, N the larger) — a declared retry gets the samples it needs to pass, and
+  given ones too few for it are refused naming the ``num_samples`` that suffices."""
   sizes, base = direction_sample_sizes(
       ledger, mechanism, epsilon=epsilon, delta=delta, key_data=key_data,
       num_samples=num_samples, base_delta=base_delta, shared_draws=shared_draws,
