@@ -13,9 +13,12 @@ N of a first verification at δ_b = δ/2 (Fact 4.2 arithmetic, ``evr.bounds.mini
 and the seconds those N would take here, from seconds per sample measured on ``--samples``
 draws of each program (a second, compiled call): plain (both directions' draws) and tilted
 (remove: host tuple draws + device; add: the plain program). Projections, not runs; never
-timed inside tests. Usage (from the repository root):
+timed inside tests. With ``--verify`` the tilted verification is also run (``jaxacct.verify``
+of [σ, σ_up], σ_up the unamplified fallback's σ at (ε, δ_b), an in-memory ledger): its
+samples per direction, whether it released σ, and its measured seconds beside the projected
+ones. Usage (from the repository root):
 
-  PYTHONPATH=. python benchmarks/tilted_table.py [--samples 4096]
+  PYTHONPATH=. python benchmarks/tilted_table.py [--samples 4096] [--verify]
 
 Results: benchmarks/RESULTS.md ("plain vs tilted per direction").
 """
@@ -23,6 +26,7 @@ Results: benchmarks/RESULTS.md ("plain vs tilted per direction").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import pathlib
 import time
@@ -31,6 +35,7 @@ import jax
 
 import jaxacct
 from jaxacct import config
+from jaxacct.deterministic import base as registry
 from jaxacct.deterministic import tilt_bound
 from jaxacct.montecarlo.evr import bounds, tilted
 
@@ -59,7 +64,10 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--samples', type=int, default=4096)
   parser.add_argument('--skip-production', action='store_true')
+  parser.add_argument('--verify', action='store_true',
+                      help='also run each tilted verification (not the production one)')
   args = parser.parse_args()
+  runs = []
   print('| config | ε, δ | α | M | −ln p₀ | add bound | plain N per dir | tilted N remove '
         '| tilted N add | plain s (both) | tilted s remove | tilted s add | gain |')
   print('|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|')
@@ -94,6 +102,38 @@ def main() -> None:
           f'{plain_s:,.0f} | '
           f'{tilted_s[0]:,.0f} | {tilted_s[1]:,.0f} | {plain_s / sum(tilted_s):.3g}× |',
           flush=True)
+    if args.verify and 'production' not in name:
+      runs.append(_verified(name, mechanism, epsilon, delta, choice.alpha, sum(tilted_s)))
+  if runs:
+    print('\n| config | α | released σ (verified) | N remove | N add | projected s '
+          '| measured s |')
+    print('|---|---:|---|---:|---:|---:|---:|')
+    for row in runs:
+      print(row)
+
+
+def _verified(name, mechanism, epsilon, delta, order, projected) -> str:
+  """One tilted verification of [σ, σ_up] (module docstring), as a table row."""
+  fallback = registry.get("unamplified_gaussian")
+  sigma_up = fallback.sigma(mechanism.scheme, mechanism.matrix, epsilon=epsilon,
+                            delta=delta / 2)
+  sigma = float(mechanism.noise_multiplier)
+  if not sigma < sigma_up:
+    return f'| {name} | {order} | σ = {sigma:g} ≥ σ_up = {sigma_up:.4g}: not run | | | | |'
+  candidates = [mechanism, dataclasses.replace(mechanism, noise_multiplier=sigma_up)]
+  start = time.perf_counter()
+  result = jaxacct.verify(jax.random.key(0), candidates, epsilon=epsilon, delta=delta,
+                          monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted',
+                                                                tilt_order=order),
+                          run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger(),
+                                                 progress=False))
+  seconds = time.perf_counter() - start
+  guarantee = result.guarantee
+  sizes = (guarantee.tilt or {}).get('directions', {})
+  released = float(result.mechanism.noise_multiplier)
+  return (f'| {name} | {order} | {released:.6g} ({guarantee.method}) | '
+          f'{sizes.get("remove", ["—"])[0]:,} | {sizes.get("add", ["—"])[0]:,} | '
+          f'{projected:,.0f} | {seconds:,.0f} |')
 
 
 if __name__ == '__main__':

@@ -391,8 +391,9 @@ KEYS: tuple[Key, ...] = (
         'The law of `estimate`\'s draws: plain, each direction sampled directly (remove: '
         'y ~ P, add: y ~ Q); tilted, the remove '
         'direction drawn from the law tilted by the privacy loss and weighted back, every term '
-        '≤ M(α, ε), the add direction plain. tilted covers untruncated Poisson with one band and '
-        'b-min-sep with bands ≤ b, in float64.', library=_CALIBRATE),
+        '≤ M(α, ε), the add direction plain or certified by a proven bound. tilted covers '
+        'untruncated Poisson with one band, b-min-sep with bands ≤ b, cyclic Poisson and '
+        'fixed-bin balls-in-bins with bands ≤ T, in float64.', library=_CALIBRATE),
     Key('monte_carlo.tilt_order', _Integer(2),
         'The order α of proposal tilted (refused without it); '
         'jaxacct.montecarlo.evr.tilted.choose_order gives the α of the smallest M.',
@@ -435,8 +436,9 @@ KEYS: tuple[Key, ...] = (
         'drawn from the law tilted by the privacy loss (every term ≤ M(α, ε): ~M/δ samples '
         'instead of ~1/δ; the add direction certified by a bound where one holds, else plain), '
         'the σ search a bisection of tilted estimates; auto, tilted where it covers the '
-        'mechanism and M < 1, else plain. Not projected by the plan yet (announced, and '
-        '--max-minutes is not checked).', library=_CALIBRATE),
+        'mechanism and M < 1, else plain. The plan (`jaxacct plan`, --max-minutes) replays the '
+        'tilted search and times its host tables, tuple draws and device calls.',
+        library=_CALIBRATE),
     Key('calibration.tilt_order', _Integer(2),
         'The order α of proposal tilted (required with it; optional with auto).',
         library=_CALIBRATE, default_text='required with proposal tilted'),

@@ -62,9 +62,10 @@ class Guarantee:
       draws of the released candidate (None otherwise).
     tilt: None for plain sampling; for a release verified with ``proposal="tilted"``
       (``montecarlo/evr/tilted.py``): the proposal per direction (``"tilted"``, ``"plain"``, or
-      ``"certified"`` — δ exactly 0 at ε, no sample), ``tilt_order`` α, ``log_z`` (ln Z_α,
-      rounded up) and its method, ``support`` (M(α, ε) of the released candidate) and per
-      direction [N, support] (``num_samples`` is then the larger N).
+      ``"certified"`` — a proven bound on δ at ε is ≤ δ_b, no sample), ``tilt_order`` α,
+      ``log_z`` (ln Z_α, rounded up), its method and ``tables_digest`` (the tuple sampler's
+      host tables, ``Tilt.tables_digest``), ``support`` (M(α, ε) of the released candidate)
+      and per direction [N, support] (``num_samples`` is then the larger N).
   """
 
   epsilon: float

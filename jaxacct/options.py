@@ -96,15 +96,16 @@ class MonteCarloOptions:
     proposal: ``"plain"`` (default: y ~ P) or ``"tilted"``: the remove direction is drawn from
       the law tilted by the privacy loss, Q_α ∝ P^αQ^{1−α}, and weighted back, every term
       bounded by M(α, ε) (``montecarlo/evr/tilted.py``; the add direction stays plain, or is
-      certified without samples for ε ≥ −ln Pr[x = 0]). Used by ``estimate_delta``,
-      ``verify``, ``account`` and ``calibrate`` (float64, untruncated Poisson with one band and
-      b-min-sep with bands ≤ b); ``capacity_plan`` projects a tilted calibration
-      (``montecarlo/evr/tilted_plan.py``: the search replayed, host and device costs timed).
-      ``"auto"`` (``verify``, ``account``, ``calibrate``): ``"tilted"`` where it covers the mechanism at
-      float64 with M < 1, at ``tilt_order`` or else the order of the smallest M
-      (``montecarlo.evr.tilted.choose_order`` at the first candidate), and ``"plain"``
-      otherwise (``montecarlo/evr/tilted.py``, ``resolve_proposal``); the release records
-      what ran.
+      certified without samples by a proven bound ≤ δ_b: (A1), the product mechanisms' Rényi
+      bound, ``minsep_renyi``'s (A2)/(A3)). Used by ``estimate_delta``, ``verify``, ``account``
+      and ``calibrate`` (float64, untruncated: Poisson with one band, b-min-sep with bands ≤ b,
+      cyclic Poisson and fixed-bin balls-in-bins with bands ≤ T); ``capacity_plan`` projects a
+      tilted calibration (``montecarlo/evr/tilted_plan.py``: the search replayed, host and
+      device costs timed). ``"auto"`` (``verify``, ``account``, ``calibrate``): ``"tilted"``
+      where it covers the mechanism at float64 with M < 1, at ``tilt_order`` or else the
+      order of the smallest M (``montecarlo.evr.tilted.choose_order`` at the first
+      candidate), and ``"plain"`` otherwise (``montecarlo/evr/tilted.py``,
+      ``resolve_proposal``); the release records what ran.
     tilt_order: the order α ≥ 2 of ``"tilted"`` (required with it; optional with ``"auto"``;
       refused with ``"plain"``); ``montecarlo.evr.tilted.choose_order`` gives the α of the
       smallest M.

@@ -1,6 +1,7 @@
 """The ``jaxacct`` command on the shipped configs (small overrides keep it fast)."""
 
 import dataclasses
+import importlib
 import json
 import shutil
 import math
@@ -366,6 +367,25 @@ def test_accelerator_scale_calibrate_prints_the_plan_before_refusing_cpu(capsys)
   assert 'capacity plan' in err and 'projected wall time here' in err
   assert '  float64: ' in err and '  float32: ' not in err and 'jaxacct plan' in err
   assert err.strip().splitlines()[-1].startswith('jaxacct: error: ') and 'accelerator-scale' in err
+
+
+def test_an_accelerator_scale_config_with_the_tilt_is_not_refused_on_cpu(monkeypatch, capsys):
+  # The refusal is the plain sampler's "days of CPU time"; with proposal tilted the run goes on
+  # to its own plan (here: stopped where the command would start, before any compute).
+  class Reached(Exception):
+    pass
+
+  def reached(*args, **kwargs):
+    raise Reached
+
+  module = importlib.import_module('jaxacct.cli.calibrate')
+  monkeypatch.setattr(module, 'COMMAND', dataclasses.replace(module.COMMAND, run=reached))
+  config = str(CONFIGS / 'bminsep_production_7_4.yaml')
+  assert cli.main(['calibrate', config, '--set', 'scheme.truncated_batch_size=14745600',
+                   '--set', 'calibration.proposal=tilted',
+                   '--set', 'calibration.tilt_order=3']) == 1
+  err = capsys.readouterr().err
+  assert 'internal error (Reached)' in err and 'accelerator-scale' not in err
 
 
 @pytest.mark.parametrize('flags, message', [

@@ -25,7 +25,7 @@ CONFIG = {
                     'epsilons': EPSILONS},
     'calibration': {'delta': 1e-3},
 }
-TILTED_KEYS = ['proposal', 'tilt_order', 'log_z', 'log_z_method', 'support']
+TILTED_KEYS = ['proposal', 'tilt_order', 'log_z', 'log_z_method', 'tables_digest', 'support']
 
 
 def _config(tmp_path, **monte_carlo):
@@ -61,6 +61,7 @@ def test_a_tilted_estimate_runs_end_to_end_and_equals_the_api(tmp_path, capsys):
   assert {key: printed[key] for key in TILTED_KEYS} == {key: rows[key] for key in TILTED_KEYS}
   assert printed['proposal'] == {'remove': 'tilted', 'add': 'plain'}
   assert printed['tilt_order'] == 3 and printed['log_z_method'] == 'chain'
+  assert len(printed['tables_digest']) == 32  # the tuple chain's tables (TupleChain.digest)
   assert len(printed['support']) == len(EPSILONS)
   assert printed['curve'] == api.to_dict()
   assert printed['seed'] == 0 and printed['method'] == 'estimate'

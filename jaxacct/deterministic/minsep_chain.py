@@ -70,6 +70,7 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import typing
 import time
@@ -437,6 +438,23 @@ class TupleChain:
         self._checkpoints.append(message.copy())
     self._final = message
     self.log_z = float(_logsumexp_rows(message[None, :])[0])
+
+  def digest(self) -> str:
+    """A hex digest of the tables that define the draws and ln Z_α: the law, C's scaled Gram
+    diagonals, the multiset states and transitions, the initial and final forward messages
+    (float64 bytes, BLAKE2b; not the checkpoint interval, on which the draws do not depend).
+    Two chains with equal digests draw the same tuples from the same generator; a resumed
+    tilted run refuses tables whose digest differs (another NumPy, platform or input)."""
+    hasher = hashlib.blake2b(digest_size=16)
+    law = self.law
+    hasher.update(repr((law.name, law.bands, law.eligible, law.join, law.log_p, law.log_q,
+                        self.alpha, self.iterations, self.noise_multiplier)).encode())
+    tr = self.transitions
+    for array in (law.log_initial, law.skip, law.lag, self.coefficients,
+                  self._scaled_diagonals, self.rows, tr.source, tr.count, tr.log_weight,
+                  tr.incoming, self._checkpoints[0], self._final):
+      hasher.update(np.ascontiguousarray(array).tobytes())
+    return hasher.hexdigest()
 
   # One round: ln w_t of a transition is its ln C(e, k)p^k q^{e−k} plus, when k chains join in
   # round t, k(k − 1)/2·G[t, t]/σ² + k·Σ_l G[t − λ_l, t]/σ² over the other chains' lags λ_l.

@@ -299,3 +299,21 @@ def test_refusals_name_the_argument():
     minsep_chain.TupleChain(minsep_chain.min_sep_law(0.1, 2, False, 1), [1.0], 1.0, 0, 5)
   with pytest.raises(InputError, match='noise_multiplier'):
     minsep_chain.TupleChain(minsep_chain.min_sep_law(0.1, 2, False, 1), [1.0], 0.0, 2, 5)
+
+
+def test_the_tables_digest_names_what_the_draws_depend_on():
+  # Equal inputs give equal digests (a resumed run's check), whatever the checkpoint interval
+  # (memory only: the draws do not depend on it); each input that changes the law of the
+  # draws or ln Z_α changes it.
+  def chain(**changes):
+    inputs = dict(law=minsep_chain.min_sep_law(0.3, 3, True, 2), coefficients=[1.0, 0.5],
+                  noise_multiplier=1.2, alpha=2, iterations=9)
+    inputs.update(changes)
+    return minsep_chain.TupleChain(**inputs)
+
+  base = chain().digest()
+  assert base == chain().digest() == chain(checkpoint_interval=1).digest() and len(base) == 32
+  others = [chain(noise_multiplier=1.2000000000000002), chain(alpha=3), chain(iterations=10),
+            chain(coefficients=[1.0, 0.25]), chain(law=minsep_chain.min_sep_law(0.3, 3, False, 2)),
+            chain(law=minsep_chain.min_sep_law(0.31, 3, True, 2))]
+  assert len({base} | {other.digest() for other in others}) == len(others) + 1

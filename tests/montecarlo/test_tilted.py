@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import jaxacct
-from jaxacct.deterministic import tilt_bound
+from jaxacct.deterministic import minsep_chain, tilt_bound
 from jaxacct.montecarlo.engine import keys as keys_lib
 from jaxacct.montecarlo.engine import tilted as engine_tilted
 from jaxacct.montecarlo.evr import plan, tilted
@@ -111,7 +111,7 @@ def test_bitwise_identical_whatever_the_blocks_per_call():
   assert runs[0].to_dict() == runs[1].to_dict()
 
 
-def test_a_tilted_run_resumes_from_its_checkpoint_bitwise(tmp_path):
+def test_a_tilted_run_resumes_from_its_checkpoint_bitwise(tmp_path, monkeypatch):
   class Stop(Exception):
     pass
 
@@ -132,6 +132,13 @@ def test_a_tilted_run_resumes_from_its_checkpoint_bitwise(tmp_path):
     np.testing.assert_array_equal(resumed.delta_hat[direction], whole.delta_hat[direction])
   with pytest.raises(jaxacct.InputError):  # another order is another run: refused, not mixed
     _tilted(BMINSEP, 3, EPS, 1100, key=7, run=jaxacct.RunOptions(checkpoint=folder))
+  # Tables with another digest (another NumPy, platform or input) are another run too, with the
+  # same order and ln Z_α: refused, naming the digest.
+  real = minsep_chain.TupleChain.digest(tilted.tilt_for(BMINSEP, 2, EPS).chain)
+  monkeypatch.setattr(minsep_chain.TupleChain, 'digest', lambda self: '0' * 32)
+  with pytest.raises(jaxacct.InputError) as refused:
+    _tilted(BMINSEP, 2, EPS, 1100, key=7, run=jaxacct.RunOptions(checkpoint=folder))
+  assert 'tables_digest' in str(refused.value) and len(real) == 32
 
 
 def test_tuple_seeds_depend_only_on_the_block_and_the_purpose():

@@ -48,14 +48,16 @@ def test_a_tilted_release_with_the_add_direction_certified(certified_add):
   result = certified_add
   guarantee = result.guarantee
   assert guarantee.method == 'verified_mc' and result.accepted == (True, True, True)
-  supports = [math.exp(tilted.tilt_for(m, 3, [4.5]).log_support[0])
-              for m in _candidates(1.5, 1.7)]
+  tilts = [tilted.tilt_for(m, 3, [4.5]) for m in _candidates(1.5, 1.7)]
+  supports = [math.exp(tilt.log_support[0]) for tilt in tilts]
   support, base = max(supports), 5e-6
   n = bounds.minimum_samples(base, 1e-5, support=support)
   assert 0 < n < 1000  # plain: 10,745,967 per direction
   assert guarantee.tilt['directions'] == {'remove': [n, support], 'add': [0, base]}
   assert guarantee.tilt['proposal'] == {'remove': 'tilted', 'add': 'certified'}
   assert guarantee.tilt['support'] == supports[0] and guarantee.num_samples == n
+  # The released candidate's host tables, by digest (a rebuild gives the same tables).
+  assert guarantee.tilt['tables_digest'] == tilts[0].tables_digest
   # The release: max over the directions, the add one certified at δ_b (formula 2).
   assert guarantee.delta == max(bounds.overall_delta(n, base, support=support), base)
   assert guarantee.delta <= 1e-5

@@ -198,6 +198,8 @@ class Tilt:
     epsilons: the grid, float64 (E,).
     log_support: ln M(α, ε) per ε (``tilt_bound.log_support_bound`` at ``log_z``), (E,).
     chain: the ``minsep_chain.TupleChain`` that draws π_α.
+    tables_digest: ``chain.digest()``: the host tables behind the draws and ln Z_α, in the
+      run's fingerprint, its ledger record and its ``Guarantee.tilt``.
   """
 
   order: int
@@ -208,6 +210,7 @@ class Tilt:
   epsilons: np.ndarray
   log_support: np.ndarray
   chain: minsep_chain.TupleChain = dataclasses.field(repr=False)
+  tables_digest: str = ''
 
   def tuples(self, rngs, count: int) -> np.ndarray:
     """``count`` exact draws of π_α from each generator of ``rngs``, one forward pass for all:
@@ -217,7 +220,8 @@ class Tilt:
   def identity(self) -> dict:
     """JSON-ready: what a checkpoint of a tilted run is checked against on resume."""
     return {'proposal': 'tilted', 'order': self.order, 'log_z': self.log_z,
-            'method': self.method, 'log_support': self.log_support.tolist()}
+            'method': self.method, 'log_support': self.log_support.tolist(),
+            'tables_digest': self.tables_digest}
 
 
 def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
@@ -262,7 +266,7 @@ def tilt_for(mechanism: MatrixMechanism, order: int, epsilons, *,
                             for e in grid])
   return Tilt(order=order, log_z=partition.log_z, method=partition.method,
               states=partition.states, sampler_log_z=chain.log_z, epsilons=grid,
-              log_support=log_support, chain=chain)
+              log_support=log_support, chain=chain, tables_digest=chain.digest())
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -277,6 +281,7 @@ class TiltedDeltaEstimate:
     proposal: per direction, ``"tilted"`` or ``"plain"`` (the add direction is drawn plainly).
     order: α.
     log_z: ln Z_α of the weights (rounded up); method: how it was computed.
+    tables_digest: the tuple sampler's tables (``Tilt.tables_digest``).
     support: M(α, ε) per ε: the bound on every remove term (and itself a Rényi bound on
       δ_remove(ε), Canonne, Kamath & Steinke (2020) Prop. 12).
     largest_scaled_term: per ε, the largest X/M drawn by this call (≤ 1 up to rounding:
@@ -296,6 +301,7 @@ class TiltedDeltaEstimate:
   largest_scaled_term: np.ndarray
   num_samples: int
   key_data: tuple[int, ...]
+  tables_digest: str = ''
 
   @property
   def delta_hat_max(self) -> np.ndarray:
@@ -309,7 +315,8 @@ class TiltedDeltaEstimate:
             'delta_hat': {d: self.delta_hat[d][rows].tolist() for d in DIRECTIONS},
             'standard_error': {d: self.standard_error[d][rows].tolist() for d in DIRECTIONS},
             'proposal': dict(self.proposal), 'tilt_order': self.order, 'log_z': self.log_z,
-            'log_z_method': self.method, 'support': self.support[rows].tolist(),
+            'log_z_method': self.method, 'tables_digest': self.tables_digest,
+            'support': self.support[rows].tolist(),
             'largest_scaled_term': self.largest_scaled_term[rows].tolist(),
             'num_samples': self.num_samples, 'seed': list(self.key_data)}
 
@@ -439,7 +446,8 @@ def run_tilted_estimate(key, mechanism: MatrixMechanism, tilt: Tilt, num_samples
       proposal={Direction.REMOVE.value: 'tilted', Direction.ADD.value: 'plain'},
       order=tilt.order, log_z=tilt.log_z, method=tilt.method,
       support=np.exp(tilt.log_support), largest_scaled_term=sweep.largest_scaled_term[0],
-      num_samples=num_samples, key_data=keys_lib.key_words(key))
+      num_samples=num_samples, key_data=keys_lib.key_words(key),
+      tables_digest=tilt.tables_digest)
 
 
 def direction_proposals(mechanisms, tilts, epsilon: float) -> dict:
@@ -516,17 +524,20 @@ def _sizes_record(sizes) -> dict:
 
 def run_identity(tilts, sizes, order: int) -> dict:
   """What a tilted verification adds to its ledger identity and checkpoint fingerprint: the
-  proposal, α, each direction's (N, support) and each candidate's ln Z_α and its method."""
+  proposal, α, each direction's (N, support) and each candidate's ln Z_α, its method and its
+  tables' digest."""
   return {'proposal': 'tilted', 'tilt_order': int(order), 'directions': _sizes_record(sizes),
           'log_z': [float(tilt.log_z) for tilt in tilts],
-          'log_z_method': [tilt.method for tilt in tilts]}
+          'log_z_method': [tilt.method for tilt in tilts],
+          'tables_digest': [tilt.tables_digest for tilt in tilts]}
 
 
 def guarantee_record(tilt: Tilt, sizes, order: int) -> dict:
   """The ``Guarantee.tilt`` of a verified tilted release: proposal per direction, α, ln Z_α and
-  its method, the released candidate's M(α, ε), and each direction's (N, support)."""
+  its method and its tables' digest, the released candidate's M(α, ε), and each direction's
+  (N, support)."""
   proposal = {d: ('certified' if sizes[d].num_samples == 0 else
                   'tilted' if d == Direction.REMOVE else 'plain') for d in DIRECTIONS}
   return {'proposal': proposal, 'tilt_order': int(order), 'log_z': float(tilt.log_z),
-          'log_z_method': tilt.method, 'support': float(np.exp(tilt.log_support[0])),
-          'directions': _sizes_record(sizes)}
+          'log_z_method': tilt.method, 'tables_digest': tilt.tables_digest,
+          'support': float(np.exp(tilt.log_support[0])), 'directions': _sizes_record(sizes)}
