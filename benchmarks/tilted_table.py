@@ -14,9 +14,10 @@ and the seconds those N would take here, from seconds per sample measured on ``-
 draws of each program (a second, compiled call): plain (both directions' draws) and tilted
 (remove: host tuple draws + device; add: the plain program). Projections, not runs; never
 timed inside tests. With ``--verify`` the tilted verification is also run (``jaxacct.verify``
-of [σ, σ_up], σ_up the unamplified fallback's σ at (ε, δ_b), an in-memory ledger): its
-samples per direction, whether it released σ, and its measured seconds beside the projected
-ones. Usage (from the repository root):
+of [σ_v, σ_up] with σ_v the tightest deterministic accountant's σ at (ε, δ_b), so that the
+candidate passes, and σ_up the unamplified fallback's; an in-memory ledger): its samples per
+direction, whether it released σ_v, and its measured seconds beside the projection at σ_v.
+Usage (from the repository root):
 
   PYTHONPATH=. python benchmarks/tilted_table.py [--samples 4096] [--verify]
 
@@ -30,11 +31,13 @@ import dataclasses
 import math
 import pathlib
 import time
+import typing
 
 import jax
 
 import jaxacct
 from jaxacct import config
+from jaxacct.deterministic import accountant as deterministic
 from jaxacct.deterministic import base as registry
 from jaxacct.deterministic import tilt_bound
 from jaxacct.montecarlo.evr import bounds, tilted
@@ -60,6 +63,42 @@ def _per_sample(call, samples: int) -> float:
   return (time.perf_counter() - start) / samples
 
 
+class Projection(typing.NamedTuple):
+  """One verification at (ε, δ), δ_b = δ/2, projected: the order, M, the add bound, N per
+  direction (plain, tilted remove, tilted add) and seconds (plain both, tilted per direction)."""
+
+  alpha: int
+  support: float
+  add_bound: float | None
+  plain_n: int
+  remove_n: int
+  add_n: int
+  plain_s: float
+  tilted_s: tuple[float, float]
+
+
+def _projection(mechanism, epsilon: float, delta: float, samples: int) -> Projection:
+  """The module docstring's arithmetic at ``mechanism``'s σ, rates timed on ``samples``."""
+  choice = tilted.choose_order(mechanism, epsilon)
+  support = math.exp(choice.log_bound)
+  add = tilted.add_bound([mechanism], epsilon)
+  base = delta / 2
+  plain_n = bounds.minimum_samples(base, delta)
+  remove_n = bounds.minimum_samples(base, delta, support=min(support, 1.0))
+  add_n = 0 if add is not None and add <= base else plain_n
+  grid, key = [epsilon], jax.random.key(0)
+  plain_rate = _per_sample(lambda n: jaxacct.estimate_delta(
+      key, mechanism, grid, n, run=jaxacct.RunOptions(progress=False)), samples)
+  tilted_rate = _per_sample(lambda n: jaxacct.estimate_delta(
+      key, mechanism, grid, n, run=jaxacct.RunOptions(progress=False),
+      monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=choice.alpha)),
+      samples)
+  # Tilted remove = the tilted estimate's cost minus its plain add half.
+  remove_rate = max(tilted_rate - plain_rate / 2, 0.0)
+  return Projection(choice.alpha, support, add, plain_n, remove_n, add_n, plain_n * plain_rate,
+                    (remove_n * remove_rate, add_n * plain_rate / 2))
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument('--samples', type=int, default=4096)
@@ -76,64 +115,52 @@ def main() -> None:
       continue
     raw = config.load(ROOT / 'configs' / f'{name}.yaml', overrides)
     mechanism = config.mechanism_from(raw)
-    choice = tilted.choose_order(mechanism, epsilon)
-    support = math.exp(choice.log_bound)
     threshold = tilt_bound.add_vanishing_epsilon(mechanism)
-    add = tilted.add_bound([mechanism], epsilon)
-    base = delta / 2
-    plain_n = bounds.minimum_samples(base, delta)
-    remove_n = bounds.minimum_samples(base, delta, support=min(support, 1.0))
-    add_n = 0 if add is not None and add <= base else plain_n
-    grid = [epsilon]
-    key = jax.random.key(0)
-    plain_rate = _per_sample(lambda n: jaxacct.estimate_delta(
-        key, mechanism, grid, n, run=jaxacct.RunOptions(progress=False)), args.samples)
-    tilted_rate = _per_sample(lambda n: jaxacct.estimate_delta(
-        key, mechanism, grid, n, run=jaxacct.RunOptions(progress=False),
-        monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted', tilt_order=choice.alpha)),
-        args.samples)
-    # Tilted remove = the tilted estimate's cost minus its plain add half.
-    remove_rate = max(tilted_rate - plain_rate / 2, 0.0)
-    plain_s = plain_n * plain_rate
-    tilted_s = (remove_n * remove_rate, add_n * plain_rate / 2)
-    print(f'| {name} | ({epsilon:g}, {delta:.3g}) | {choice.alpha} | {support:.3g} | '
+    row = _projection(mechanism, epsilon, delta, args.samples)
+    print(f'| {name} | ({epsilon:g}, {delta:.3g}) | {row.alpha} | {row.support:.3g} | '
           f'{"—" if threshold is None else f"{threshold:.3f}"} | '
-          f'{"—" if add is None else f"{add:.3g}"} | {plain_n:,} | {remove_n:,} | {add_n:,} | '
-          f'{plain_s:,.0f} | '
-          f'{tilted_s[0]:,.0f} | {tilted_s[1]:,.0f} | {plain_s / sum(tilted_s):.3g}× |',
-          flush=True)
+          f'{"—" if row.add_bound is None else f"{row.add_bound:.3g}"} | {row.plain_n:,} | '
+          f'{row.remove_n:,} | {row.add_n:,} | {row.plain_s:,.0f} | {row.tilted_s[0]:,.0f} | '
+          f'{row.tilted_s[1]:,.0f} | {row.plain_s / sum(row.tilted_s):.3g}× |', flush=True)
     if args.verify and 'production' not in name:
-      runs.append(_verified(name, mechanism, epsilon, delta, choice.alpha, sum(tilted_s)))
+      runs.append(_verified(name, mechanism, epsilon, delta, args.samples))
   if runs:
-    print('\n| config | α | released σ (verified) | N remove | N add | projected s '
+    print('\n| config | σ verified | α | released σ | N remove | N add | projected s '
           '| measured s |')
-    print('|---|---:|---|---:|---:|---:|---:|')
-    for row in runs:
-      print(row)
+    print('|---|---:|---:|---|---:|---:|---:|---:|')
+    for line in runs:
+      print(line)
 
 
-def _verified(name, mechanism, epsilon, delta, order, projected) -> str:
-  """One tilted verification of [σ, σ_up] (module docstring), as a table row."""
-  fallback = registry.get("unamplified_gaussian")
-  sigma_up = fallback.sigma(mechanism.scheme, mechanism.matrix, epsilon=epsilon,
-                            delta=delta / 2)
-  sigma = float(mechanism.noise_multiplier)
+def _verified(name, mechanism, epsilon, delta, samples: int) -> str:
+  """One tilted verification of [σ_v, σ_up] (module docstring) as a table row: σ_v the
+  tightest deterministic accountant's σ at (ε, δ_b) (≥ the Monte Carlo boundary, so the
+  candidate should pass), its projection at σ_v beside the measured seconds."""
+  fallback = registry.get('unamplified_gaussian')
+  scheme, matrix = mechanism.scheme, mechanism.matrix
+  sigma_up = fallback.sigma(scheme, matrix, epsilon=epsilon, delta=delta / 2)
+  proven, _ = deterministic.calibrate_deterministic(scheme, matrix, epsilon=epsilon,
+                                                    delta=delta / 2)
+  sigma = float(proven.noise_multiplier)
   if not sigma < sigma_up:
-    return f'| {name} | {order} | σ = {sigma:g} ≥ σ_up = {sigma_up:.4g}: not run | | | | |'
-  candidates = [mechanism, dataclasses.replace(mechanism, noise_multiplier=sigma_up)]
+    return f'| {name} | {sigma:.6g} ≥ σ_up = {sigma_up:.6g}: not run | | | | | | |'
+  candidate = dataclasses.replace(mechanism, noise_multiplier=sigma)
+  row = _projection(candidate, epsilon, delta, samples)
   start = time.perf_counter()
-  result = jaxacct.verify(jax.random.key(0), candidates, epsilon=epsilon, delta=delta,
+  result = jaxacct.verify(jax.random.key(0), [candidate, dataclasses.replace(
+      mechanism, noise_multiplier=sigma_up)], epsilon=epsilon, delta=delta,
                           monte_carlo=jaxacct.MonteCarloOptions(proposal='tilted',
-                                                                tilt_order=order),
+                                                                tilt_order=row.alpha),
                           run=jaxacct.RunOptions(ledger=jaxacct.VerificationLedger(),
                                                  progress=False))
   seconds = time.perf_counter() - start
   guarantee = result.guarantee
+  # Per direction [N, support] (the tilt's record; a fallback release has none).
   sizes = (guarantee.tilt or {}).get('directions', {})
+  counts = [f'{sizes[d][0]:,}' if d in sizes else '—' for d in ('remove', 'add')]
   released = float(result.mechanism.noise_multiplier)
-  return (f'| {name} | {order} | {released:.6g} ({guarantee.method}) | '
-          f'{sizes.get("remove", ["—"])[0]:,} | {sizes.get("add", ["—"])[0]:,} | '
-          f'{projected:,.0f} | {seconds:,.0f} |')
+  return (f'| {name} | {sigma:.6g} | {row.alpha} | {released:.6g} ({guarantee.method}) | '
+          f'{counts[0]} | {counts[1]} | {sum(row.tilted_s):,.0f} | {seconds:,.0f} |')
 
 
 if __name__ == '__main__':

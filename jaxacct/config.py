@@ -398,6 +398,9 @@ KEYS: tuple[Key, ...] = (
         'The order α of proposal tilted (refused without it); '
         'jaxacct.montecarlo.evr.tilted.choose_order gives the α of the smallest M.',
         library=_CALIBRATE, default_text='required with proposal tilted'),
+    Key('monte_carlo.tilt_state_budget', _Integer(1),
+        'The largest tuple-chain state count the tilt of `estimate` may build (the §7.4 shape '
+        'at α = 3 needs 2,829,056).', library=_CALIBRATE, default_text='2,000,000'),
     Key('calibration', _Section(),
         'The (ε, δ) target of `calibrate` and `train`, and the Estimate-Verify-Release search '
         '(`estimate` reports its ε̂ at calibration.delta).'),
@@ -436,7 +439,8 @@ KEYS: tuple[Key, ...] = (
         'drawn from the law tilted by the privacy loss (every term ≤ M(α, ε): ~M/δ samples '
         'instead of ~1/δ; the add direction certified by a bound where one holds, else plain), '
         'the σ search a bisection of tilted estimates; auto, tilted where it covers the '
-        'mechanism and M < 1, else plain. The plan (`jaxacct plan`, --max-minutes) replays the '
+        'mechanism, M < 1 and the add direction has a proven bound ≤ δ_b near the boundary, '
+        'else plain. The plan (`jaxacct plan`, --max-minutes) replays the '
         'tilted search and times its host tables, tuple draws and device calls.',
         library=_CALIBRATE),
     Key('calibration.tilt_order', _Integer(2),
@@ -683,12 +687,21 @@ def load(path: str | pathlib.Path, overrides: list[str] = ()) -> dict:
   return raw
 
 
+TILT_KEYS = ('proposal', 'tilt_order', 'tilt_state_budget')
+"""The ``monte_carlo`` keys of ``estimate``'s proposal (``MonteCarloOptions`` fields)."""
+
+
+def tilt_options(raw: dict) -> dict:
+  """The ``TILT_KEYS`` the config gives, as ``MonteCarloOptions`` keywords."""
+  return {name: value for name, value in library_keywords(raw, 'monte_carlo', TILT_KEYS).items()
+          if value is not None}
+
+
 def _check_proposal(raw: dict) -> None:
-  """``monte_carlo.proposal`` and ``monte_carlo.tilt_order`` together, by
-  ``MonteCarloOptions``' own rule (the order is required with tilted and refused without it),
-  on the config as overridden; the refusal names the key."""
-  given = {name: value for name, value in library_keywords(
-      raw, 'monte_carlo', ('proposal', 'tilt_order')).items() if value is not None}
+  """``monte_carlo.proposal``, ``tilt_order`` and ``tilt_state_budget`` together, by
+  ``MonteCarloOptions``' own rule (the order is required with tilted and refused without it,
+  the budget refused with plain), on the config as overridden; the refusal names the key."""
+  given = tilt_options(raw)
   try:
     options_lib.MonteCarloOptions(**given)
   except InputError as error:

@@ -78,12 +78,17 @@ def test_a_tilted_estimate_runs_end_to_end_and_equals_the_api(tmp_path, capsys):
 @pytest.mark.parametrize('monte_carlo, message', [
     ({'proposal': None}, 'monte_carlo.tilt_order is the order of proposal'),
     ({'tilt_order': None}, 'monte_carlo.tilt_order is required with proposal'),
-], ids=['order-without-tilted', 'tilted-without-order'])
-def test_a_tilt_order_without_tilted_and_tilted_without_an_order_are_refused_at_load(
+    ({'proposal': None, 'tilt_order': None, 'tilt_state_budget': 10**6},
+     "monte_carlo.tilt_state_budget bounds the tilt's tuple chain"),
+    ({'tilt_state_budget': 5}, 'tuple-chain states'),
+], ids=['order-without-tilted', 'tilted-without-order', 'budget-without-tilted',
+        'budget-below-the-chain'])
+def test_inconsistent_tilt_keys_are_refused_before_compute(
     tmp_path, capsys, monte_carlo, message):
   path = _config(tmp_path, **monte_carlo)
-  with pytest.raises(config_lib.ConfigError, match=message):
-    config_lib.load(path)
+  if 'tuple-chain states' not in message:  # a budget below the chain is known at the tables
+    with pytest.raises(config_lib.ConfigError, match=message):
+      config_lib.load(path)
   assert cli.main(['estimate', str(path), '--out', str(tmp_path)]) == 2
   assert message in capsys.readouterr().err
   assert not (tmp_path / 'estimate').exists()  # refused before any compute

@@ -137,9 +137,7 @@ def _estimate(args, raw) -> dict:
   say_precision(choice)
   check_state_files(args, raw, ledger=False)
   grid = report.curve_epsilons(epsilons)  # the table's ε and a fine grid for the plot
-  options = MonteCarloOptions(precision=choice.precision, **{
-      name: value for name, value in config_lib.library_keywords(
-          raw, 'monte_carlo', ('proposal', 'tilt_order')).items() if value is not None})
+  options = MonteCarloOptions(precision=choice.precision, **config_lib.tilt_options(raw))
   try:
     result = estimate_delta(jax.random.key(seed), mechanism, grid, num_samples,
                             monte_carlo=options,

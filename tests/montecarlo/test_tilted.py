@@ -350,6 +350,13 @@ def test_an_order_over_the_state_budget_is_refused_before_compute(monkeypatch):
   with pytest.raises(jaxacct.InputError, match='state budget') as refused:
     _tilted(big, 8, [1.0], 512)
   assert refused.value.argument == 'monte_carlo.tilt_order'
+  # The estimate's own budget (tilt_state_budget), one state below the n = 12 chain's at α = 2.
+  states, _ = tilted.sampler_states(BMINSEP, 2)
+  with pytest.raises(jaxacct.InputError, match=f'{states:,} tuple-chain states') as refused:
+    jaxacct.estimate_delta(jax.random.key(0), BMINSEP, [1.0], 512,
+                           monte_carlo=jaxacct.MonteCarloOptions(
+                               proposal='tilted', tilt_order=2, tilt_state_budget=states - 1))
+  assert refused.value.argument == 'monte_carlo.tilt_order'
 
 
 @pytest.mark.parametrize('fields, argument', [

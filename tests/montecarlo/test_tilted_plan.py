@@ -267,3 +267,39 @@ def test_the_best_orders_conversion_is_a_bounded_multiple_of_delta(epsilon, sigm
                                    for alpha in tilted_plan.PROXY_ORDERS}, epsilon)
   delta = jaxacct.delta_for_epsilon(mechanism, epsilon, accountant='pld', direction='remove')
   assert delta <= proxy <= tilted_plan.BOUNDARY_SUPPORT_RATIO * delta
+
+
+def test_auto_keeps_the_tilt_only_where_the_add_direction_is_certified(monkeypatch):
+  # proposal='auto' in a calibration: tilted where tilted.add_bound ≤ δ_b at the proxy's
+  # boundary (the search's model), plain otherwise; a given 'tilted' is never overridden, and
+  # without a cheap order (no proxy) the tilt is kept.
+  asked = []
+
+  def bound(value):
+    return lambda mechanisms, epsilon: asked.append(mechanisms[0].noise_multiplier) or value
+
+  arguments = dict(guess=1.2, sigma_up=2.31, epsilon=EPSILON, base_delta=DELTA / 2,
+                   precision='float64', state_budget=10**6)
+  auto = jaxacct.MonteCarloOptions(proposal='auto')
+  resolve = tilted_plan.resolve_calibration_order
+  monkeypatch.setattr(tilted_plan.tilted_lib, 'add_bound', bound(1.0))
+  assert resolve(auto, BMINSEP.scheme, BMINSEP.matrix, **arguments) == ('plain', None)
+  # Asked once, at the proxy's boundary: passing there, failing one tolerance step below.
+  (sigma,) = asked
+  cheap = [a for a in tilted_plan.PROXY_ORDERS
+           if tilted_plan.is_cheap(BMINSEP, a, arguments['state_budget'])]
+
+  def proxy(s):
+    mechanism = dataclasses.replace(BMINSEP, noise_multiplier=s)
+    return tilted_plan.proxy_delta({a: tilt_bound.partition(mechanism, a).log_z
+                                    for a in cheap}, EPSILON)
+
+  ceiling = tilted_plan.BOUNDARY_SUPPORT_RATIO * DELTA / 2
+  assert proxy(sigma) <= ceiling < proxy(sigma / (1 + 2 * tilted_plan.AUTO_BOUNDARY_TOLERANCE))
+  monkeypatch.setattr(tilted_plan.tilted_lib, 'add_bound', bound(0.0))
+  proposal, order = resolve(auto, BMINSEP.scheme, BMINSEP.matrix, **arguments)
+  assert proposal == 'tilted' and order >= 2
+  monkeypatch.setattr(tilted_plan.tilted_lib, 'add_bound', bound(1.0))
+  assert resolve(OPTIONS, BMINSEP.scheme, BMINSEP.matrix, **arguments) == ('tilted', 3)
+  monkeypatch.setattr(tilted_plan, 'CHEAP_WORK', 0)
+  assert resolve(auto, BMINSEP.scheme, BMINSEP.matrix, **arguments)[0] == 'tilted'

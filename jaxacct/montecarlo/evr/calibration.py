@@ -681,8 +681,9 @@ def _calibrate_tilted(scheme, matrix, *, epsilon: float, delta: float, key,
   sigma_up, guess = sharding.on_leader(lambda: list(search_start.fallback_and_guess(
       scheme, matrix, fallback, epsilon, base)))
   budget = monte_carlo.tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET
-  proposal, order = tilted_search.resolve_order(
-      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base, precision, budget)
+  proposal, order = tilted_plan.resolve_calibration_order(
+      monte_carlo, scheme, matrix, guess=guess, sigma_up=sigma_up, epsilon=epsilon,
+      base_delta=base, precision=precision, state_budget=budget, progress=run.progress)
   if proposal == 'plain':
     return None
   placeholder = MatrixMechanism(scheme, matrix, 1.0)

@@ -41,6 +41,7 @@ import numpy as np
 from jaxacct import _validate
 from jaxacct._precision import scoped_x64
 from jaxacct.conventions import DIRECTIONS, Method
+from jaxacct.deterministic import tilt_bound
 from jaxacct.mechanism import MatrixMechanism
 from jaxacct.montecarlo.evr import checkpoint as checkpoint_lib
 from jaxacct.montecarlo.engine import kernels, sampling, stream
@@ -337,7 +338,7 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       tilted by the privacy loss and weighted back, each term bounded by M(α, ε) (float64
       only; ``montecarlo/evr/tilted.py``: Poisson with C = c·I, b-min-sep with bands ≤ b,
       cyclic Poisson and balls-in-bins with bands ≤ T; no ``histogram_edges`` or ``state``;
-      ``run.max_seconds`` projects its host tuple draws and device calls after the host
+      ``tilt_state_budget`` bounds its tuple chain; ``run.max_seconds`` projects its host tuple draws and device calls after the host
       tables, ``tilted_plan.tilted_sampling_seconds``); the add direction stays plain.
       Other fields are refused (an estimate verifies nothing).
     run: ``RunOptions``: devices (default every device of every process; under
@@ -383,11 +384,13 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
   return run_estimate(key, mechanism, epsilons, num_samples, purpose='estimation',
                       precision=monte_carlo.precision, block_size=monte_carlo.block_size,
                       histogram_edges=histogram_edges, state=state, run=run,
-                      tilt_order=monte_carlo.tilt_order)
+                      tilt_order=monte_carlo.tilt_order,
+                      tilt_state_budget=monte_carlo.tilt_state_budget)
 
 
 # The MonteCarloOptions fields an estimate uses.
-ESTIMATE_FIELDS = frozenset({'precision', 'block_size', 'proposal', 'tilt_order'})
+ESTIMATE_FIELDS = frozenset({'precision', 'block_size', 'proposal', 'tilt_order',
+                             'tilt_state_budget'})
 
 
 @scoped_x64
@@ -396,10 +399,11 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
                  block_size: int | None = None, histogram_edges=None,
                  state: EstimatorState | None = None,
                  run: options_lib.RunOptions = options_lib.RunOptions(),
-                 tilt_order: int | None = None
+                 tilt_order: int | None = None, tilt_state_budget: int | None = None
                  ) -> DeltaEstimate | tilted_lib.TiltedDeltaEstimate:
   """``estimate_delta`` on the stream of ``purpose`` (library-internal); progress is
-  reported under the stage "estimate". ``tilt_order``: the tilted proposal's α (None: plain)."""
+  reported under the stage "estimate". ``tilt_order``: the tilted proposal's α (None: plain);
+  ``tilt_state_budget``: its chain's state budget (None: ``tilt_bound``'s default)."""
   sampling.check_mechanism(mechanism)
   grid = check_epsilons(epsilons)
   num_samples = keys_lib.check_num_samples(num_samples)
@@ -418,7 +422,8 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
   if tilt_order is not None:
     return _tilted(key, mechanism, grid, num_samples, tilt_order, purpose=purpose,
                    precision=choice.precision, block_size=block_size, edges=edges, state=state,
-                   identity={'estimator': run_fingerprint, 'num_samples': num_samples}, run=run)
+                   identity={'estimator': run_fingerprint, 'num_samples': num_samples}, run=run,
+                   state_budget=tilt_state_budget or tilt_bound.DEFAULT_STATE_BUDGET)
   bins = None if edges is None else len(edges) + 1
   if state is None:
     first_block = 0
@@ -464,7 +469,7 @@ def run_estimate(key, mechanism: MatrixMechanism, epsilons, num_samples: int, *,
 
 
 def _tilted(key, mechanism, grid, num_samples, order, *, purpose, precision, block_size, edges,
-            state, identity, run) -> tilted_lib.TiltedDeltaEstimate:
+            state, identity, run, state_budget: int) -> tilted_lib.TiltedDeltaEstimate:
   """The tilted proposal's estimate (``tilted.run_tilted_estimate``), after its refusals."""
   unused = "is not available with proposal='tilted' ({}): give None"
   for argument, given, requirement in (
@@ -475,7 +480,7 @@ def _tilted(key, mechanism, grid, num_samples, order, *, purpose, precision, blo
        "must resolve to 'float64' with proposal='tilted' (the float64 program only)")):
     if given:
       raise InputError(argument=argument, requirement=requirement)
-  tilt = tilted_lib.tilt_for(mechanism, order, grid)
+  tilt = tilted_lib.tilt_for(mechanism, order, grid, state_budget=state_budget)
   if run.max_seconds is not None:  # the host tables are built: what is left is projected
     samples = {d: num_samples for d in DIRECTIONS}
     state = tilted_lib.saved_state(tilted_lib.estimate_phase(run, identity, tilt, num_samples),

@@ -443,6 +443,54 @@ def proxy_delta(log_partitions: dict, epsilon: float) -> float:
   return max(0.0, min(values))
 
 
+AUTO_BOUNDARY_TOLERANCE = 0.02  # the proxy boundary only decides plain vs tilted
+
+
+def resolve_calibration_order(monte_carlo, scheme, matrix, *, guess: float, sigma_up: float,
+                              epsilon: float, base_delta: float, precision: str,
+                              state_budget: int, progress=None) -> tuple[str, int | None]:
+  """(proposal, α) of a calibration: ``tilted_search.resolve_order``, and then, for
+  ``proposal='auto'``, plain where the tilt would cost more than it saves.
+
+  The tilt saves samples in the remove direction only. Where the add direction is not
+  certified by a proven bound ≤ δ_b near the boundary, it is sampled plainly at ~50/δ_b per
+  searched σ, without the plain sweeps' draws shared across 16 σ, and the tilted calibration
+  is slower than the plain one (the quickstart at (2, 10⁻⁵): 41 min projected against 4.4).
+  So ``auto`` keeps the tilt when ``tilted.add_bound`` ≤ δ_b at the σ where ``proxy_delta``
+  over the cheap orders (``is_cheap``) reaches ``BOUNDARY_SUPPORT_RATIO``·δ_b — the plan's
+  model of the search's boundary — or when no order is cheap (the §7.4 shape, whose add
+  direction (A1) certifies), and chooses plain otherwise, said under ``progress``. The choice
+  moves cost, never soundness: either proposal verifies what it releases."""
+  proposal, order = tilted_search.resolve_order(
+      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base_delta, precision,
+      state_budget)
+  if monte_carlo.proposal != 'auto' or proposal == 'plain':
+    return proposal, order
+  first = MatrixMechanism(scheme, matrix, guess)
+  cheap = [alpha for alpha in PROXY_ORDERS if is_cheap(first, alpha, state_budget)]
+  if not cheap:
+    return proposal, order
+
+  def passes(sigma: float) -> bool:
+    mechanism = MatrixMechanism(scheme, matrix, sigma)
+    return proxy_delta({alpha: tilt_bound.partition(mechanism, alpha,
+                                                    state_budget=state_budget).log_z
+                        for alpha in cheap}, epsilon) <= BOUNDARY_SUPPORT_RATIO * base_delta
+
+  boundary = min(float(sigma_up), smallest_passing_sigma(
+      passes, tolerance=AUTO_BOUNDARY_TOLERANCE, floor=tilted_search.SIGMA_FLOOR,
+      start=min(float(guess), float(sigma_up))))
+  add = tilted_lib.add_bound([MatrixMechanism(scheme, matrix, boundary)], epsilon)
+  if add is not None and add <= base_delta:
+    return proposal, order
+  progress_lib.announce(progress, f"proposal 'auto': plain sampling — near the boundary (σ ≈ "
+                                  f'{boundary:.4g}) the add direction has no proven bound ≤ '
+                                  f'δ_b (best {"none" if add is None else f"{add:.3g}"}), so '
+                                  'it would be sampled plainly per searched σ, slower than the '
+                                  "plain sweeps' shared draws")
+  return 'plain', None
+
+
 def _verification_samples(candidates, model: _LogPartitions, *, delta: float,
                           base_delta: float, epsilon: float, monte_carlo) -> tuple[dict, float]:
   """(N per direction, S) of the tilted verification of ``candidates`` (the fallback's σ_up
@@ -540,8 +588,9 @@ def tilted_capacity_plan(mechanism: MatrixMechanism, *, epsilon: float, delta: f
   scheme, matrix = mechanism.scheme, mechanism.matrix
   start = min(float(guess), float(sigma_up))
   (proposal, order), order_seconds = _timed(
-      tilted_search.resolve_order, monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon,
-      base, monte_carlo.precision, budget)
+      resolve_calibration_order, monte_carlo, scheme, matrix, guess=guess, sigma_up=sigma_up,
+      epsilon=epsilon, base_delta=base, precision=monte_carlo.precision, state_budget=budget,
+      progress=progress)
   if proposal == 'plain':
     return None
   first = MatrixMechanism(scheme, matrix, start)
