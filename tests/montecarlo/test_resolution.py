@@ -21,7 +21,7 @@ def _estimate(epsilons, support, remove, remove_error, add, add_error, num_sampl
       standard_error={'remove': remove_error, 'add': add_error},
       proposal={'remove': 'tilted', 'add': 'plain'}, order=3, log_z=1.5, method='chain',
       support=support, largest_scaled_term=np.ones_like(epsilons), num_samples=num_samples,
-      key_data=(0, 7))
+      key_data=(0, 7), tables_digest='0' * 32)
 
 
 def test_a_delta_below_the_add_floor_is_not_resolved_whatever_the_remove_direction_resolves():

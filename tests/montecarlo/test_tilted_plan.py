@@ -286,8 +286,7 @@ def test_auto_keeps_the_tilt_only_where_the_add_direction_is_certified(monkeypat
   assert resolve(auto, BMINSEP.scheme, BMINSEP.matrix, **arguments) == ('plain', None)
   # Asked once, at the proxy's boundary: passing there, failing one tolerance step below.
   (sigma,) = asked
-  cheap = [a for a in tilted_plan.PROXY_ORDERS
-           if tilted_plan.is_cheap(BMINSEP, a, arguments['state_budget'])]
+  cheap = tilted_plan.cheap_orders(BMINSEP, arguments['state_budget'])
 
   def proxy(s):
     mechanism = dataclasses.replace(BMINSEP, noise_multiplier=s)

@@ -338,8 +338,9 @@ def estimate_delta(key, mechanism: MatrixMechanism, epsilons, num_samples: int, 
       tilted by the privacy loss and weighted back, each term bounded by M(α, ε) (float64
       only; ``montecarlo/evr/tilted.py``: Poisson with C = c·I, b-min-sep with bands ≤ b,
       cyclic Poisson and balls-in-bins with bands ≤ T; no ``histogram_edges`` or ``state``;
-      ``tilt_state_budget`` bounds its tuple chain; ``run.max_seconds`` projects its host tuple draws and device calls after the host
-      tables, ``tilted_plan.tilted_sampling_seconds``); the add direction stays plain.
+      ``tilt_state_budget`` bounds its tuple chain; ``run.max_seconds`` projects its host
+      tuple draws and device calls after the host tables,
+      ``tilted_plan.tilted_sampling_seconds``); the add direction stays plain.
       Other fields are refused (an estimate verifies nothing).
     run: ``RunOptions``: devices (default every device of every process; under
       ``jax.distributed`` all processes call this with the same arguments), blocks per call,

@@ -210,7 +210,7 @@ class Tilt:
   epsilons: np.ndarray
   log_support: np.ndarray
   chain: minsep_chain.TupleChain = dataclasses.field(repr=False)
-  tables_digest: str = ''
+  tables_digest: str
 
   def tuples(self, rngs, count: int) -> np.ndarray:
     """``count`` exact draws of π_α from each generator of ``rngs``, one forward pass for all:
@@ -301,7 +301,7 @@ class TiltedDeltaEstimate:
   largest_scaled_term: np.ndarray
   num_samples: int
   key_data: tuple[int, ...]
-  tables_digest: str = ''
+  tables_digest: str
 
   @property
   def delta_hat_max(self) -> np.ndarray:

@@ -28,7 +28,8 @@ with the same arithmetic and rules, deciding each σ without sampling:
 
 The verification is then projected at the replayed boundary (``search_start.candidate_grid``):
 each candidate's tables, its remove samples N(S) (``bounds.resolve_direction_sizes`` with
-S = max_k M_k, the smallest candidate's M, computed there) and its plain add samples unless certified; and, when asked,
+S = max_k M_k, the smallest candidate's M, computed there) and its plain add samples unless
+certified; and, when asked,
 the report curve (plain draws at the released σ, as ``jaxacct calibrate`` draws it).
 
 Measured here, once each: the starting points (σ_up, guess: cached, the run reuses them), the
@@ -374,9 +375,7 @@ class _LogPartitions:
     self._two = {sigma: log_z2}
     self._exact = {sigma: log_z}
     self.anchors = [(sigma, log_z2, log_z)]
-    mechanism = MatrixMechanism(scheme, matrix, sigma)
-    self.cheap_orders = tuple(alpha for alpha in PROXY_ORDERS
-                              if is_cheap(mechanism, alpha, budget))
+    self.cheap_orders = cheap_orders(MatrixMechanism(scheme, matrix, sigma), budget)
 
   def _partition(self, sigma: float, alpha: int) -> float:
     return tilt_bound.partition(MatrixMechanism(self.scheme, self.matrix, sigma), alpha,
@@ -423,6 +422,11 @@ class _LogPartitions:
     return proxy_delta(known, self.epsilon)
 
 
+def cheap_orders(mechanism: MatrixMechanism, budget: int) -> tuple[int, ...]:
+  """The orders of ``PROXY_ORDERS`` that ``is_cheap`` (states do not depend on σ)."""
+  return tuple(alpha for alpha in PROXY_ORDERS if is_cheap(mechanism, alpha, budget))
+
+
 def is_cheap(mechanism: MatrixMechanism, alpha: int, budget: int) -> bool:
   """Whether ln Z_α of ``mechanism`` is cheap enough to compute at every σ of the replayed
   search (states × rounds ≤ ``CHEAP_WORK``, closed forms always; within the state ``budget``):
@@ -434,9 +438,10 @@ def is_cheap(mechanism: MatrixMechanism, alpha: int, budget: int) -> bool:
 def proxy_delta(log_partitions: dict, epsilon: float) -> float:
   """The plan's proxy of δ(ε) at a σ where the search samples: min over the orders α′ of
   ``log_partitions`` (α′ → ln Z_α′) of M(α′, ε) − F(α′, ε), with M the conversion of the
-  tilted term bound (``tilt_bound.log_support_bound``) and F its value at Z = 1 (σ → ∞:
-  M − F → 0 as δ does). The best order's M is a bounded multiple of δ where a single order's
-  is not (``BOUNDARY_SUPPORT_RATIO``)."""
+  tilted term bound (``tilt_bound.log_support_bound``: the δ of Canonne, Kamath & Steinke
+  (2020) Prop. 12 at D_α = ln Z_α/(α − 1)) and F its value at Z = 1 (σ → ∞: M − F → 0 as δ
+  does). The best order's M is a bounded multiple of δ where a single order's is not
+  (``BOUNDARY_SUPPORT_RATIO``): a projection's model, never a bound."""
   values = [math.exp(min(0.0, tilt_bound.log_support_bound(log_z, alpha, epsilon)))
             - math.exp(tilt_bound.log_support_bound(0.0, alpha, epsilon))
             for alpha, log_z in log_partitions.items()]
@@ -461,13 +466,12 @@ def resolve_calibration_order(monte_carlo, scheme, matrix, *, guess: float, sigm
   model of the search's boundary — or when no order is cheap (the §7.4 shape, whose add
   direction (A1) certifies), and chooses plain otherwise, said under ``progress``. The choice
   moves cost, never soundness: either proposal verifies what it releases."""
-  proposal, order = tilted_search.resolve_order(
-      monte_carlo, MatrixMechanism(scheme, matrix, guess), epsilon, base_delta, precision,
-      state_budget)
+  first = MatrixMechanism(scheme, matrix, guess)
+  proposal, order = tilted_search.resolve_order(monte_carlo, first, epsilon, base_delta,
+                                                precision, state_budget)
   if monte_carlo.proposal != 'auto' or proposal == 'plain':
     return proposal, order
-  first = MatrixMechanism(scheme, matrix, guess)
-  cheap = [alpha for alpha in PROXY_ORDERS if is_cheap(first, alpha, state_budget)]
+  cheap = cheap_orders(first, state_budget)
   if not cheap:
     return proposal, order
 
